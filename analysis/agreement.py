@@ -1,0 +1,398 @@
+"""Agreement metrics as pure functions over arrays, with user-clustered bootstrap CIs.
+
+Design: every two-rater figure (kappa, precision, recall, F1, yes-rates,
+over-selection) is a function of a confusion table, and confusion tables add up
+over users. So we build one table per user once, and a bootstrap resample of users
+is just a weighted sum of those tables: ``W @ tables`` with ``W`` the (resamples x
+users) multinomial counts. That makes 1,000 resamples over a million labels a
+matrix product instead of a million-row loop per resample.
+
+Convention: ``table[..., h, j]`` counts items the human (reference) put in class
+``h`` and the judge put in class ``j``. For binary labels class 1 is "yes".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import krippendorff
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Level = Literal["nominal", "ordinal", "interval", "ratio"]
+
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A registered agreement metric computed from confusion tables."""
+
+    name: str
+    fn: Callable[[FloatArray], FloatArray]
+    higher_is_better: bool | None
+    description: str
+    binary_only: bool = True
+
+
+METRICS: dict[str, Metric] = {}
+
+
+def register_metric(name: str, *, higher_is_better: bool | None, description: str,
+                    binary_only: bool = True) -> Callable[[Callable[[FloatArray], FloatArray]],
+                                                          Callable[[FloatArray], FloatArray]]:
+    """Register a table metric under ``name``; duplicate names are an error.
+
+    Args:
+        name: Registry key, e.g. ``"kappa"``.
+        higher_is_better: True/False for the dashboard's colouring; None where
+            neither direction is better (rates, ratios near 1).
+        description: One line for reports and tooltips.
+        binary_only: The metric needs 2x2 tables.
+    """
+    def add(fn: Callable[[FloatArray], FloatArray]) -> Callable[[FloatArray], FloatArray]:
+        if name in METRICS:
+            raise ValueError(f"duplicate metric {name!r}")
+        METRICS[name] = Metric(name, fn, higher_is_better, description, binary_only)
+        return fn
+    return add
+
+
+def get_metric(name: str) -> Metric:
+    """Return a registered metric, suggesting near names on a typo."""
+    try:
+        return METRICS[name]
+    except KeyError:
+        import difflib
+
+        near = difflib.get_close_matches(name, METRICS, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise KeyError(f"unknown metric {name!r}{hint}") from None
+
+
+def _div(num: FloatArray, den: FloatArray) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
+    return np.where(np.asarray(den) == 0, np.nan, out)
+
+
+@register_metric("kappa", higher_is_better=True, binary_only=False,
+                 description="Cohen's kappa: agreement beyond chance (1 perfect, 0 chance, <0 worse).")
+def kappa_from_tables(tables: FloatArray) -> FloatArray:
+    """Cohen's kappa of confusion tables ``(..., K, K)``; NaN where undefined.
+
+    Undefined means no items, or expected agreement of 1 (both raters used a
+    single identical class), as in scikit-learn.
+    """
+    t = np.asarray(tables, dtype=float)
+    n = t.sum(axis=(-2, -1))
+    observed = _div(np.trace(t, axis1=-2, axis2=-1), n)
+    expected = _div((t.sum(axis=-1) * t.sum(axis=-2)).sum(axis=-1), n * n)
+    return _div(observed - expected, 1.0 - expected)
+
+
+@register_metric("accuracy", higher_is_better=True, binary_only=False,
+                 description="Share of items where judge and human give the same label.")
+def accuracy_from_tables(tables: FloatArray) -> FloatArray:
+    """Observed agreement of confusion tables."""
+    t = np.asarray(tables, dtype=float)
+    return _div(np.trace(t, axis1=-2, axis2=-1), t.sum(axis=(-2, -1)))
+
+
+def _cells(t: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    t = np.asarray(t, dtype=float)
+    if t.shape[-2:] != (2, 2):
+        raise ValueError(f"binary metric needs 2x2 tables, got {t.shape[-2:]}")
+    return t[..., 1, 1], t[..., 0, 1], t[..., 1, 0], t[..., 0, 0]  # tp, fp, fn, tn
+
+
+@register_metric("precision", higher_is_better=True,
+                 description="Of the attributes the judge selected, the share humans selected.")
+def precision_from_tables(t: FloatArray) -> FloatArray:
+    """Precision of the judge's "yes" against the human's."""
+    tp, fp, _, _ = _cells(t)
+    return _div(tp, tp + fp)
+
+
+@register_metric("recall", higher_is_better=True,
+                 description="Of the attributes humans selected, the share the judge selected.")
+def recall_from_tables(t: FloatArray) -> FloatArray:
+    """Recall of the human's "yes" by the judge."""
+    tp, _, fn, _ = _cells(t)
+    return _div(tp, tp + fn)
+
+
+@register_metric("f1", higher_is_better=True, description="Harmonic mean of precision and recall.")
+def f1_from_tables(t: FloatArray) -> FloatArray:
+    """F1 of the judge's "yes" against the human's."""
+    tp, fp, fn, _ = _cells(t)
+    return _div(2 * tp, 2 * tp + fp + fn)
+
+
+@register_metric("human_yes_rate", higher_is_better=None, description="Share of items humans labelled yes.")
+def human_yes_rate_from_tables(t: FloatArray) -> FloatArray:
+    """Share of items with a human "yes"."""
+    tp, fp, fn, tn = _cells(t)
+    return _div(tp + fn, tp + fp + fn + tn)
+
+
+@register_metric("judge_yes_rate", higher_is_better=None, description="Share of items the judge labelled yes.")
+def judge_yes_rate_from_tables(t: FloatArray) -> FloatArray:
+    """Share of items with a judge "yes"."""
+    tp, fp, fn, tn = _cells(t)
+    return _div(tp + fp, tp + fp + fn + tn)
+
+
+@register_metric("over_selection", higher_is_better=None,
+                 description="Judge yes-count / human yes-count (1 = selects as many as humans).")
+def over_selection_from_tables(t: FloatArray) -> FloatArray:
+    """How many times more items the judge selects than humans do."""
+    tp, fp, fn, _ = _cells(t)
+    return _div(tp + fp, tp + fn)
+
+
+# --------------------------------------------------------------------------- building tables
+
+def encode(*columns: npt.ArrayLike) -> tuple[list[IntArray], list[object]]:
+    """Map label columns onto shared integer codes ``0..K-1`` (sorted categories).
+
+    Returns:
+        The coded columns and the category list (code i is ``categories[i]``).
+    """
+    arrays = [np.asarray(c, dtype=object) for c in columns]
+    categories = sorted(set().union(*(set(a.tolist()) for a in arrays)), key=str)
+    lookup = {c: i for i, c in enumerate(categories)}
+    return [np.fromiter((lookup[v] for v in a), dtype=np.int64, count=len(a)) for a in arrays], categories
+
+
+def cluster_tables(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike,
+                   n_classes: int) -> tuple[FloatArray, npt.NDArray[np.object_]]:
+    """Build one confusion table per cluster (user).
+
+    Args:
+        human: Integer codes of the reference labels.
+        judge: Integer codes of the judge's labels, aligned with ``human``.
+        clusters: Cluster id (e.g. user id) per item.
+        n_classes: K.
+
+    Returns:
+        ``(tables, cluster_ids)`` with ``tables`` of shape ``(U, K, K)``.
+    """
+    h = np.asarray(human, dtype=np.int64)
+    j = np.asarray(judge, dtype=np.int64)
+    if h.shape != j.shape:
+        raise ValueError(f"human and judge differ in length: {h.shape} vs {j.shape}")
+    ids, cluster_index = np.unique(np.asarray(clusters), return_inverse=True)
+    return indexed_tables(h, j, cluster_index, len(ids), n_classes), ids
+
+
+def indexed_tables(human: IntArray, judge: IntArray, cluster_index: IntArray, n_clusters: int,
+                   n_classes: int) -> FloatArray:
+    """Confusion tables ``(n_clusters, K, K)`` from codes and a 0-based cluster index per item."""
+    flat = (np.asarray(cluster_index, dtype=np.int64) * n_classes + human) * n_classes + judge
+    counts = np.bincount(flat, minlength=n_clusters * n_classes * n_classes)
+    return counts.reshape(n_clusters, n_classes, n_classes).astype(float)
+
+
+def resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> FloatArray:
+    """Cluster bootstrap weights: row b counts how often each cluster is drawn in resample b."""
+    rng = np.random.default_rng(seed)
+    if n_clusters == 0:
+        return np.zeros((n_resamples, 0))
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples).astype(float)
+
+
+def bootstrap_tables(tables: FloatArray, weights: FloatArray) -> FloatArray:
+    """Resampled totals ``(B, ...)`` of per-cluster arrays ``(U, ...)``."""
+    return np.tensordot(weights, tables, axes=(1, 0))
+
+
+def percentile_interval(samples: FloatArray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap samples, ignoring resamples where the figure is undefined."""
+    s = np.asarray(samples, dtype=float)
+    s = s[~np.isnan(s)]
+    if s.size == 0:
+        return (float("nan"), float("nan"))
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(s, [tail, 100.0 - tail])
+    return (float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its bootstrap confidence interval."""
+
+    value: float
+    ci: tuple[float, float]
+
+
+def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float = 0.95) -> Estimate:
+    """Point value of ``metric`` on the summed tables plus its cluster-bootstrap CI."""
+    fn = get_metric(metric).fn
+    point = float(fn(tables.sum(axis=0)))
+    return Estimate(point, percentile_interval(fn(bootstrap_tables(tables, weights)), level))
+
+
+def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
+              metrics: tuple[str, ...] = ("kappa",), n_resamples: int = DEFAULT_RESAMPLES,
+              seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Estimate]:
+    """Judge-vs-human agreement with user-clustered bootstrap CIs.
+
+    Args:
+        human: Reference labels (any hashable values; binary metrics need exactly
+            the codes 0/1, e.g. booleans).
+        judge: Judge labels aligned with ``human``.
+        clusters: The user (or question) each item belongs to; resampling draws
+            whole clusters, since items of one user are not independent.
+        metrics: Registered metric names.
+        n_resamples: Bootstrap resamples.
+        seed: Seed of the resampling (recorded by callers).
+        level: Confidence level.
+
+    Returns:
+        Metric name -> :class:`Estimate`.
+    """
+    h = np.asarray(human)
+    j = np.asarray(judge)
+    if any(get_metric(m).binary_only for m in metrics):
+        codes = [np.asarray(h, dtype=np.int64), np.asarray(j, dtype=np.int64)]
+        if codes[0].size and (codes[0].min() < 0 or codes[0].max() > 1 or codes[1].min() < 0 or codes[1].max() > 1):
+            raise ValueError("binary metrics need labels coded 0/1")
+        n_classes = 2
+    else:
+        codes, categories = encode(h, j)
+        n_classes = max(len(categories), 1)
+    tables, ids = cluster_tables(codes[0], codes[1], clusters, n_classes)
+    weights = resample_weights(len(ids), n_resamples, seed)
+    return {m: estimate(tables, m, weights, level) for m in metrics}
+
+
+# --------------------------------------------------------------------------- several raters
+
+def fleiss_kappa(counts: npt.ArrayLike) -> float:
+    """Fleiss' kappa from an items x categories count table with equal raters per item.
+
+    Raises:
+        ValueError: Items have different numbers of ratings, or fewer than two.
+    """
+    c = np.asarray(counts, dtype=float)
+    per_item = c.sum(axis=1)
+    if c.size == 0:
+        return float("nan")
+    if not np.all(per_item == per_item[0]) or per_item[0] < 2:
+        raise ValueError("Fleiss' kappa needs the same number (>= 2) of ratings on every item")
+    return float(_fleiss_from_sums(*_fleiss_sums(c)))
+
+
+def _fleiss_sums(c: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    n = c.sum(axis=-1)
+    agreement_i = _div((c * c).sum(axis=-1) - n, n * (n - 1))
+    return np.nansum(agreement_i, axis=-1), np.asarray(c.shape[-2], dtype=float), c.sum(axis=-2)
+
+
+def _fleiss_from_sums(sum_p: FloatArray, n_items: FloatArray, category_totals: FloatArray) -> FloatArray:
+    p_bar = _div(sum_p, n_items)
+    p_j = _div(category_totals, category_totals.sum(axis=-1, keepdims=True))
+    p_e = (p_j * p_j).sum(axis=-1)
+    return _div(p_bar - p_e, 1.0 - p_e)
+
+
+def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
+                    seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
+    """Fleiss' kappa with a cluster-bootstrap CI (its sums add up over clusters)."""
+    c = np.asarray(counts, dtype=float)
+    point = fleiss_kappa(c)
+    n = c.sum(axis=1)
+    p_i = ((c * c).sum(axis=1) - n) / (n * (n - 1))
+    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
+    per = np.zeros((len(ids), 2 + c.shape[1]))
+    np.add.at(per, idx, np.column_stack([p_i, np.ones_like(p_i), c]))
+    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
+    samples = _fleiss_from_sums(boot[:, 0], boot[:, 1], boot[:, 2:])
+    return Estimate(point, percentile_interval(samples, level))
+
+
+def krippendorff_alpha(reliability_data: npt.ArrayLike, level: Level) -> float:
+    """Krippendorff's alpha via the ``krippendorff`` package.
+
+    Args:
+        reliability_data: Raters x units matrix of numeric codes, NaN where a
+            rater did not rate a unit.
+        level: Level of measurement, always explicit (nominal for categories).
+    """
+    data = np.asarray(reliability_data, dtype=float)
+    pairable = (~np.isnan(data)).sum(axis=0) >= 2
+    if pairable.sum() == 0 or len(np.unique(data[:, pairable][~np.isnan(data[:, pairable])])) < 2:
+        return float("nan")
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
+
+
+def unit_coincidences(reliability_data: npt.ArrayLike, values: npt.ArrayLike) -> FloatArray:
+    """Per-unit coincidence matrices ``(units, V, V)`` (Krippendorff 2011, eq. for o_ck).
+
+    Coincidences add up over units, which makes a cluster bootstrap of alpha a
+    weighted sum, like the two-rater tables above.
+    """
+    data = np.asarray(reliability_data, dtype=float)
+    vals = np.asarray(values, dtype=float)
+    counts = np.stack([(data == v).sum(axis=0) for v in vals], axis=1).astype(float)  # units x V
+    m = counts.sum(axis=1)
+    outer = counts[:, :, None] * counts[:, None, :] - np.einsum("uv,vw->uvw", counts, np.eye(len(vals)))
+    scale = np.where(m >= 2, 1.0 / np.maximum(m - 1, 1), 0.0)
+    return outer * scale[:, None, None]
+
+
+def alpha_from_coincidences(o: FloatArray, values: npt.ArrayLike, level: Level) -> FloatArray:
+    """Krippendorff's alpha from (possibly batched) coincidence matrices ``(..., V, V)``."""
+    o = np.asarray(o, dtype=float)
+    vals = np.asarray(values, dtype=float)
+    n_v = o.sum(axis=-1)
+    n = n_v.sum(axis=-1)
+    if level == "nominal":
+        delta = np.broadcast_to(1.0 - np.eye(len(vals)), o.shape)
+    elif level == "interval":
+        delta = np.broadcast_to((vals[:, None] - vals[None, :]) ** 2, o.shape)
+    elif level == "ratio":
+        delta = np.broadcast_to(_div((vals[:, None] - vals[None, :]) ** 2,
+                                     (vals[:, None] + vals[None, :]) ** 2), o.shape)
+        delta = np.nan_to_num(delta)
+    elif level == "ordinal":
+        cum = np.cumsum(n_v, axis=-1)
+        lo = np.minimum.outer(np.arange(len(vals)), np.arange(len(vals)))
+        hi = np.maximum.outer(np.arange(len(vals)), np.arange(len(vals)))
+        between = np.take(cum, hi, axis=-1) - np.take(cum, lo, axis=-1) + np.take(n_v, lo, axis=-1)
+        delta = (between - (n_v[..., :, None] + n_v[..., None, :]) / 2.0) ** 2
+    else:
+        raise ValueError(f"unknown level {level!r}")
+    observed = (o * delta).sum(axis=(-2, -1))
+    expected = (n_v[..., :, None] * n_v[..., None, :] * delta).sum(axis=(-2, -1))
+    return 1.0 - (n - 1.0) * _div(observed, expected)
+
+
+def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLike, level: Level, *,
+                          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                          ci_level: float = 0.95) -> Estimate:
+    """Krippendorff's alpha (package) with a cluster-bootstrap CI over units.
+
+    Args:
+        reliability_data: Raters x units, NaN for missing.
+        clusters: Cluster (user) of each unit.
+        level: Level of measurement.
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+        ci_level: Confidence level.
+    """
+    data = np.asarray(reliability_data, dtype=float)
+    point = krippendorff_alpha(data, level)
+    values = np.unique(data[~np.isnan(data)])
+    o_units = unit_coincidences(data, values)
+    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
+    per = np.zeros((len(ids), len(values), len(values)))
+    np.add.at(per, idx, o_units)
+    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
+    return Estimate(point, percentile_interval(alpha_from_coincidences(boot, values, level), ci_level))

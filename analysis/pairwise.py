@@ -1,0 +1,121 @@
+"""Pairwise agreement among many raters: matrices and within/across-group summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Estimate,
+    FloatArray,
+    bootstrap_tables,
+    encode,
+    indexed_tables,
+    kappa_from_tables,
+    percentile_interval,
+    resample_weights,
+)
+
+
+@dataclass(frozen=True)
+class PairwiseResult:
+    """Kappa for every rater pair that shares items, plus group summaries."""
+
+    matrix: pd.DataFrame
+    """Square rater x rater kappa (NaN where a pair shares fewer than ``min_overlap`` items)."""
+    overlap: pd.DataFrame
+    """Square rater x rater count of items both labelled."""
+    groups: dict[str, GroupAgreement]
+    """Pair type ('human–human', 'llm–llm', 'human–llm', ...) -> mean pairwise kappa with CI."""
+
+
+@dataclass(frozen=True)
+class GroupAgreement:
+    """Mean Cohen's kappa over the rater pairs of one pair type."""
+
+    mean_kappa: Estimate
+    n_pairs: int
+    n_items: int
+
+
+def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_overlap: int = 10,
+                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> PairwiseResult:
+    """Cohen's kappa for every pair of raters, and mean kappa within and across groups.
+
+    All pairs share one set of user resamples, so the CI of a group mean reflects
+    the same resampled users for every pair in it.
+
+    Args:
+        labels: Long frame with columns ``item_id``, ``rater``, ``label``, ``cluster``
+            (one row per rater and item; failures already removed).
+        groups: Rater -> group name (e.g. 'human', 'llm'); raters not listed are ignored.
+        min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
+        n_resamples: Bootstrap resamples over clusters.
+        seed: Resampling seed.
+
+    Returns:
+        The matrices and group summaries.
+    """
+    frame = labels[labels["rater"].isin(list(groups))]
+    raters = sorted(frame["rater"].unique(), key=lambda r: (groups[r], r))
+    if frame.duplicated(["item_id", "rater"]).any():
+        raise ValueError("labels hold more than one label per (item_id, rater)")
+    (codes,), categories = encode(frame["label"].to_numpy())
+    n_classes = max(len(categories), 1)
+    wide = pd.DataFrame({"item_id": frame["item_id"].to_numpy(), "rater": frame["rater"].to_numpy(),
+                         "code": codes}).pivot(index="item_id", columns="rater", values="code")
+    cluster_of_item = frame.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
+    cluster_ids, cluster_index = np.unique(cluster_of_item.to_numpy(), return_inverse=True)
+    weights = resample_weights(len(cluster_ids), n_resamples, seed)
+
+    matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
+    overlap = pd.DataFrame(0, index=raters, columns=raters)
+    per_type: dict[str, list[tuple[float, FloatArray, int]]] = {}
+    for a in raters:
+        matrix.loc[a, a] = 1.0
+        overlap.loc[a, a] = int(wide[a].notna().sum()) if a in wide else 0
+    for a, b in combinations(raters, 2):
+        both = wide[a].notna() & wide[b].notna()
+        n = int(both.sum())
+        overlap.loc[a, b] = overlap.loc[b, a] = n
+        if n < min_overlap:
+            continue
+        mask = both.to_numpy()
+        tables = indexed_tables(wide[a].to_numpy()[mask].astype(np.int64), wide[b].to_numpy()[mask].astype(np.int64),
+                         cluster_index[mask], len(cluster_ids), n_classes)
+        point = float(kappa_from_tables(tables.sum(axis=0)))
+        matrix.loc[a, b] = matrix.loc[b, a] = point
+        kind = "–".join(sorted((groups[a], groups[b])))
+        per_type.setdefault(kind, []).append((point, kappa_from_tables(bootstrap_tables(tables, weights)), n))
+
+    summaries = {}
+    for kind, pairs in sorted(per_type.items()):
+        points = np.array([p for p, _, _ in pairs])
+        samples = np.stack([s for _, s, _ in pairs], axis=1)  # resamples x pairs
+        with np.errstate(invalid="ignore"), _quiet_nanmean():
+            boot_means = np.nanmean(samples, axis=1)
+        summaries[kind] = GroupAgreement(
+            mean_kappa=Estimate(float(np.nanmean(points)), percentile_interval(boot_means)),
+            n_pairs=len(pairs), n_items=int(sum(n for _, _, n in pairs)),
+        )
+    return PairwiseResult(matrix=matrix, overlap=overlap, groups=summaries)
+
+
+class _quiet_nanmean:
+    """Silence numpy's 'mean of empty slice' warning (a resample may miss every pair's users)."""
+
+    def __enter__(self) -> None:
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+
+    def __exit__(self, *exc: object) -> None:
+        self._ctx.__exit__(*exc)

@@ -1,0 +1,1 @@
+"""Streamlit dashboard over the DuckDB store (read-only)."""

@@ -1,0 +1,130 @@
+"""Typed records that cross module boundaries.
+
+Every stage of the pipeline (extraction, relevance, response) speaks in the same
+few records: an :class:`Item` is one thing somebody judges (an extracted attribute,
+a (prompt, attribute) pair, a pair of answers), a :class:`Label` is one verdict on
+an item by one rater (a human annotator, the human majority, an imported LLM file,
+a live judge), and a :class:`Run` says where a batch of labels came from. The
+DuckDB tables in :mod:`personagap.store` mirror these classes column for column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Stage = Literal["extraction", "relevance", "response"]
+RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline"]
+RunKind = Literal["import", "judge", "train"]
+
+#: Label vocabularies per stage. A label outside its vocabulary is a data error.
+RELEVANCE_LABELS = ("yes", "no")
+VERIFICATION_LABELS = ("ok", "bad", "unsure")
+PAIRWISE_LABELS = ("A", "B", "tie")
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class User(_Record):
+    """A real user whose data a dataset holds."""
+
+    dataset: str = Field(description="Dataset key, e.g. 'recenter-stage2'.")
+    user_id: str = Field(description="The release's user id.")
+    profile_text: str | None = Field(default=None, description="Free-text profile, where the release has one.")
+
+
+class Attribute(_Record):
+    """One attribute in a user's profile (stage-1 output, stage-2 input)."""
+
+    dataset: str
+    user_id: str
+    attribute: str = Field(description="The attribute sentence, e.g. 'The user works night shifts.'")
+    reason: str | None = Field(default=None, description="The extractor's stated evidence.")
+    confidence: float | None = Field(default=None, description="The extractor's confidence in [0, 1].")
+
+
+class Prompt(_Record):
+    """A prompt a user wrote (the thing to personalise an answer to)."""
+
+    dataset: str
+    user_id: str
+    prompt_index: int
+    prompt_text: str | None = None
+
+
+class Item(_Record):
+    """One unit that raters label; its id is a pure function of its key fields."""
+
+    item_id: str = Field(description="Deterministic id, see :func:`item_id`.")
+    dataset: str
+    stage: Stage
+    user_id: str
+    prompt_index: int | None = Field(default=None, description="Which prompt of the user, if any.")
+    attribute: str | None = Field(default=None, description="Attribute text (stages 1-2).")
+    position: int | None = Field(default=None, description="Position in a list, where the release keys by it.")
+    payload: dict[str, Any] = Field(default_factory=dict, description="Stage-specific content (answers, ...).")
+
+
+class Label(_Record):
+    """One rater's verdict on one item.
+
+    ``label`` is ``None`` exactly when the rater's answer could not be parsed: such
+    a row is a recorded failure (``error`` says why, ``raw`` keeps the text) and is
+    never counted as a verdict.
+    """
+
+    item_id: str
+    rater: str = Field(description="Annotator id, 'human_majority', an LLM file's model, or a judge key.")
+    rater_kind: RaterKind
+    condition: str = Field(default="", description="Protocol variant, e.g. 'blind', 'shown-llm', 'no-profile'.")
+    label: str | None
+    raw: str | None = Field(default=None, description="The rater's raw answer text, when there is one.")
+    reason: str | None = Field(default=None, description="The rater's stated reason, when there is one.")
+    error: str | None = Field(default=None, description="Why no label could be read; set iff label is None.")
+    run_id: str
+
+    @model_validator(mode="after")
+    def _failure_has_reason(self) -> Label:
+        if (self.label is None) != (self.error is not None):
+            raise ValueError("a label is None exactly when error says why (a failure is never a verdict)")
+        return self
+
+
+class Run(_Record):
+    """Where a batch of labels came from: one import of a file set, or one judge run."""
+
+    run_id: str
+    kind: RunKind
+    source: str = Field(description="Imported path, or the dataset a judge ran on.")
+    rater: str | None = Field(default=None, description="Model or judge name, for judge runs and LLM files.")
+    judge_version: int | None = None
+    git_sha: str | None = None
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: Literal["running", "finished", "failed", "interrupted"] = "running"
+    parameters: dict[str, Any] = Field(default_factory=dict)
+
+
+def item_id(dataset: str, stage: Stage, *key: object) -> str:
+    """Return the deterministic id of an item.
+
+    The id hashes the dataset, the stage and the item's natural key, so that
+    importing the same file twice, or judging the same item in two runs, lands on
+    the same row.
+
+    Args:
+        dataset: Dataset key.
+        stage: Pipeline stage.
+        *key: The natural key within the dataset, e.g. (user_id, prompt_index, attribute).
+
+    Returns:
+        A 20-character hex id.
+    """
+    blob = json.dumps([dataset, stage, *key], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:20]

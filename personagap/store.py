@@ -1,0 +1,300 @@
+"""The DuckDB store: one embedded file, one versioned schema, short transactions.
+
+Why short transactions: DuckDB lets one process hold a file for writing and then
+refuses every other process, readers included ("Conflicting lock is held"). So
+writers here open the file, write one batch in one transaction and close it again;
+readers (the report, the dashboard) open it read-only and retry briefly while a
+writer holds it. A long judge run therefore never locks the dashboard out for
+longer than one batch takes to write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from personagap.records import Attribute, Item, Label, Prompt, Run, User
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = "personagap.duckdb"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, source TEXT NOT NULL, rater TEXT,
+    judge_version INTEGER, git_sha TEXT, started_at TIMESTAMP NOT NULL, finished_at TIMESTAMP,
+    status TEXT NOT NULL, parameters JSON
+);
+CREATE TABLE IF NOT EXISTS users (
+    dataset TEXT NOT NULL, user_id TEXT NOT NULL, profile_text TEXT, PRIMARY KEY (dataset, user_id)
+);
+CREATE TABLE IF NOT EXISTS attributes (
+    dataset TEXT NOT NULL, user_id TEXT NOT NULL, attribute TEXT NOT NULL, reason TEXT, confidence DOUBLE,
+    PRIMARY KEY (dataset, user_id, attribute)
+);
+CREATE TABLE IF NOT EXISTS prompts (
+    dataset TEXT NOT NULL, user_id TEXT NOT NULL, prompt_index INTEGER NOT NULL, prompt_text TEXT,
+    PRIMARY KEY (dataset, user_id, prompt_index)
+);
+CREATE TABLE IF NOT EXISTS items (
+    item_id TEXT PRIMARY KEY, dataset TEXT NOT NULL, stage TEXT NOT NULL, user_id TEXT NOT NULL,
+    prompt_index INTEGER, attribute TEXT, position INTEGER, payload JSON
+);
+CREATE TABLE IF NOT EXISTS labels (
+    item_id TEXT NOT NULL, rater TEXT NOT NULL, rater_kind TEXT NOT NULL, condition TEXT NOT NULL,
+    label TEXT, raw TEXT, reason TEXT, error TEXT, run_id TEXT NOT NULL,
+    PRIMARY KEY (item_id, rater, condition)
+);
+CREATE TABLE IF NOT EXISTS judge_cache (
+    key TEXT PRIMARY KEY, judge TEXT NOT NULL, judge_version INTEGER NOT NULL, model TEXT NOT NULL,
+    label TEXT, raw TEXT, reason TEXT, error TEXT, usage JSON, created_at TIMESTAMP NOT NULL
+);
+"""
+
+# Column order of each table, and its natural key (what an upsert replaces on).
+TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "runs": (
+        ("run_id", "kind", "source", "rater", "judge_version", "git_sha", "started_at", "finished_at",
+         "status", "parameters"),
+        ("run_id",),
+    ),
+    "users": (("dataset", "user_id", "profile_text"), ("dataset", "user_id")),
+    "attributes": (("dataset", "user_id", "attribute", "reason", "confidence"), ("dataset", "user_id", "attribute")),
+    "prompts": (("dataset", "user_id", "prompt_index", "prompt_text"), ("dataset", "user_id", "prompt_index")),
+    "items": (("item_id", "dataset", "stage", "user_id", "prompt_index", "attribute", "position", "payload"),
+              ("item_id",)),
+    "labels": (("item_id", "rater", "rater_kind", "condition", "label", "raw", "reason", "error", "run_id"),
+               ("item_id", "rater", "condition")),
+    "judge_cache": (("key", "judge", "judge_version", "model", "label", "raw", "reason", "error", "usage",
+                     "created_at"), ("key",)),
+}
+
+_LOCK_MARKERS = ("Conflicting lock", "Could not set lock", "database is locked")
+
+
+class StoreError(RuntimeError):
+    """The database file cannot be used (newer schema, held by a writer too long, ...)."""
+
+
+def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 10.0) -> duckdb.DuckDBPyConnection:
+    """Open the store, creating the schema when writable.
+
+    Retries while another process holds the file, because a writer here holds it
+    only for one short batch.
+
+    Args:
+        path: The DuckDB file.
+        read_only: Open read-only (the dashboard and reports do).
+        wait_seconds: How long to retry on a lock conflict before giving up.
+
+    Returns:
+        An open connection.
+
+    Raises:
+        StoreError: The file is missing (read-only), locked for longer than
+            ``wait_seconds``, or written by a newer PersonaGap.
+    """
+    path = Path(path)
+    if read_only and not path.exists():
+        raise StoreError(f"{path}: no such database; import data first (see `personagap import --help`)")
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.02
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if not any(m in str(exc) for m in _LOCK_MARKERS) or time.monotonic() > deadline:
+                raise StoreError(f"{path}: {exc}") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    if not read_only:
+        _ensure_schema(con, path)
+    else:
+        _check_version(con, path)
+    return con
+
+
+@contextlib.contextmanager
+def opened(path: str | Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Context manager around :func:`connect` that always closes the file."""
+    con = connect(path, read_only=read_only)
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    con.execute("BEGIN TRANSACTION")
+    con.execute(_SCHEMA)
+    con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING", [str(SCHEMA_VERSION)])
+    con.execute("COMMIT")
+    _check_version(con, path)
+
+
+def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.CatalogException as exc:
+        raise StoreError(f"{path}: not a PersonaGap database (no meta table)") from exc
+    found = int(row[0]) if row else None
+    if found is None or found > SCHEMA_VERSION:
+        raise StoreError(f"{path}: schema version {found} is not supported (this PersonaGap reads {SCHEMA_VERSION})")
+
+
+def git_sha() -> str | None:
+    """Return the git commit of the PersonaGap checkout, or None outside a checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True,
+            text=True, timeout=5, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def now() -> datetime:
+    """Return the current UTC time without tzinfo (DuckDB TIMESTAMP)."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _frame(table: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    columns, _ = TABLES[table]
+    frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
+    for col in ("payload", "parameters", "usage"):
+        if col in frame.columns:
+            frame[col] = [None if v is None else json.dumps(v, ensure_ascii=False, default=str) for v in frame[col]]
+    return frame
+
+
+def upsert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, Any]] | pd.DataFrame) -> int:
+    """Insert rows, replacing any row with the same natural key.
+
+    Runs inside whatever transaction the caller holds.
+
+    Args:
+        con: Open writable connection.
+        table: One of :data:`TABLES`.
+        rows: Dicts (or a DataFrame) with exactly the table's columns.
+
+    Returns:
+        The number of rows written.
+    """
+    columns, key = TABLES[table]
+    frame = rows if isinstance(rows, pd.DataFrame) else _frame(table, rows)
+    if frame.empty:
+        return 0
+    view = f"_incoming_{table}"
+    con.register(view, frame)
+    try:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+        conflict = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
+        col_list = ", ".join(columns)
+        con.execute(
+            f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {view} ON CONFLICT ({', '.join(key)}) {conflict}"
+        )
+    finally:
+        con.unregister(view)
+    return len(frame)
+
+
+def run_row(run: Run) -> dict[str, Any]:
+    """Return a :class:`Run` as a ``runs`` row."""
+    return run.model_dump()
+
+
+class ImportBatch:
+    """Everything one import writes, collected first and written in one transaction."""
+
+    def __init__(self) -> None:
+        """Start an empty batch."""
+        self.runs: list[Run] = []
+        self.users: dict[tuple[str, str], User] = {}
+        self.attributes: dict[tuple[str, str, str], Attribute] = {}
+        self.prompts: dict[tuple[str, str, int], Prompt] = {}
+        self.items: dict[str, Item] = {}
+        self.labels: list[Label] = []
+
+    def counts(self) -> dict[str, int]:
+        """Return how many rows of each kind the batch holds."""
+        return {
+            "runs": len(self.runs), "users": len(self.users), "attributes": len(self.attributes),
+            "prompts": len(self.prompts), "items": len(self.items), "labels": len(self.labels),
+        }
+
+
+def write_batch(path: str | Path, batch: ImportBatch) -> dict[str, int]:
+    """Write an import batch to the store in a single transaction.
+
+    Either every row lands or none does: a failure rolls the whole batch back.
+
+    Args:
+        path: The DuckDB file (created if missing).
+        batch: The validated rows.
+
+    Returns:
+        Row counts written per table.
+    """
+    with opened(path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            upsert(con, "runs", [run_row(r) for r in batch.runs])
+            upsert(con, "users", [u.model_dump() for u in batch.users.values()])
+            upsert(con, "attributes", [a.model_dump() for a in batch.attributes.values()])
+            upsert(con, "prompts", [p.model_dump() for p in batch.prompts.values()])
+            upsert(con, "items", [i.model_dump() for i in batch.items.values()])
+            upsert(con, "labels", _labels_frame(batch.labels))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    return batch.counts()
+
+
+def _labels_frame(labels: Sequence[Label]) -> pd.DataFrame:
+    # Column-wise construction: model_dump per row costs more than the whole insert at 10^6 labels.
+    columns, _ = TABLES["labels"]
+    return pd.DataFrame({c: [getattr(lab, c) for lab in labels] for c in columns}, columns=list(columns))
+
+
+def write_labels(con: duckdb.DuckDBPyConnection, labels: Sequence[Label]) -> int:
+    """Upsert labels within the caller's transaction."""
+    return upsert(con, "labels", _labels_frame(labels))
+
+
+def load_labels(con: duckdb.DuckDBPyConnection, *, dataset: str | None = None, stage: str | None = None,
+                condition: str | None = None) -> pd.DataFrame:
+    """Return labels joined with their items, filtered by bound parameters.
+
+    Args:
+        con: Open connection.
+        dataset: Keep only this dataset.
+        stage: Keep only this stage.
+        condition: Keep only this condition.
+
+    Returns:
+        One row per label with the item's dataset, stage, user, prompt and attribute.
+    """
+    where, params = ["TRUE"], []
+    for col, value in (("i.dataset", dataset), ("i.stage", stage), ("l.condition", condition)):
+        if value is not None:
+            where.append(f"{col} = ?")
+            params.append(value)
+    sql = f"""
+        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.raw, l.reason, l.error, l.run_id,
+               i.dataset, i.stage, i.user_id, i.prompt_index, i.attribute, i.position
+        FROM labels l JOIN items i USING (item_id)
+        WHERE {' AND '.join(where)}
+    """
+    return con.execute(sql, params).df()
