@@ -88,6 +88,8 @@ class Label(_Record):
     reason: str | None = Field(default=None, description="The rater's stated reason, when there is one.")
     error: str | None = Field(default=None, description="Why no label could be read; set iff label is None.")
     run_id: str
+    meta: dict[str, Any] | None = Field(
+        default=None, description="Per-label facts a metric needs, e.g. {'swapped': true} for position bias.")
 
     @model_validator(mode="after")
     def _failure_has_reason(self) -> Label:

@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS items (
 );
 CREATE TABLE IF NOT EXISTS labels (
     item_id TEXT NOT NULL, rater TEXT NOT NULL, rater_kind TEXT NOT NULL, condition TEXT NOT NULL,
-    label TEXT, raw TEXT, reason TEXT, error TEXT, run_id TEXT NOT NULL,
+    label TEXT, raw TEXT, reason TEXT, error TEXT, run_id TEXT NOT NULL, meta JSON,
     PRIMARY KEY (item_id, rater, condition)
 );
 CREATE TABLE IF NOT EXISTS judge_cache (
@@ -72,7 +72,7 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "prompts": (("dataset", "user_id", "prompt_index", "prompt_text"), ("dataset", "user_id", "prompt_index")),
     "items": (("item_id", "dataset", "stage", "user_id", "prompt_index", "attribute", "position", "payload"),
               ("item_id",)),
-    "labels": (("item_id", "rater", "rater_kind", "condition", "label", "raw", "reason", "error", "run_id"),
+    "labels": (("item_id", "rater", "rater_kind", "condition", "label", "raw", "reason", "error", "run_id", "meta"),
                ("item_id", "rater", "condition")),
     "judge_cache": (("key", "judge", "judge_version", "model", "label", "raw", "reason", "error", "usage",
                      "created_at"), ("key",)),
@@ -172,7 +172,7 @@ def now() -> datetime:
 def _frame(table: str, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     columns, _ = TABLES[table]
     frame = pd.DataFrame.from_records(list(rows), columns=list(columns))
-    for col in ("payload", "parameters", "usage"):
+    for col in ("payload", "parameters", "usage", "meta"):
         if col in frame.columns:
             frame[col] = [None if v is None else json.dumps(v, ensure_ascii=False, default=str) for v in frame[col]]
     return frame
@@ -265,7 +265,9 @@ def write_batch(path: str | Path, batch: ImportBatch) -> dict[str, int]:
 def _labels_frame(labels: Sequence[Label]) -> pd.DataFrame:
     # Column-wise construction: model_dump per row costs more than the whole insert at 10^6 labels.
     columns, _ = TABLES["labels"]
-    return pd.DataFrame({c: [getattr(lab, c) for lab in labels] for c in columns}, columns=list(columns))
+    frame = pd.DataFrame({c: [getattr(lab, c) for lab in labels] for c in columns}, columns=list(columns))
+    frame["meta"] = [None if m is None else json.dumps(m, ensure_ascii=False, default=str) for m in frame["meta"]]
+    return frame
 
 
 def write_labels(con: duckdb.DuckDBPyConnection, labels: Sequence[Label]) -> int:
@@ -292,7 +294,7 @@ def load_labels(con: duckdb.DuckDBPyConnection, *, dataset: str | None = None, s
             where.append(f"{col} = ?")
             params.append(value)
     sql = f"""
-        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.raw, l.reason, l.error, l.run_id,
+        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.raw, l.reason, l.error, l.run_id, l.meta,
                i.dataset, i.stage, i.user_id, i.prompt_index, i.attribute, i.position
         FROM labels l JOIN items i USING (item_id)
         WHERE {' AND '.join(where)}

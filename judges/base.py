@@ -1,0 +1,125 @@
+"""The judge interface: a DSPy signature, a pure parser, and a registry by name.
+
+A judge never calls the LLM itself: :mod:`personagap.judges.runner` does (with
+concurrency, retries, the DuckDB cache and resumption). A judge says *what* to
+ask (its DSPy signature and the inputs of each task) and *how to read* the answer
+(:meth:`Judge.parse`, a pure function that returns a :class:`Verdict` per target
+item, with ``label=None`` and an ``error`` when the answer does not parse).
+"""
+
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import dspy
+
+from personagap.records import Stage
+
+
+@dataclass(frozen=True)
+class JudgeTask:
+    """One LLM call: the signature's inputs and the item(s) its answer labels.
+
+    Attributes:
+        key: Unique within a run; identifies the call (e.g. the item id, or
+            user+prompt for a batched call).
+        targets: Item ids the answer labels (one for per-item judges, several for batched ones).
+        inputs: Values for the signature's input fields.
+        condition: Protocol variant stored on the labels ('' standard, 'no-profile', ...).
+        meta: Per-task facts to store on each label (e.g. ``{"swapped": True}``) and to
+            give to :meth:`Judge.parse` (e.g. to undo a swap).
+    """
+
+    key: str
+    targets: tuple[str, ...]
+    inputs: dict[str, str]
+    condition: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A parsed answer for one target item; ``label is None`` iff it is a failure with an ``error``."""
+
+    label: str | None
+    reason: str | None = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.label is None) != (self.error is not None):
+            raise ValueError("a Verdict has a label or an error, never both or neither")
+
+
+class Judge(ABC):
+    """Base class of every LLM judge. Subclasses are registered with :func:`register_judge`."""
+
+    name: ClassVar[str]
+    version: ClassVar[int]
+    """Bump on any change to the signature, instructions or parser (the cache is keyed by it)."""
+    stage: ClassVar[Stage]
+    signature: ClassVar[type[dspy.Signature]]
+
+    @abstractmethod
+    def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
+        """Read the signature's parsed output fields into one verdict per target item.
+
+        Pure: no I/O. Called only when the adapter could split the answer into
+        fields; if it could not, the runner records every target as failed.
+        """
+
+    def response_format(self) -> dict[str, Any] | None:
+        """An OpenAI ``response_format`` to request (JSON schema), or None.
+
+        Small local models only produce parseable answers under constrained
+        decoding, so judges may offer a schema; the runner sends it when asked.
+        """
+        return None
+
+
+JUDGES: dict[str, type[Judge]] = {}
+
+
+def register_judge(cls: type[Judge]) -> type[Judge]:
+    """Class decorator: register ``cls`` under ``cls.name``; duplicates are an error."""
+    if cls.name in JUDGES:
+        raise ValueError(f"duplicate judge {cls.name!r}")
+    JUDGES[cls.name] = cls
+    return cls
+
+
+def get_judge(name: str) -> Judge:
+    """Instantiate a registered judge, suggesting near names on a typo."""
+    try:
+        return JUDGES[name]()
+    except KeyError:
+        near = difflib.get_close_matches(name, JUDGES, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(sorted(JUDGES))}"
+        raise KeyError(f"unknown judge {name!r}{hint}") from None
+
+
+def rater_name(judge: Judge, model: str) -> str:
+    """The ``rater`` key of a judge's labels: judge, version and model, so a new version is a new rater."""
+    return f"{judge.name}/v{judge.version}/{model}"
+
+
+def normalise_choice(text: object, choices: Mapping[str, str]) -> str | None:
+    """Map a free-text answer onto a label by exact (case-, space- and punctuation-insensitive) match.
+
+    Args:
+        text: The model's answer for one field.
+        choices: Accepted spellings -> label, e.g. ``{"yes": "yes", "y": "yes", "no": "no"}``.
+
+    Returns:
+        The label, or None when the answer is not exactly one of the choices.
+    """
+    if not isinstance(text, str | bool):
+        return None
+    key = str(text).strip().strip(".!\"'*`").strip().lower()
+    return choices.get(key)
+
+
+Parser = Callable[[Mapping[str, Any], JudgeTask], dict[str, Verdict]]

@@ -1,0 +1,1 @@
+"""CLI commands, one module per stage or tool; importing a module registers its commands."""

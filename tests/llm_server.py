@@ -1,0 +1,134 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions API from a script.
+
+Tests point DSPy at it (``api_base=server.base_url``) so the whole LLM path runs
+for real: HTTP, LiteLLM, DSPy's adapter, our parser, the runner, the store. The
+script decides each answer and can inject faults (HTTP 500, 429 with
+Retry-After, answers slower than the client's timeout, unparseable text).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the server answers to one request."""
+
+    text: str = ""
+    status: int = 200
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+
+
+Responder = Callable[[dict[str, Any]], "Reply | str"]
+
+
+class ScriptedOpenAIServer:
+    """Serve ``/v1/chat/completions`` (and ``/v1/models``) from a responder function.
+
+    Args:
+        responder: Called with the request body (parsed JSON); returns a :class:`Reply`
+            or just the assistant text.
+        model: The model name to report.
+
+    Use as a context manager; ``base_url`` is ``http://127.0.0.1:PORT/v1`` and
+    ``requests`` lists every chat request body received (thread-safe).
+    """
+
+    def __init__(self, responder: Responder, model: str = "scripted") -> None:
+        self.responder = responder
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self.headers_seen: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append(body)
+                    server.headers_seen.append(dict(self.headers))
+                reply = server.responder(body)
+                if isinstance(reply, str):
+                    reply = Reply(text=reply)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                if reply.status != 200:
+                    self._send(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server_error"}},
+                               reply.headers)
+                    return
+                self._send(200, {
+                    "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
+                    "model": body.get("model", server.model),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": reply.text}}],
+                    "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                              "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+                }, reply.headers)
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test): nothing to answer
+
+        return Handler
+
+
+def last_user_message(body: dict[str, Any]) -> str:
+    """The text of the last user message of a chat request."""
+    for message in reversed(body.get("messages", [])):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):
+                return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return str(content)
+    return ""
