@@ -1,0 +1,1 @@
+"""LLM judges for stage 2 (relevance selection)."""

@@ -1,0 +1,1 @@
+"""LLM judges for the response stage."""

@@ -1,0 +1,1 @@
+"""CLI commands for the dashboard stage/tool (see the module's owner issue)."""
