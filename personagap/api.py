@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.stages.relevance import RelevanceReport, relevance_report
-from personagap.store import load_labels, opened, write_batch
+from personagap.store import StoreError, load_labels, opened, write_batch
+
+if TYPE_CHECKING:
+    from personagap.judges.runner import LMConfig, RunSummary
 
 
 @dataclass(frozen=True)
@@ -56,3 +62,36 @@ def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage="relevance")
     return relevance_report(labels, n_resamples=n_resamples, seed=seed)
+
+
+def relevance_items(db: str | Path, datasets: tuple[str, ...] = ("recenter-stage2",)) -> pd.DataFrame:
+    """Relevance items with their prompt text, in a stable order (user, prompt, attribute)."""
+    with opened(db, read_only=True) as con:
+        return con.execute("""
+            SELECT i.item_id, i.dataset, i.user_id, i.prompt_index, i.attribute, p.prompt_text
+            FROM items i JOIN prompts p USING (dataset, user_id, prompt_index)
+            WHERE i.stage = 'relevance' AND i.dataset IN (SELECT unnest(?)) AND p.prompt_text IS NOT NULL
+            ORDER BY i.dataset, i.user_id, i.prompt_index, i.attribute
+        """, [list(datasets)]).df()
+
+
+def judge_relevance(db: str | Path, judge_name: str, lm: LMConfig, *, datasets: tuple[str, ...] = ("recenter-stage2",),
+                    concurrency: int = 8, limit: int | None = None, max_retries: int = 4,
+                    progress: bool = True) -> RunSummary:
+    """Run a stage-2 judge over the imported relevance items of ``datasets``.
+
+    Raises:
+        StoreError: The database has no relevance items with prompt text for those datasets.
+    """
+    from personagap.judges import get_judge
+    from personagap.judges.relevance import relevance_tasks
+    from personagap.judges.runner import run_judge
+
+    items = relevance_items(db, datasets)
+    if items.empty:
+        raise StoreError(f"{db}: no relevance items with prompt text in {', '.join(datasets)}; "
+                         "import a release first (personagap import recenter PATH)")
+    judge = get_judge(judge_name)
+    tasks = relevance_tasks(judge, items)
+    return run_judge(db, judge, tasks, lm, concurrency=concurrency, limit=limit, max_retries=max_retries,
+                     progress=progress, source=",".join(datasets))

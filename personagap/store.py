@@ -144,10 +144,10 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
     except duckdb.CatalogException as exc:
         raise StoreError(f"{path}: not a PersonaGap database (no meta table)") from exc
-    found = int(row[0]) if row else None
+    found = int(rows[0][0]) if rows else None
     if found is None or found > SCHEMA_VERSION:
         raise StoreError(f"{path}: schema version {found} is not supported (this PersonaGap reads {SCHEMA_VERSION})")
 
@@ -203,7 +203,7 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, 
         col_list = ", ".join(columns)
         con.execute(
             f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {view} ON CONFLICT ({', '.join(key)}) {conflict}"
-        )
+        ).fetchall()  # DuckDB 2 refuses further work on a connection until a result is consumed
     finally:
         con.unregister(view)
     return len(frame)

@@ -125,8 +125,9 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
         failed = rows[rows["label"].isna()]
         parsed = rows[rows["label"].notna()]
         joined = parsed.join(reference[["label"]], on="item_id", rsuffix="_human", how="inner")
-        if joined.empty:
+        if joined.empty and failed.empty:
             continue
+        # A judge whose every answer failed still gets a row: its failures are the finding.
         est = agreement(joined["label_human"].map(_BINARY).to_numpy(), joined["label"].map(_BINARY).to_numpy(),
                         joined["user_id"].to_numpy(), metrics=_METRICS, n_resamples=n_resamples, seed=seed)
         reasons = Counter(_reason_kind(e) for e in failed["error"])
@@ -243,13 +244,13 @@ def render_relevance(report: RelevanceReport) -> str:
 def _judge_table(judges: list[JudgeAgreement]) -> list[str]:
     if not judges:
         return ["(no judge shares items with a human majority; import a release or run `personagap judge`)"]
-    head = (f"{'judge':<34}{'n':>6}{'fail':>6}{'human yes':>10}{'judge yes':>10}{'over-sel':>9}{'kappa':>7}  "
+    head = (f"{'judge':<46}{'n':>6}{'fail':>6}{'human yes':>10}{'judge yes':>10}{'over-sel':>9}{'kappa':>7}  "
             f"{'95% CI':<14}{'prec':>6}{'recall':>7}{'F1':>6}")
     rows = [head, "-" * len(head)]
     for j in judges:
         rows.append(
-            f"{j.judge[:33]:<34}{j.n:>6}{j.failures:>6}{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
-            f"{_fmt(j.over_selection, 2) + 'x':>9}{_fmt(j.kappa):>7}  {_fmt_ci(j.kappa_ci):<14}"
+            f"{j.judge[:45]:<46}{j.n:>6}{j.failures:>6}{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
+            f"{_fmt(j.over_selection, 2) + ('x' if j.over_selection == j.over_selection else ''):>9}{_fmt(j.kappa):>7}  {_fmt_ci(j.kappa_ci):<14}"
             f"{_fmt(j.precision, 2):>6}{_fmt(j.recall, 2):>7}{_fmt(j.f1, 2):>6}"
         )
         if j.failure_reasons:
