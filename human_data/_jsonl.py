@@ -117,7 +117,7 @@ def read_jsonl(path: str | Path) -> Iterator[Row]:
             try:
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(path, number, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from exc
+                raise DataError(path, number, None, f"malformed JSON ({exc.msg}; column {exc.colno})") from exc
             if not isinstance(data, dict):
                 raise DataError(path, number, None, f"expected a JSON object, got {type(data).__name__}")
             yield Row(data, path, number)

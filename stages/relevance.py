@@ -124,7 +124,8 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
     for (rater, kind), rows in judges.groupby(["rater", "rater_kind"], sort=True):
         failed = rows[rows["label"].isna()]
         parsed = rows[rows["label"].notna()]
-        joined = parsed.join(reference[["label"]], on="item_id", rsuffix="_human", how="inner")
+        joined = parsed.merge(reference[["label"]].rename(columns={"label": "label_human"}), left_on="item_id",
+                              right_index=True, how="inner")
         if joined.empty and failed.empty:
             continue
         # A judge whose every answer failed still gets a row: its failures are the finding.
