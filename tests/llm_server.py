@@ -49,6 +49,7 @@ class ScriptedOpenAIServer:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
+        self.times: list[float] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -89,6 +90,7 @@ class ScriptedOpenAIServer:
                 with server._lock:
                     server.requests.append(body)
                     server.headers_seen.append(dict(self.headers))
+                    server.times.append(time.monotonic())
                 reply = server.responder(body)
                 if isinstance(reply, str):
                     reply = Reply(text=reply)
