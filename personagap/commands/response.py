@@ -1,1 +1,102 @@
-"""CLI commands for the response stage/tool (see the module's owner issue)."""
+"""Stage 3 commands: import prism-judge / usr / personafeedback, judge response, report response."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from personagap._cli_base import db_option, demo_step, import_group, judge_group, report_group, run_or_exit
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.stages import response as stage
+
+
+@import_group.command("prism-judge")
+@click.argument("path", type=click.Path(exists=True))
+@db_option
+def import_prism_judge(path: str, db: str) -> None:
+    """Import PRISM personalised-judge files (one prism_*.jsonl or a folder of them).
+
+    Each file's judge answers become a recorded judge (model and protocol read from the file
+    name); unparseable answers are kept as failures. The participant's own preference is the
+    human label. On any malformed row it names file, line and field and writes nothing.
+    """
+    click.echo(run_or_exit(lambda: stage.import_prism(path, db)).render(db))
+
+
+@import_group.command("usr")
+@click.argument("path", type=click.Path(exists=True))
+@db_option
+def import_usr(path: str, db: str) -> None:
+    """Import USR PersonaChat ratings (pc_usr_data.json, or the folder holding it): per-rater labels."""
+    click.echo(run_or_exit(lambda: stage.import_usr(path, db)).render(db))
+
+
+@import_group.command("personafeedback")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@db_option
+def import_personafeedback(path: str, db: str) -> None:
+    """Import a PersonaFeedback release folder (persona/*.jsonl, data/{general,specific}/{easy,medium,hard}.jsonl)."""
+    click.echo(run_or_exit(lambda: stage.import_personafeedback(path, db)).render(db))
+
+
+@judge_group.command("response")
+@click.option("--judge", "judge_name", type=click.Choice(["pairwise", "persona-use"]), required=True,
+              help="pairwise: which answer would this user prefer; persona-use: does the response use the persona.")
+@click.option("--model", required=True, help="LiteLLM model string, e.g. openai/gpt-4o-mini.")
+@click.option("--api-base", default=None, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--no-profile", is_flag=True, help="Pairwise only: do not show the user's profile.")
+@click.option("--both-orders", is_flag=True, help="Pairwise only: also judge each pair reversed (swap consistency).")
+@click.option("--dataset", "datasets", multiple=True, help="Judge only this dataset (repeatable).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N tasks.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-item position swap.")
+@click.option("--structured", is_flag=True,
+              help="Send the judge's JSON schema as response_format (small local models).")
+@db_option
+def judge_response(judge_name: str, model: str, api_base: str | None, no_profile: bool, both_orders: bool,
+                   datasets: tuple[str, ...], concurrency: int, limit: int | None, seed: int, structured: bool,
+                   db: str) -> None:
+    """Stage 3: run an LLM judge on the imported response items; labels land in the store."""
+    from personagap.judges.runner import LMConfig
+
+    lm = LMConfig(model=model, api_base=api_base, structured=structured)
+
+    def run() -> str:
+        try:
+            return stage.judge_response(db, judge_name, lm, profile=not no_profile, datasets=datasets or None,
+                                        concurrency=concurrency, limit=limit, seed=seed,
+                                        both_orders=both_orders).render()
+        except (ValueError, KeyError) as exc:
+            click.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
+            sys.exit(2)
+
+    click.echo(run_or_exit(run))
+
+
+@report_group.command("response")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
+@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
+              help="Bootstrap resamples (whole users/contexts are resampled) for every 95% CI.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
+def report_response(db: str, as_json: bool, resamples: int, seed: int) -> None:
+    """Stage 3: per judge and dataset, accuracy and kappa vs humans with 95% CIs, and biases.
+
+    Also failures, position and length bias (judges and humans), baselines, the
+    with/without-profile gap and USR rater agreement.
+    """
+    result = run_or_exit(lambda: stage.report_response(db, n_resamples=resamples, seed=seed))
+    click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json else stage.render_response(result))
+
+
+@demo_step("Stage 3 — response judgment")
+def demo_response(workdir: Path, db: Path) -> str:
+    """Write SAMPLE judge files in the PRISM release format, import them and report stage 3."""
+    from personagap.sample_response import write_sample_prism
+
+    folder = write_sample_prism(workdir / "sample_prism_judge")
+    imported = stage.import_prism(folder, db)
+    return imported.render(db) + "\n\n" + stage.render_response(stage.report_response(db))

@@ -1,0 +1,254 @@
+"""Stage-3 metrics as pure functions over arrays: no I/O, no LLM calls.
+
+Pairwise labels are always in the item's canonical order ('A', 'B', 'tie'); a judge
+that saw the answers swapped has ``swapped=True`` recorded, so "chose the answer shown
+first" is ``(label == 'A') != swapped``. Rates with confidence intervals use the
+cluster bootstrap of :mod:`personagap.analysis.agreement`: per-cluster sums, resampled
+as whole clusters (users or questions), because items of one user are not independent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Estimate,
+    FloatArray,
+    Level,
+    agreement,
+    bootstrap_tables,
+    fleiss_kappa_ci,
+    krippendorff_alpha_ci,
+    percentile_interval,
+    resample_weights,
+)
+from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
+
+NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
+DECISIVE = ("A", "B")
+
+
+def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
+    return np.where(np.asarray(den) == 0, np.nan, out)
+
+
+def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
+                   seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
+    """Share of True in ``hits`` with a cluster-bootstrap CI.
+
+    Args:
+        hits: One boolean per counted item.
+        clusters: Cluster (user/question) of each item.
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+        level: Confidence level.
+
+    Returns:
+        The rate and its CI; NaN for no items.
+    """
+    h = np.asarray(hits, dtype=bool)
+    if h.size == 0:
+        return NAN_ESTIMATE
+    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
+    per = np.zeros((len(ids), 2))
+    np.add.at(per, idx, np.column_stack([h.astype(float), np.ones(h.size)]))
+    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
+    return Estimate(float(h.mean()), percentile_interval(_ratio(boot[:, 0], boot[:, 1]), level))
+
+
+def chose_first(labels: npt.ArrayLike, swapped: npt.ArrayLike) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which decisive verdicts picked the answer shown first.
+
+    Args:
+        labels: Canonical verdicts 'A'/'B'/'tie' (failures removed).
+        swapped: Whether each item was shown as (B, A).
+
+    Returns:
+        ``(decisive, first)``: ``decisive`` marks A/B verdicts; ``first`` (same length)
+        whether the verdict names the answer shown first (meaningful where decisive).
+    """
+    lab = np.asarray(labels, dtype=object)
+    sw = np.asarray(swapped, dtype=bool)
+    decisive = np.isin(lab, DECISIVE)
+    return decisive, (lab == "A") != sw
+
+
+def chose_longer(labels: npt.ArrayLike, len_a: npt.ArrayLike,
+                 len_b: npt.ArrayLike) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Which decisive verdicts picked the longer answer.
+
+    Returns:
+        ``(counted, longer)``: ``counted`` marks A/B verdicts on pairs of unequal length;
+        ``longer`` whether the verdict names the longer answer.
+    """
+    lab = np.asarray(labels, dtype=object)
+    a = np.asarray(len_a, dtype=float)
+    b = np.asarray(len_b, dtype=float)
+    counted = np.isin(lab, DECISIVE) & (a != b)
+    return counted, (lab == "A") == (a > b)
+
+
+def first_position_rate(labels: npt.ArrayLike, swapped: npt.ArrayLike, clusters: npt.ArrayLike, *,
+                        n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Estimate:
+    """Position bias: among decisive verdicts, the share choosing the answer shown first (0.5 = none)."""
+    decisive, first = chose_first(labels, swapped)
+    return clustered_rate(first[decisive], np.asarray(clusters)[decisive], n_resamples=n_resamples, seed=seed)
+
+
+def longer_rate(labels: npt.ArrayLike, len_a: npt.ArrayLike, len_b: npt.ArrayLike, clusters: npt.ArrayLike, *,
+                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Estimate:
+    """Length bias: among decisive verdicts on pairs of unequal length, the share choosing the longer answer."""
+    counted, longer = chose_longer(labels, len_a, len_b)
+    return clustered_rate(longer[counted], np.asarray(clusters)[counted], n_resamples=n_resamples, seed=seed)
+
+
+def baseline_labels(kind: str, len_a: npt.ArrayLike, len_b: npt.ArrayLike) -> npt.NDArray[np.object_]:
+    """A trivial judge's verdicts: 'always-A', or 'always-longer' (A on equal length).
+
+    Raises:
+        ValueError: Unknown baseline.
+    """
+    a = np.asarray(len_a, dtype=float)
+    b = np.asarray(len_b, dtype=float)
+    if kind == "always-A":
+        return np.full(a.shape, "A", dtype=object)
+    if kind == "always-longer":
+        return np.where(a >= b, "A", "B").astype(object)
+    raise ValueError(f"unknown baseline {kind!r}; expected always-A or always-longer")
+
+
+BASELINES = ("always-A", "always-longer")
+
+
+def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
+    """Accuracy and Cohen's kappa of a judge against the human label, with cluster-bootstrap CIs."""
+    if np.asarray(human).size == 0:
+        return {"accuracy": NAN_ESTIMATE, "kappa": NAN_ESTIMATE}
+    return agreement(human, judge, clusters, metrics=("accuracy", "kappa"), n_resamples=n_resamples, seed=seed)
+
+
+def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_profile: npt.ArrayLike,
+                 clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
+                 seed: int = DEFAULT_SEED) -> tuple[float, float, Estimate]:
+    """Paired accuracy gap (with profile minus without) on the same items, with a cluster-bootstrap CI.
+
+    Args:
+        human: Reference labels.
+        with_profile: The judge's labels when shown the profile, aligned with ``human``.
+        without_profile: Its labels without the profile, aligned likewise.
+        clusters: Cluster of each item.
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+
+    Returns:
+        ``(accuracy_with, accuracy_without, gap)``.
+    """
+    h = np.asarray(human, dtype=object)
+    if h.size == 0:
+        return float("nan"), float("nan"), NAN_ESTIMATE
+    hit_with = (np.asarray(with_profile, dtype=object) == h).astype(float)
+    hit_without = (np.asarray(without_profile, dtype=object) == h).astype(float)
+    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
+    per = np.zeros((len(ids), 3))
+    np.add.at(per, idx, np.column_stack([hit_with, hit_without, np.ones(h.size)]))
+    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
+    samples = _ratio(boot[:, 0] - boot[:, 1], boot[:, 2])
+    gap = float(hit_with.mean() - hit_without.mean())
+    return float(hit_with.mean()), float(hit_without.mean()), Estimate(gap, percentile_interval(samples))
+
+
+def swap_consistency(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
+    """Share of items whose canonical verdict is the same in both presentation orders (NaN for none).
+
+    Args:
+        first: Canonical verdicts from the seeded order.
+        second: Canonical verdicts from the opposite order, aligned with ``first``.
+    """
+    a = np.asarray(first, dtype=object)
+    b = np.asarray(second, dtype=object)
+    if a.shape != b.shape:
+        raise ValueError(f"verdict arrays differ in length: {a.shape} vs {b.shape}")
+    return float("nan") if a.size == 0 else float((a == b).mean())
+
+
+def no_better_rate(labels: npt.ArrayLike, personalized: npt.ArrayLike, clusters: npt.ArrayLike, *,
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Estimate:
+    """Share of generic-vs-personalised pairs where the personalised answer was judged no better.
+
+    Args:
+        labels: Canonical verdicts 'A'/'B'/'tie'.
+        personalized: Which canonical position ('A' or 'B') holds the personalised answer.
+        clusters: Cluster of each item.
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+
+    Returns:
+        The share of verdicts that are a tie or prefer the generic answer.
+    """
+    lab = np.asarray(labels, dtype=object)
+    return clustered_rate(lab != np.asarray(personalized, dtype=object), clusters,
+                          n_resamples=n_resamples, seed=seed)
+
+
+def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.ArrayLike, level: Level, *,
+                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
+    """Agreement among several raters on the same items: Krippendorff's alpha and Fleiss' kappa.
+
+    Args:
+        wide: Items x raters numeric codes, NaN where a rater did not rate an item.
+        values: The scale's values (Fleiss counts each value as a category).
+        clusters: Cluster of each item (row).
+        level: Level of measurement for alpha ('nominal' for yes/no, 'ordinal' for 1-5).
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+
+    Returns:
+        ``{'alpha': ..., 'fleiss': ...}``; Fleiss uses the items with the most common number
+        of ratings (it needs equal counts) and is nominal whatever ``level`` says.
+    """
+    data = wide.to_numpy(dtype=float)
+    cl = np.asarray(clusters)
+    if data.size == 0:
+        return {"alpha": NAN_ESTIMATE, "fleiss": NAN_ESTIMATE}
+    alpha = krippendorff_alpha_ci(data.T, cl, level, n_resamples=n_resamples, seed=seed)
+    counts = np.column_stack([(data == v).sum(axis=1) for v in values])
+    per_item = counts.sum(axis=1)
+    multi = per_item[per_item >= 2]
+    if multi.size == 0:
+        return {"alpha": alpha, "fleiss": NAN_ESTIMATE}
+    modal = int(pd.Series(multi).mode().max())
+    keep = per_item == modal
+    return {"alpha": alpha, "fleiss": fleiss_kappa_ci(counts[keep], cl[keep], n_resamples=n_resamples, seed=seed)}
+
+
+def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10, n_resamples: int = DEFAULT_RESAMPLES,
+                seed: int = DEFAULT_SEED) -> PairwiseResult:
+    """Cohen's kappa for every pair of raters (all in one group 'rater').
+
+    Args:
+        labels: Long frame with item_id, rater, label, cluster.
+        min_overlap: Pairs sharing fewer items are left out.
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+    """
+    groups = {str(r): "rater" for r in labels["rater"].unique()}
+    return pairwise_agreement(labels, groups, min_overlap=min_overlap, n_resamples=n_resamples, seed=seed)
+
+
+def majority(wide: pd.DataFrame) -> pd.Series:
+    """Per item, the label more than half of its raters gave; missing (NA) where there is no strict majority."""
+    def pick(row: pd.Series) -> object:
+        values = row.dropna()
+        if values.empty:
+            return None
+        counts = values.value_counts()
+        return counts.index[0] if counts.iloc[0] * 2 > len(values) else None
+    return wide.apply(pick, axis=1)

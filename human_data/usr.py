@@ -1,0 +1,133 @@
+"""Adapter for the USR PersonaChat ratings (``pc_usr_data.json``, Mehri & Eskenazi 2020).
+
+The release is one JSON list of contexts; each has the persona ``fact`` lines, the dialogue
+``context``, the three ``annotators`` who rated it, and five ``responses`` (one per
+``model``), each with one rating per annotator for ``Uses Knowledge`` (0/1: does the
+response use the persona), ``Overall`` (1-5) and four more qualities.
+
+Every rating is imported as a per-rater label (rater_kind 'human'): ``Uses Knowledge`` as
+yes/no under condition '' (the question the ``persona-use`` judge answers), the others
+under their own condition ('overall', 'engaging', ...). Items are (context, model)
+responses; a context is the cluster for confidence intervals.
+
+A JSON file has no useful line numbers, so errors name the JSON path instead:
+``pc_usr_data.json:[12]: field 'responses[3].Overall[1]': ...``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from personagap.human_data._jsonl import DataError, Row
+from personagap.human_data.prism import ResponseImport, import_run
+
+from personagap.records import Item, Label, User, item_id
+
+DATASET = "usr-personachat"
+FILE_NAME = "pc_usr_data.json"
+USES_KNOWLEDGE = "Uses Knowledge"
+#: Rating key -> (label condition, allowed values). Ranges as in the USR annotation guidelines.
+RATINGS: dict[str, tuple[str, tuple[int, ...]]] = {
+    USES_KNOWLEDGE: ("", (0, 1)),
+    "Overall": ("overall", (1, 2, 3, 4, 5)),
+    "Understandable": ("understandable", (0, 1)),
+    "Natural": ("natural", (1, 2, 3)),
+    "Maintains Context": ("maintains-context", (1, 2, 3)),
+    "Engaging": ("engaging", (1, 2, 3)),
+}
+_PERSONA_PREFIX = "your persona:"
+
+
+def persona_facts(fact: str) -> list[str]:
+    """Split the release's ``fact`` text into persona sentences (without the 'your persona:' prefix)."""
+    out = []
+    for line in fact.splitlines():
+        text = line.strip()
+        if text.lower().startswith(_PERSONA_PREFIX):
+            text = text[len(_PERSONA_PREFIX):].strip()
+        if text:
+            out.append(text)
+    return out
+
+
+def context_user(context: str) -> str:
+    """The cluster id of a dialogue context (the release has no ids)."""
+    return "usr-" + hashlib.sha256(context.encode("utf-8")).hexdigest()[:12]
+
+
+def load_usr(path: str | Path) -> ResponseImport:
+    """Read and validate the USR PersonaChat ratings.
+
+    Args:
+        path: ``pc_usr_data.json`` or the folder holding it.
+
+    Returns:
+        The validated batch (not yet written).
+
+    Raises:
+        DataError: The file deviates from the release format (names file, JSON index and field).
+    """
+    file = Path(path)
+    if file.is_dir():
+        file = file / FILE_NAME
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(file, None, None, f"cannot read: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise DataError(file, exc.lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(file, None, None, f"not UTF-8 text ({exc.reason})") from exc
+    if not isinstance(data, list) or not data:
+        raise DataError(file, None, None, "expected a non-empty JSON list of contexts")
+
+    result = ResponseImport()
+    run = import_run(file, None)
+    result.batch.runs.append(run)
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(data):
+        where = f"[{index}]"
+        if not isinstance(entry, dict):
+            raise DataError(file, where, None, f"expected an object, got {type(entry).__name__}")  # type: ignore[arg-type]
+        # The JSON index stands in for a line number in every error of this file.
+        row = Row(entry, file, where)  # type: ignore[arg-type]
+        context = row.text("context")
+        fact = row.text("fact")
+        facts = persona_facts(fact)
+        if not facts:
+            raise row.error("fact", "holds no persona sentence")
+        annotators = row.get("annotators", list)
+        if len(annotators) < 1 or not all(isinstance(a, str) and a.strip() for a in annotators):
+            raise row.error("annotators", "expected a non-empty list of annotator names")
+        if len(set(annotators)) != len(annotators):
+            raise row.error("annotators", f"lists a rater twice: {annotators}")
+        user = context_user(context)
+        result.batch.users[(DATASET, user)] = User(dataset=DATASET, user_id=user, profile_text="\n".join(facts))
+        responses = row.objects("responses", allow_empty=False)
+        for position_in_context, r in enumerate(responses):
+            model = r.text("model")
+            response = r.text("response")
+            iid = item_id(DATASET, "response", context, model)
+            if iid in seen:
+                raise r.error("model", f"a second response by {model!r} for this context (first at {seen[iid]})")
+            seen[iid] = f"{where}.{r.prefix.rstrip('.')}"
+            result.batch.items[iid] = Item(item_id=iid, dataset=DATASET, stage="response", user_id=user,
+                                           position=position_in_context, payload={
+                                               "kind": "persona_use", "facts": facts, "context": context,
+                                               "response": response, "model": model})
+            for key, (condition, allowed) in RATINGS.items():
+                values = r.get(key, list)
+                if len(values) != len(annotators):
+                    raise r.error(key, f"has {len(values)} ratings for {len(annotators)} annotators")
+                for position, (rater, value) in enumerate(zip(annotators, values, strict=True)):
+                    if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
+                        raise r.error(f"{key}[{position}]", f"unknown value {value!r}; expected one of "
+                                                            f"{', '.join(map(str, allowed))}")
+                    label = ("yes" if value else "no") if key == USES_KNOWLEDGE else str(value)
+                    result.batch.labels.append(Label(item_id=iid, rater=rater, rater_kind="human",
+                                                     condition=condition, label=label, raw=str(value),
+                                                     run_id=run.run_id))
+    result.files[str(file)] = len(data)
+    return result

@@ -1,0 +1,148 @@
+"""Stage-3 metrics on tiny inputs with hand-worked values, and against sklearn / statsmodels / krippendorff."""
+
+from __future__ import annotations
+
+import math
+
+import krippendorff
+import numpy as np
+import pandas as pd
+import pytest
+from personagap.analysis.response import (
+    accuracy_gap,
+    baseline_labels,
+    chose_first,
+    chose_longer,
+    clustered_rate,
+    first_position_rate,
+    judge_vs_human,
+    longer_rate,
+    majority,
+    no_better_rate,
+    rater_agreement,
+    swap_consistency,
+)
+from sklearn.metrics import accuracy_score, cohen_kappa_score
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
+
+def test_chose_first_undoes_the_swap() -> None:
+    # Canonical A with no swap was shown first; canonical A with a swap was shown second.
+    decisive, first = chose_first(["A", "A", "B", "B", "tie"], [False, True, False, True, False])
+    assert decisive.tolist() == [True, True, True, True, False]
+    assert first[decisive].tolist() == [True, False, False, True]
+
+
+def test_first_position_rate_hand_worked() -> None:
+    # 3 decisive verdicts shown first out of 4 decisive (the tie is not counted): 0.75.
+    est = first_position_rate(["A", "A", "B", "B", "tie"], [False, False, True, False, False], [1, 1, 2, 2, 3],
+                              n_resamples=200)
+    assert est.value == pytest.approx(0.75)
+    assert 0.0 <= est.ci[0] <= est.value <= est.ci[1] <= 1.0
+
+
+def test_longer_rate_skips_ties_and_equal_lengths() -> None:
+    labels = ["A", "B", "A", "tie", "B"]
+    len_a = [10, 10, 5, 1, 7]
+    len_b = [5, 20, 5, 9, 3]
+    counted, longer = chose_longer(labels, len_a, len_b)
+    # Item 2 has equal lengths, item 3 is a tie: counted are 0, 1, 4; longer chosen in 0 and 1, not in 4.
+    assert counted.tolist() == [True, True, False, False, True]
+    assert longer[counted].tolist() == [True, True, False]
+    assert longer_rate(labels, len_a, len_b, [0, 1, 2, 3, 4], n_resamples=50).value == pytest.approx(2 / 3)
+
+
+def test_clustered_rate_empty_is_nan_and_ci_collapses_when_constant() -> None:
+    assert math.isnan(clustered_rate([], []).value)
+    est = clustered_rate([True, True, True], ["u", "v", "w"], n_resamples=100)
+    assert est.value == 1.0 and est.ci == (1.0, 1.0)
+
+
+def test_clustered_rate_resamples_whole_clusters() -> None:
+    # Two clusters: u (all hits, 3 items) and v (no hits, 1 item). A resample holds 0, 1 or 2 copies
+    # of u, so every resampled rate is 0, 0.75 or 1 - never 0.5 as an item-level bootstrap could give.
+    from personagap.analysis.agreement import bootstrap_tables, resample_weights
+
+    w = resample_weights(2, 300, 0)
+    per = np.array([[3.0, 3.0], [0.0, 1.0]])
+    boot = bootstrap_tables(per, w)
+    rates = set(np.round(boot[:, 0] / boot[:, 1], 6))
+    assert rates <= {0.0, 0.75, 1.0}
+    est = clustered_rate([True, True, True, False], ["u", "u", "u", "v"], n_resamples=300)
+    assert est.value == pytest.approx(0.75)
+    assert est.ci[0] in (0.0, 0.75) and est.ci[1] == 1.0
+
+
+def test_baselines() -> None:
+    assert baseline_labels("always-A", [1, 9], [5, 5]).tolist() == ["A", "A"]
+    # Equal lengths count as A.
+    assert baseline_labels("always-longer", [1, 9, 4], [5, 5, 4]).tolist() == ["B", "A", "A"]
+    with pytest.raises(ValueError, match="unknown baseline"):
+        baseline_labels("always-B", [1], [1])
+
+
+def test_judge_vs_human_matches_sklearn_three_classes() -> None:
+    rng = np.random.default_rng(3)
+    human = rng.choice(["A", "B", "tie"], size=200)
+    judge = np.where(rng.random(200) < 0.6, human, rng.choice(["A", "B", "tie"], size=200))
+    est = judge_vs_human(human, judge, rng.integers(0, 30, size=200), n_resamples=100)
+    assert est["accuracy"].value == pytest.approx(accuracy_score(human, judge))
+    assert est["kappa"].value == pytest.approx(cohen_kappa_score(human, judge))
+
+
+def test_judge_vs_human_total_disagreement() -> None:
+    est = judge_vs_human(["A", "B", "A", "B"], ["B", "A", "B", "A"], [1, 2, 3, 4], n_resamples=20)
+    assert est["accuracy"].value == 0.0
+    assert est["kappa"].value == -1.0
+
+
+def test_accuracy_gap_hand_worked() -> None:
+    human = ["A", "B", "A", "B"]
+    with_profile = ["A", "B", "A", "A"]      # 3/4 right
+    without_profile = ["B", "B", "B", "A"]   # 1/4 right
+    acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, [1, 1, 2, 2], n_resamples=200)
+    assert (acc_with, acc_without) == (0.75, 0.25)
+    assert gap.value == pytest.approx(0.5)
+    # Cluster 1 gives a gap of 0.5, cluster 2 of 0.5 too: every resample gives 0.5.
+    assert gap.ci == pytest.approx((0.5, 0.5))
+
+
+def test_swap_consistency() -> None:
+    assert swap_consistency(["A", "B", "tie", "A"], ["A", "A", "tie", "B"]) == 0.5
+    assert math.isnan(swap_consistency([], []))
+    with pytest.raises(ValueError):
+        swap_consistency(["A"], ["A", "B"])
+
+
+def test_no_better_rate() -> None:
+    # Personalised answer is B: verdicts A and tie are "no better", B is better.
+    est = no_better_rate(["A", "tie", "B", "B"], ["B"] * 4, [1, 2, 3, 4], n_resamples=50)
+    assert est.value == 0.5
+
+
+def test_rater_agreement_matches_statsmodels_and_krippendorff() -> None:
+    rng = np.random.default_rng(5)
+    truth = rng.integers(0, 2, size=60)
+    data = np.stack([np.where(rng.random(60) < 0.85, truth, 1 - truth) for _ in range(3)], axis=1).astype(float)
+    wide = pd.DataFrame(data, columns=["r1", "r2", "r3"])
+    out = rater_agreement(wide, [0.0, 1.0], np.arange(60) // 5, "nominal", n_resamples=100)
+    counts = np.column_stack([(data == v).sum(axis=1) for v in (0.0, 1.0)])
+    assert out["fleiss"].value == pytest.approx(sm_fleiss(counts))
+    assert out["alpha"].value == pytest.approx(krippendorff.alpha(reliability_data=data.T,
+                                                                   level_of_measurement="nominal"))
+
+
+def test_rater_agreement_with_missing_ratings_uses_modal_count_for_fleiss() -> None:
+    # 4 raters, each item rated by 3 (like USR): NaN where a rater did not rate.
+    data = np.array([[1, 1, 1, np.nan], [0, 0, np.nan, 0], [1, np.nan, 0, 1], [np.nan, 0, 0, 0]], dtype=float)
+    out = rater_agreement(pd.DataFrame(data), [0.0, 1.0], [0, 1, 2, 3], "nominal", n_resamples=50)
+    counts = np.array([[0, 3], [3, 0], [1, 2], [3, 0]])
+    assert out["fleiss"].value == pytest.approx(sm_fleiss(counts))
+    assert out["alpha"].value == pytest.approx(krippendorff.alpha(reliability_data=data.T,
+                                                                   level_of_measurement="nominal"))
+
+
+def test_majority_needs_strict_majority() -> None:
+    wide = pd.DataFrame({"a": ["yes", "no", "yes"], "b": ["yes", "yes", None], "c": ["no", None, None]})
+    out = majority(wide)
+    assert out[0] == "yes" and pd.isna(out[1]) and out[2] == "yes"
