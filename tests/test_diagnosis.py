@@ -1,0 +1,133 @@
+"""The diagnosis behind `personagap diagnose` and the dashboard's Overview."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from personagap.analysis.diagnosis import diagnose, diagnose_db, judge_score, render_diagnosis
+from personagap.api import report_relevance
+from personagap.cli import cli
+
+EMPTY_INV = pd.DataFrame(columns=["stage", "n_items", "n_labels", "n_human_labels", "n_judge_labels"])
+EMPTY_FAIL = pd.DataFrame(columns=["stage", "dataset", "rater", "rater_kind", "condition", "failures"])
+EMPTY_HUM = pd.DataFrame(columns=["stage", "dataset", "item_id", "rater", "label", "user_id"])
+
+
+def _pairs(stage: str, rater: str, table: dict[tuple[str, str], int], users: int = 4) -> pd.DataFrame:
+    # Spread each (human, judge) count evenly over `users` users so the bootstrap has clusters.
+    rows = []
+    for (human, label), n in table.items():
+        for u in range(users):
+            rows.append({"stage": stage, "dataset": "ds", "rater": rater, "rater_kind": "llm", "condition": "",
+                         "user_id": f"u{u}", "human": human, "label": label, "n": n // users})
+    return pd.DataFrame(rows)
+
+
+def test_judge_score_matches_hand_worked_kappa():
+    # 2x2 table: tp=40, fp=20, fn=0, tn=40 -> po = 0.8; pe = 0.6*0.4 + 0.4*0.6 = 0.48; kappa = 0.32/0.52.
+    rows = _pairs("relevance", "j", {("yes", "yes"): 40, ("no", "yes"): 20, ("no", "no"): 40})
+    s = judge_score(rows, stage="relevance", dataset="ds", rater="j", rater_kind="llm", condition="", failures=3,
+                    n_resamples=200, seed=1)
+    assert s.binary and s.categories == ["no", "yes"]
+    assert s.confusion == [[40, 20], [0, 40]]
+    assert s.kappa == pytest.approx(0.32 / 0.52)
+    assert s.over_selection == pytest.approx(60 / 40)
+    assert s.human_yes_rate == pytest.approx(0.4) and s.judge_yes_rate == pytest.approx(0.6)
+    assert s.precision == pytest.approx(40 / 60) and s.recall == pytest.approx(1.0)
+    assert s.kappa_ci[0] <= s.kappa <= s.kappa_ci[1]
+    assert s.failures == 3
+
+
+def test_judge_score_multiclass_has_no_yes_rates():
+    rows = _pairs("response", "j", {("A", "A"): 8, ("B", "B"): 8, ("A", "B"): 4, ("tie", "A"): 4})
+    s = judge_score(rows, stage="response", dataset="ds", rater="j", rater_kind="llm", condition="no-profile",
+                    failures=0, n_resamples=100, seed=0)
+    assert not s.binary and s.categories == ["A", "B", "tie"]
+    assert s.over_selection is None and s.human_yes_rate is None
+    assert s.judge == "j [no-profile]"
+    assert s.accuracy == pytest.approx(16 / 24)
+
+
+def test_verdict_names_the_stage_whose_best_judge_is_furthest_from_humans():
+    good = _pairs("relevance", "good", {("yes", "yes"): 40, ("no", "no"): 40, ("no", "yes"): 20})
+    bad = _pairs("response", "bad", {("yes", "yes"): 20, ("no", "no"): 20, ("no", "yes"): 20, ("yes", "no"): 20})
+    inventory = pd.DataFrame([
+        {"stage": "relevance", "n_items": 100, "n_labels": 200, "n_human_labels": 100, "n_judge_labels": 100},
+        {"stage": "response", "n_items": 80, "n_labels": 160, "n_human_labels": 80, "n_judge_labels": 80},
+    ])
+    d = diagnose(pd.concat([good, bad]), EMPTY_FAIL, EMPTY_HUM, inventory, n_resamples=100)
+    assert d.worst_stage == "response"
+    assert "stage 3 (response)" in d.verdict and "bad" in d.verdict
+    assert "stage 1 (extraction)" in d.verdict  # named as having no comparison yet
+    assert d.stage("extraction").status == "no_data"
+    assert d.stage("relevance").best.rater == "good"
+    assert json.loads(json.dumps(d.to_json_dict()))["worst_stage"] == "response"
+
+
+def test_empty_store_diagnosis_is_honest():
+    pairs = pd.DataFrame(columns=["stage", "dataset", "rater", "rater_kind", "condition", "user_id", "human",
+                                  "label", "n"])
+    d = diagnose(pairs, EMPTY_FAIL, EMPTY_HUM, EMPTY_INV, n_resamples=50)
+    assert d.worst_stage is None
+    assert all(s.status == "no_data" and "No stage-" in s.message for s in d.stages)
+    assert "No stage has both judge and human labels" in render_diagnosis(d)
+
+
+def test_human_ceiling_from_individual_humans():
+    rows = []
+    for i in range(40):
+        truth = "yes" if i % 3 == 0 else "no"
+        for r, flip in (("h1", False), ("h2", i % 10 == 0), ("h3", i % 7 == 0)):
+            label = ("no" if truth == "yes" else "yes") if flip else truth
+            rows.append({"stage": "relevance", "dataset": "ds", "item_id": f"i{i}", "rater": r, "label": label,
+                         "user_id": f"u{i % 8}"})
+    d = diagnose(_pairs("relevance", "j", {("yes", "yes"): 40, ("no", "no"): 40}), EMPTY_FAIL, pd.DataFrame(rows),
+                 pd.DataFrame([{"stage": "relevance", "n_items": 40, "n_labels": 200, "n_human_labels": 120,
+                                "n_judge_labels": 80}]), n_resamples=100)
+    c = d.stage("relevance").ceiling
+    assert c is not None and c.n_raters == 3 and c.n_pairs == 3
+    assert 0.5 < c.mean_kappa < 1.0
+
+
+def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
+    d = diagnose_db(recenter_db, n_resamples=200)
+    report = report_relevance(recenter_db, n_resamples=200)
+    rel = d.stage("relevance")
+    by_key = {(j.rater, j.dataset): j for j in rel.judges}
+    for j in report.judges:  # same kappa and over-selection as the stage-2 report, judge by judge
+        mine = by_key[(j.judge, j.dataset)]
+        assert mine.n == j.n
+        assert mine.kappa == pytest.approx(j.kappa)
+        assert mine.over_selection == pytest.approx(j.over_selection)
+    assert rel.best is not None and rel.best.kappa >= rel.worst.kappa
+    assert rel.ceiling is not None and rel.ceiling.dataset == "recenter-pilot"
+    pilot_hh = next(g for g in report.pilot.groups if g.pair_type == "human–human")
+    assert rel.ceiling.mean_kappa == pytest.approx(pilot_hh.mean_kappa)
+    assert d.worst_stage == "relevance" and "stage 2 (relevance)" in d.verdict
+    # Stage 1 has several humans but no judge; stage 3 items carry no labels in this release.
+    assert d.stage("extraction").status == "no_judges" and d.stage("extraction").ceiling is not None
+    assert d.stage("response").best is None
+
+
+def test_cli_diagnose_json_and_text(recenter_db):
+    runner = CliRunner()
+    out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json", "--resamples", "100"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["worst_stage"] == "relevance"
+    assert [s["stage"] for s in data["stages"]] == ["extraction", "relevance", "response"]
+    best = data["stages"][1]["best"]
+    assert best["kappa_ci"][0] <= best["kappa"] <= best["kappa_ci"][1]
+    assert not any(isinstance(v, float) and math.isnan(v) for v in best.values())
+    text = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--resamples", "100"])
+    assert text.exit_code == 0 and "best judge:" in text.output and data["verdict"] in text.output
+
+
+def test_cli_diagnose_missing_db_is_one_clear_line(tmp_path):
+    out = CliRunner().invoke(cli, ["diagnose", "--db", str(tmp_path / "none.duckdb")])
+    assert out.exit_code == 2 and "no such database" in out.output
