@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from personagap.judges.response import NO_PROFILE
 from personagap.stages import response as stage
 from sklearn.metrics import cohen_kappa_score
 
@@ -114,3 +115,24 @@ def test_live_persona_use_against_each_usr_rater(live_db: Path, tmp_path: Path) 
                                                                           [p[1] for p in pairs]))
     finally:
         con.close()
+
+
+def test_live_pairwise_on_generic_vs_personalised_pairs(recenter_db_copy: Path) -> None:
+    with ScriptedOpenAIServer(lambda body: json.dumps({"reason": "scripted", "verdict": "A"})) as server:
+        result = CliRunner().invoke(cli, ["judge", "response", "--judge", "pairwise", "--model", MODEL,
+                                          "--api-base", server.base_url, "--dataset", "recenter-stage2",
+                                          "--limit", "30", "--db", str(recenter_db_copy)])
+        assert result.exit_code == 0, result.output
+        # The profile shown is the user's attribute list; the answers are the generic and personalised ones.
+        assert server.requests and not any(NO_PROFILE in last_user_message(b) for b in server.requests)
+    con = duckdb.connect(str(recenter_db_copy), read_only=True)
+    try:
+        metas = [json.loads(m) for (m,) in con.execute(
+            "SELECT meta FROM labels WHERE rater = 'pairwise/v1/openai/scripted' AND label IS NOT NULL").fetchall()]
+    finally:
+        con.close()
+    rep = stage.report_response(recenter_db_copy, n_resamples=50)
+    (row,) = [g for g in rep.generic_vs_personalized if g.rater == "pairwise/v1/openai/scripted"]
+    assert row.n == len(metas) == 30
+    # Canonical A is the generic answer: "first shown" is generic exactly when the pair was not swapped.
+    assert row.no_better_rate == pytest.approx(sum(not m["swapped"] for m in metas) / len(metas))
