@@ -57,8 +57,9 @@ class LMConfig:
         max_tokens: Answer length cap.
         timeout: Seconds per call before it counts as a timeout.
         adapter: DSPy adapter that formats prompts and parses answers ('json' or 'chat').
-        structured: Send the judge's JSON schema as ``response_format`` (constrained decoding;
-            what makes small local models answer parseably).
+        structured: Send the judge's JSON schema as ``response_format`` (constrained decoding; what makes
+            small local models answer parseably): 'json_schema' in OpenAI's shape (OpenAI, vLLM),
+            'json_object' as ``{"type": "json_object", "schema": ...}`` (llama.cpp's server), or 'off'.
     """
 
     model: str
@@ -68,7 +69,7 @@ class LMConfig:
     max_tokens: int = 512
     timeout: float = 60.0
     adapter: Literal["json", "chat"] = "json"
-    structured: bool = False
+    structured: Literal["off", "json_schema", "json_object"] = "off"
 
     def public(self) -> dict[str, Any]:
         """The settings safe to store (no key: only the name of its variable)."""
@@ -256,8 +257,9 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
     client = dspy.LM(lm.model, api_base=lm.api_base, api_key=lm.api_key(), cache=False, num_retries=0,
                      timeout=lm.timeout, temperature=lm.temperature, max_tokens=lm.max_tokens)
     extra: dict[str, Any] = {}
-    if lm.structured and judge.response_format() is not None:
-        extra["response_format"] = judge.response_format()
+    wanted = judge.response_format()
+    if lm.structured != "off" and wanted is not None:
+        extra["response_format"] = response_format_for(lm.structured, wanted)
     semaphore = asyncio.Semaphore(concurrency)
     queue: asyncio.Queue[_Outcome | None] = asyncio.Queue()
     bar = tqdm(total=len(pending), desc=f"judging ({judge.name})", unit="call", disable=not progress,
@@ -315,6 +317,13 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
             await queue.put(None)
             await writer_task
             bar.close()
+
+
+def response_format_for(mode: str, wanted: dict[str, Any]) -> dict[str, Any]:
+    """Spell a judge's ``{"type": "json_schema", "name", "schema"}`` the way the server understands it."""
+    if mode == "json_object":
+        return {"type": "json_object", "schema": wanted["schema"]}
+    return {"type": "json_schema", "json_schema": {"name": wanted.get("name", "verdict"), "schema": wanted["schema"]}}
 
 
 _TICK = _Outcome(JudgeTask(key="", targets=(), inputs={}), "", None, {})

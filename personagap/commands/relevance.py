@@ -65,8 +65,9 @@ def demo_relevance(workdir: Path, db: Path) -> str:
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True, help="Seconds per call.")
 @click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True,
               help="Retries on HTTP 429/5xx and timeouts (exponential backoff with jitter; Retry-After honoured).")
-@click.option("--structured/--no-structured", default=False, show_default=True,
-              help="Send the judge's JSON schema as response_format (constrained decoding, for small local models).")
+@click.option("--structured", type=click.Choice(["off", "json_schema", "json_object"]), default="off",
+              show_default=True, help="Send the judge's JSON schema as response_format (constrained decoding, "
+              "for small local models): json_schema = OpenAI/vLLM shape, json_object = llama.cpp server shape.")
 @click.option("--adapter", type=click.Choice(["json", "chat"]), default="json", show_default=True,
               help="DSPy adapter that formats the prompt and parses the answer.")
 @click.option("--max-tokens", type=click.IntRange(min=16), default=512, show_default=True)
@@ -74,7 +75,7 @@ def demo_relevance(workdir: Path, db: Path) -> str:
 @db_option
 def judge_relevance(model: str, api_base: str | None, api_key_env: str | None, judge_name: str,
                     datasets: tuple[str, ...], concurrency: int, limit: int | None, timeout: float, max_retries: int,
-                    structured: bool, adapter: str, max_tokens: int, no_progress: bool, db: str) -> None:
+                    structured: str, adapter: str, max_tokens: int, no_progress: bool, db: str) -> None:
     """Stage 2: ask an LLM which attributes matter for each imported prompt; store its labels as a judge.
 
     Results are written as they arrive and cached in the database: rerunning the same command resumes a
