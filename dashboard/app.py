@@ -7,11 +7,11 @@ would revive Streamlit's automatic page list next to ``st.navigation``.
 import streamlit as st
 from personagap.dashboard import render
 
-st.set_page_config(page_title="PersonaGap", page_icon="🧭", layout="wide")
+st.set_page_config(page_title="PersonaGap", layout="wide")
 render.sidebar()
 navigation = st.navigation({
     "Diagnosis": [
-        st.Page("page_overview.py", title="Overview", icon="🧭", default=True),
+        st.Page("page_overview.py", title="Overview", icon=":material/insights:", default=True),
         st.Page("page_stage1.py", title="Stage 1 — extraction", url_path="stage1"),
         st.Page("page_stage2.py", title="Stage 2 — relevance", url_path="stage2"),
         st.Page("page_stage3.py", title="Stage 3 — response", url_path="stage3"),

@@ -334,7 +334,9 @@ def disagreements() -> None:
     if rows.empty:
         st.info("Nothing matches these filters.")
         return
-    st.dataframe(rows.drop(columns=["item_id"]), hide_index=True, width="stretch")
+    shown = ["judge", "judge_label", "human_label", "attribute", "dataset", "stage", "user_id", "prompt_index",
+             "condition", "error"]
+    st.dataframe(rows[shown], hide_index=True, width="stretch")
     labels = [f"{(page - 1) * PAGE_SIZE + i + 1}. {r.judge} said {r.judge_label or 'unparseable'}, humans "
               f"{r.human_label} — {(r.attribute or r.item_id)[:90]}" for i, r in enumerate(rows.itertuples())]
     picked = st.selectbox("Open a case", range(len(rows)), format_func=labels.__getitem__, key="dis_case")
