@@ -1,1 +1,116 @@
-"""CLI commands for the extraction stage/tool (see the module's owner issue)."""
+"""Stage 1 commands: import laps|extraction, judge extraction, report extraction, and the demo step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from personagap._cli_base import db_option, demo_step, import_group, judge_group, report_group, run_or_exit
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.stages import extraction as stage1
+
+
+@import_group.command("laps")
+@click.argument("path", type=click.Path(exists=True))
+@db_option
+def import_laps(path: str, db: str) -> None:
+    """Import LAPS dialogues and their gold preferences (a folder of <topic>_dataset_<split>.json, or one file).
+
+    Validates every file first; on any malformed field it names the file and JSON path and writes nothing.
+    """
+    result = run_or_exit(lambda: stage1.import_laps(path, db))
+    click.echo(result.render() + f"\n  written to {db}: " + ", ".join(f"{n} {t}" for t, n in
+                                                                        result.batch.counts().items()))
+
+
+@import_group.command("extraction")
+@click.argument("path", type=click.Path(exists=True))
+@db_option
+def import_extraction(path: str, db: str) -> None:
+    """Import your pipeline's extracted attributes, human verdicts and gold (JSONL).
+
+    The format is documented in personagap.human_data.extraction. Names file, line and field on any error
+    and writes nothing.
+    """
+    result = run_or_exit(lambda: stage1.import_extraction(path, db))
+    click.echo(result.render() + f"\n  written to {db}: " + ", ".join(f"{n} {t}" for t, n in
+                                                                        result.batch.counts().items()))
+
+
+@report_group.command("extraction")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
+@click.option("--no-categories", is_flag=True, help="Leave out per-category precision/recall rows.")
+@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
+              help="Bootstrap resamples (whole users are resampled) for every 95% CI.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
+def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: int, seed: int) -> None:
+    """Stage 1: human agreement on verdicts, acceptance, verifier-human kappa, precision/recall vs gold.
+
+    Acceptance and over-generalisation (share marked bad) per extractor and rater; precision, recall and
+    F1 against gold preferences overall and per category, with user-clustered 95% CIs.
+    """
+    result = run_or_exit(lambda: stage1.report_extraction(db, n_resamples=resamples, seed=seed))
+    click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json
+               else stage1.render_extraction(result, categories=not no_categories))
+
+
+@judge_group.command("extraction")
+@click.option("--judge", "judge_name", type=click.Choice(["extract", "verify", "match"]), required=True,
+              help="extract: attributes from each user's conversations (chunked); verify: ok/bad/unsure per "
+                   "extracted attribute; match: same/different per (extracted attribute, gold preference).")
+@click.option("--model", required=True, help="LiteLLM/DSPy model string, e.g. openai/gpt-4o-mini, or "
+              "openai/<served-name> with --api-base for a local OpenAI-compatible server.")
+@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
+@click.option("--api-key-env", default=None, help="Environment variable holding the API key "
+              "[default: the provider's, e.g. OPENAI_API_KEY]. The key is never stored.")
+@click.option("--dataset", "datasets", multiple=True, help="Only these imported datasets (repeatable; default all).")
+@click.option("--split", "splits", multiple=True, help="Only histories of these splits, e.g. val (repeatable).")
+@click.option("--extractor", default=None, help="verify/match: only this extractor's attributes (its rater name).")
+@click.option("--max-chars", type=click.IntRange(min=200), default=None,
+              help="extract: characters per chunk of a history [default: 6000].")
+@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Calls in flight.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="extract: the first N histories; verify/match: the first N calls.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True, help="Seconds per call.")
+@click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True,
+              help="Retries on HTTP 429/5xx and timeouts.")
+@click.option("--structured/--no-structured", default=False, show_default=True,
+              help="Send the judge's JSON schema as response_format (constrained decoding, for small local models).")
+@click.option("--adapter", type=click.Choice(["json", "chat"]), default="json", show_default=True,
+              help="DSPy adapter that formats the prompt and parses the answer.")
+@click.option("--max-tokens", type=click.IntRange(min=16), default=1024, show_default=True)
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@db_option
+def judge_extraction(judge_name: str, model: str, api_base: str | None, api_key_env: str | None,
+                     datasets: tuple[str, ...], splits: tuple[str, ...], extractor: str | None, max_chars: int | None,
+                     concurrency: int, limit: int | None, timeout: float, max_retries: int, structured: bool,
+                     adapter: str, max_tokens: int, no_progress: bool, db: str) -> None:
+    """Stage 1: run an LLM extractor, verifier or matcher on imported items; store its answers as labels.
+
+    Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
+    Then: personagap report extraction.
+    """
+    from personagap.judges.runner import LMConfig
+
+    lm = LMConfig(model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout, adapter=adapter,  # type: ignore[arg-type]
+                  structured=structured, max_tokens=max_tokens)
+    summary = run_or_exit(lambda: stage1.judge_extraction(
+        db, judge_name, lm, datasets=datasets or None, splits=splits or None, extractor=extractor,
+        max_chars=max_chars, concurrency=concurrency, limit=limit, max_retries=max_retries,
+        progress=not no_progress))
+    click.echo(summary.render())
+
+
+@demo_step("Stage 1 — attribute extraction")
+def demo_extraction(workdir: Path, db: Path) -> str:
+    """Import the SAMPLE LAPS-format dialogues and extraction JSONL, and report stage 1 (offline matcher)."""
+    from personagap.sample_extraction import write_sample_extraction
+
+    laps_dir, jsonl = write_sample_extraction(workdir / "sample_extraction")
+    laps = stage1.import_laps(laps_dir, db)
+    extraction = stage1.import_extraction(jsonl, db)
+    return (laps.render() + "\n" + extraction.render() + "\n\n"
+            + stage1.render_extraction(stage1.report_extraction(db)))

@@ -1,0 +1,235 @@
+"""Generic JSONL import of a team's own stage-1 output: extracted attributes, human verdicts, gold.
+
+So a team can measure its extraction pipeline without running an LLM here. One line per
+(user, extractor)::
+
+    {"user_id": "u1",                     # required
+     "extractor": "our-pipeline-v3",      # required: who extracted (becomes the attributes' extractor)
+     "dataset": "our-team",               # optional, default "extraction-import"
+     "conversation": [                    # optional; required when attributes cite turn ids
+        {"turn_id": "1", "role": "user", "text": "I'm vegetarian."}, ...],
+     "attributes": [                      # required, may be []
+        {"attribute": "The user is vegetarian.",
+         "turn_ids": ["1"],               # optional; each must be a conversation turn_id
+         "confidence": 0.9,               # optional, in [0, 1]
+         "verdicts": [                    # optional: verdicts on this attribute
+            {"rater": "ann1", "label": "ok", "reason": "...", "kind": "human"}]}],
+                                          # label ok | bad | unsure; kind human (default) | llm
+     "gold": [{"category": "diet", "value": "vegetarian"}]}   # optional, non-empty if given
+
+``bad`` means unsupported by the conversation or broader than its evidence (over-generalised).
+Turn ids may be strings or integers (stored as strings). A user's ``conversation`` and
+``gold`` may be repeated on lines of other extractors but must then be identical.
+
+Records written (stage ``extraction``; item kinds as in :mod:`personagap.judges.extraction`):
+one ``conversation`` item per user, one ``extracted`` item per attribute (keyed by extractor,
+user and normalised text), one ``gold`` item per gold entry, one label per verdict. Every
+problem raises :class:`DataError` naming file, line and field; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from personagap.analysis.extraction import ExtractedAttribute, attributes_label, normalise_attribute
+from personagap.human_data._jsonl import DataError, Row, read_jsonl
+
+from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Run, User, item_id
+from personagap.store import ImportBatch, git_sha, now
+
+DEFAULT_DATASET = "extraction-import"
+STAGE = "extraction"
+VERDICT_KINDS: tuple[str, ...] = ("human", "llm")
+
+
+@dataclass
+class ExtractionImport:
+    """What a JSONL import read: the batch to write and what it holds."""
+
+    batch: ImportBatch = field(default_factory=ImportBatch)
+    files: dict[str, int] = field(default_factory=dict)
+    attributes: int = 0
+    verdicts: int = 0
+    gold: int = 0
+
+    def render(self) -> str:
+        """Plain-text summary for the terminal."""
+        lines = [f"Read {len(self.files)} extraction file(s):"]
+        lines += [f"  {p}: {n} rows" for p, n in self.files.items()]
+        lines.append(f"  {self.attributes} extracted attributes, {self.verdicts} verdicts, "
+                     f"{self.gold} gold preferences")
+        return "\n".join(lines)
+
+
+def extraction_files(path: str | Path) -> list[Path]:
+    """``path`` itself (a .jsonl file) or the .jsonl files in it (a folder)."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.jsonl"))
+        if not files:
+            raise DataError(path, None, None, "no .jsonl file in this folder")
+        return files
+    return [path]
+
+
+def load_extraction(path: str | Path) -> ExtractionImport:
+    """Read and validate extraction JSONL file(s) in the format above.
+
+    Args:
+        path: A ``.jsonl`` file or a folder of them.
+
+    Returns:
+        The validated batch (not yet written) and counts.
+
+    Raises:
+        DataError: A row deviates from the format; the message names file, line and field.
+    """
+    result = ExtractionImport()
+    state = _State()
+    for file in extraction_files(path):
+        _load_file(file, result, state)
+    return result
+
+
+@dataclass
+class _State:
+    seen_rows: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    conversations: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
+    golds: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
+
+
+def _load_file(path: Path, result: ExtractionImport, state: _State) -> None:
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise DataError(path, None, None, f"cannot read: {exc.strerror or exc}") from exc
+    run_id = f"import-{digest}"
+    result.batch.runs.append(Run(run_id=run_id, kind="import", source=str(path), rater=None, git_sha=git_sha(),
+                                 started_at=now(), finished_at=now(), status="finished",
+                                 parameters={"sha256_prefix": digest, "adapter": "extraction-jsonl"}))
+    count = 0
+    for row in read_jsonl(path):
+        _load_row(row, result, state, run_id)
+        count += 1
+    if count == 0:
+        raise DataError(path, None, None, "the file holds no rows")
+    result.files[str(path)] = count
+
+
+def _same(state: dict[tuple[str, str], tuple[Any, str]], key: tuple[str, str], value: Any, row: Row,
+          fld: str) -> bool:
+    """Record ``value`` for ``key``; True if new. A different value for a known key is an error."""
+    known = state.get(key)
+    if known is None:
+        state[key] = (value, f"{row.path}:{row.line}")
+        return True
+    if known[0] != value:
+        raise row.error(fld, f"differs from user {key[1]}'s {fld} at {known[1]}")
+    return False
+
+
+def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) -> None:
+    batch = result.batch
+    user = row.text("user_id")
+    extractor = row.text("extractor")
+    dataset = row.text("dataset", optional=True) or DEFAULT_DATASET
+    unit = user
+    key = (dataset, user, extractor)
+    if key in state.seen_rows:
+        raise row.error("extractor", f"user {user} already has a row by extractor {extractor!r} "
+                                     f"at {state.seen_rows[key]}")
+    state.seen_rows[key] = f"{row.path}:{row.line}"
+    batch.users.setdefault((dataset, user), User(dataset=dataset, user_id=user))
+
+    turn_ids: set[str] | None = None
+    if "conversation" in row.data:
+        turns = []
+        for t in row.objects("conversation", allow_empty=False):
+            tid = str(t.get("turn_id", (str, int))).strip()
+            if not tid:
+                raise t.error("turn_id", "is empty")
+            if any(x["turn_id"] == tid for x in turns):
+                raise t.error("turn_id", f"turn id {tid!r} appears twice in this conversation")
+            turns.append({"turn_id": tid, "role": t.text("role"), "text": t.text("text", allow_empty=True)})
+        if not any(t["role"].strip().lower() == "user" and t["text"].strip() for t in turns):
+            raise row.error("conversation", "has no turn with role 'user' and text: nothing to extract from")
+        turn_ids = {t["turn_id"] for t in turns}
+        if _same(state.conversations, (dataset, user), turns, row, "conversation"):
+            cid = item_id(dataset, STAGE, "conversation", unit, 0)
+            batch.items[cid] = Item(item_id=cid, dataset=dataset, stage=STAGE, user_id=user, position=0,
+                                    payload={"kind": "conversation", "unit": unit, "session": 0, "turns": turns})
+
+    if "gold" in row.data:
+        golds = []
+        for g in row.objects("gold", allow_empty=False):
+            golds.append((g.text("category"), g.text("value").strip()))
+        if len(set(golds)) != len(golds):
+            raise row.error("gold", "lists the same (category, value) twice")
+        if _same(state.golds, (dataset, user), golds, row, "gold"):
+            for category, value in golds:
+                gid = item_id(dataset, STAGE, "gold", unit, 0, category, value)
+                batch.items[gid] = Item(item_id=gid, dataset=dataset, stage=STAGE, user_id=user, attribute=value,
+                                        position=0, payload={"kind": "gold", "unit": unit, "session": 0,
+                                                             "category": category, "value": value})
+                result.gold += 1
+
+    seen_attrs: dict[str, int] = {}
+    found: list[ExtractedAttribute] = []
+    for pos, a in enumerate(row.objects("attributes")):
+        text = a.text("attribute").strip()
+        norm = normalise_attribute(text)
+        if norm in seen_attrs:
+            raise a.error("attribute", f"same attribute as attributes[{seen_attrs[norm]}] of this row")
+        seen_attrs[norm] = pos
+        cited = _turn_ids(a, turn_ids)
+        conf = a.get("confidence", float, optional=True)
+        if conf is not None and not 0.0 <= conf <= 1.0:
+            raise a.error("confidence", f"{conf} is outside [0, 1]")
+        iid = item_id(dataset, STAGE, "extracted", extractor, unit, norm)
+        batch.items[iid] = Item(item_id=iid, dataset=dataset, stage=STAGE, user_id=user, attribute=text, position=pos,
+                                payload={"kind": "extracted", "unit": unit, "extractor": extractor,
+                                         "turn_ids": cited, "confidence": conf})
+        result.attributes += 1
+        found.append(ExtractedAttribute(text, tuple(cited), conf))
+        raters: set[str] = set()
+        for v in a.objects("verdicts") if "verdicts" in a.data else []:
+            rater = v.text("rater")
+            if rater in raters:
+                raise v.error("rater", f"rater {rater!r} gives two verdicts on this attribute")
+            raters.add(rater)
+            kind: RaterKind = v.choice("kind", VERDICT_KINDS) if "kind" in v.data else "human"  # type: ignore[assignment]
+            label = v.choice("label", VERIFICATION_LABELS)
+            batch.labels.append(Label(item_id=iid, rater=rater, rater_kind=kind, label=label,
+                                      reason=v.text("reason", optional=True, allow_empty=True) or None, run_id=run_id))
+            result.verdicts += 1
+
+
+    # The whole row is one "chunk" the extractor answered (max_chars 0 = imported, not chunked here), so the
+    # report knows this user was processed even when the extractor found nothing.
+    chunk_id = item_id(dataset, STAGE, "chunk", unit, 0, 0)
+    batch.items.setdefault(chunk_id, Item(item_id=chunk_id, dataset=dataset, stage=STAGE, user_id=user, position=0,
+                                          payload={"kind": "chunk", "unit": unit, "chunk": 0, "max_chars": 0,
+                                                   "turn_ids": None}))
+    batch.labels.append(Label(item_id=chunk_id, rater=extractor, rater_kind="llm", label=attributes_label(found),
+                              run_id=run_id))
+
+
+def _turn_ids(a: Row, known: set[str] | None) -> list[str]:
+    if "turn_ids" not in a.data or a.data["turn_ids"] is None:
+        return []
+    values = a.get("turn_ids", list)
+    out: list[str] = []
+    for i, value in enumerate(values):
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise a.error(f"turn_ids[{i}]", f"expected a string or integer turn id, got {type(value).__name__}")
+        tid = str(value).strip()
+        if known is None:
+            raise a.error(f"turn_ids[{i}]", "cites a turn, but the row has no 'conversation' to check it against")
+        if tid not in known:
+            raise a.error(f"turn_ids[{i}]", f"turn id {tid!r} does not exist in the row's conversation")
+        if tid not in out:
+            out.append(tid)
+    return out
