@@ -51,7 +51,11 @@ def _db_state(db: str) -> dict[str, int]:
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")
 def _diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
-    return diagnose_db(db, n_resamples=n_resamples, seed=seed)
+    from personagap.dashboard import prefetch
+
+    # Computed while the server booted (personagap.dashboard.serve); only the first call can take it.
+    early = prefetch.take(db, n_resamples, seed)
+    return early if early is not None else diagnose_db(db, n_resamples=n_resamples, seed=seed)
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)

@@ -169,3 +169,14 @@ def test_refresh_button_rereads(recenter_db: Path, monkeypatch: pytest.MonkeyPat
     at = _open(recenter_db, "page_overview.py", monkeypatch)
     at.sidebar.button[0].click().run()
     assert not at.exception and "stage 2 (relevance)" in at.error[0].value
+
+
+def test_dashboard_command_binds_loopback_unless_asked(tmp_path: Path):
+    from personagap.commands.dashboard import dashboard_env, streamlit_command
+
+    cmd = streamlit_command(tmp_path / "x.duckdb", port=9999)
+    assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
+    assert cmd[cmd.index("--server.port") + 1] == "9999"
+    other = streamlit_command(tmp_path / "x.duckdb", host="0.0.0.0")
+    assert other[other.index("--server.address") + 1] == "0.0.0.0"
+    assert dashboard_env(tmp_path / "x.duckdb")["PERSONAGAP_DB"] == str((tmp_path / "x.duckdb").resolve())

@@ -17,15 +17,11 @@ from personagap.analysis.diagnosis import diagnose_db, render_diagnosis
 DB_ENV = "PERSONAGAP_DB"
 
 
-def _app_path() -> Path:
-    # Editable installs map personagap.dashboard to the repo's dashboard/ folder; ask the import system.
-    import personagap.dashboard as pkg
-
-    return Path(pkg.__file__).resolve().parent / "app.py"
-
-
 def streamlit_command(db: str | Path, *, host: str = "127.0.0.1", port: int = 8501) -> list[str]:
     """Return the command line that serves the dashboard on ``host:port`` (without starting it).
+
+    It runs ``streamlit run dashboard/app.py`` through :mod:`personagap.dashboard.serve`, which starts
+    the diagnosis while the server boots.
 
     Args:
         db: The DuckDB file the dashboard reads (read-only).
@@ -33,7 +29,7 @@ def streamlit_command(db: str | Path, *, host: str = "127.0.0.1", port: int = 85
         port: TCP port.
     """
     return [
-        sys.executable, "-m", "streamlit", "run", str(_app_path()),
+        sys.executable, "-m", "personagap.dashboard.serve",
         "--server.address", host, "--server.port", str(port), "--server.headless", "true",
         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
         "--global.developmentMode", "false",

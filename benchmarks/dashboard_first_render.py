@@ -1,0 +1,122 @@
+"""Benchmark (not a test): time to the first rendered Overview in headless Chromium with 1,000,000 labels.
+
+Builds a synthetic store (100,000 relevance items of 2,000 users: a human majority, 7 LLM judges and
+3 individual humans on part of them, plus 2-human stage-1 labels) in a temporary folder, serves it
+with `personagap dashboard`, opens the Overview in Debian's chromium and waits until the verdict is
+rendered and the script is idle. Target: <= 3 s. Run:
+
+    python benchmarks/dashboard_first_render.py [--labels 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from personagap.dashboard import queries  # noqa: E402
+
+from personagap import store  # noqa: E402
+from tests.browser_helpers import browser, find_chromium, serve_dashboard, wait_rendered  # noqa: E402
+
+JUDGES = 7
+HUMANS = 3
+
+
+def build(db: Path, n_labels: int, seed: int = 0) -> int:
+    """Write about ``n_labels`` synthetic labels; return the exact number stored."""
+    rng = np.random.default_rng(seed)
+    n_users = 2000
+    # Relevance: majority + JUDGES judges on every item, HUMANS humans on 1/2 of the items; stage 1: 2 humans.
+    per_item = 1 + JUDGES + HUMANS * 0.5
+    n_rel = int(n_labels * 0.95 / per_item)
+    n_ext = (n_labels - int(n_rel * (1 + JUDGES)) - HUMANS * (n_rel // 2)) // 2
+    rel_ids = np.array([f"r{i:07d}" for i in range(n_rel)])
+    ext_ids = np.array([f"e{i:07d}" for i in range(n_ext)])
+    users = np.array([f"user{u:04d}" for u in range(n_users)])
+    rel_user = users[rng.integers(0, n_users, n_rel)]
+    items = pd.concat([
+        pd.DataFrame({"item_id": rel_ids, "dataset": "synthetic", "stage": "relevance", "user_id": rel_user,
+                      "prompt_index": rng.integers(0, 5, n_rel),
+                      "attribute": [f"The user likes topic {k} " + "x" * int(k % 60) for k in range(n_rel)],
+                      "position": None, "payload": None}),
+        pd.DataFrame({"item_id": ext_ids, "dataset": "synthetic", "stage": "extraction",
+                      "user_id": users[rng.integers(0, n_users, n_ext)], "prompt_index": None, "attribute": None,
+                      "position": rng.integers(0, 20, n_ext), "payload": None}),
+    ])
+    truth = rng.random(n_rel) < 0.2
+    frames = [_labels(rel_ids, "human_majority", "human_majority", truth)]
+    for j in range(JUDGES):
+        noise = 0.1 + 0.05 * j
+        frames.append(_labels(rel_ids, f"judge-{j}", "llm", np.where(rng.random(n_rel) < noise, ~truth, truth)
+                              | (rng.random(n_rel) < 0.2)))
+    half = rel_ids[: n_rel // 2]
+    for h in range(HUMANS):
+        frames.append(_labels(half, f"annotator_{h}", "human",
+                              np.where(rng.random(len(half)) < 0.1, ~truth[: len(half)], truth[: len(half)])))
+    ext_truth = rng.random(n_ext) < 0.8
+    for h in range(2):
+        vote = np.where(rng.random(n_ext) < 0.15, ~ext_truth, ext_truth)
+        frames.append(_labels(ext_ids, f"annotator_{h}", "human", vote, ("ok", "bad")))
+    labels = pd.concat(frames, ignore_index=True)
+    runs = [{"run_id": "synthetic", "kind": "import", "source": "benchmark", "rater": None, "judge_version": None,
+             "git_sha": None, "started_at": store.now(), "finished_at": store.now(), "status": "finished",
+             "parameters": {"seed": seed}}]
+    with store.opened(db) as con:
+        con.execute("BEGIN TRANSACTION")
+        store.upsert(con, "runs", runs)
+        store.upsert(con, "items", items)
+        store.upsert(con, "labels", labels)
+        con.execute("COMMIT")
+    return len(labels)
+
+
+def _labels(ids: np.ndarray, rater: str, kind: str, yes: np.ndarray, words: tuple[str, str] = ("yes", "no")
+            ) -> pd.DataFrame:
+    return pd.DataFrame({"item_id": ids, "rater": rater, "rater_kind": kind, "condition": "",
+                         "label": np.where(yes, words[0], words[1]), "raw": None, "reason": None, "error": None,
+                         "run_id": "synthetic", "meta": None})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--labels", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=2, help="Page loads after the first (cached) one.")
+    args = parser.parse_args()
+    chromium = find_chromium()
+    if chromium is None:
+        sys.exit("chromium not found: apt-get install chromium (see .ci/install_browser.sh)")
+    work = Path(tempfile.mkdtemp(prefix="pg-bench-"))
+    try:
+        db = work / "million.duckdb"
+        t = time.perf_counter()
+        n = build(db, args.labels)
+        print(f"built {n:,} labels on {queries.db_state(db)['items']:,} items in {time.perf_counter() - t:.1f} s")
+        with serve_dashboard(db) as url, browser(chromium) as ctx:
+            page = ctx.new_page()
+            timings = []
+            for _ in range(1 + args.repeats):
+                start = time.perf_counter()
+                page.goto(url)
+                wait_rendered(page, "Every judge against humans")
+                page.get_by_text("fails most").first.wait_for(state="visible")
+                timings.append(time.perf_counter() - start)
+            verdict = page.locator('[data-testid="stAlertContentError"]').first.inner_text()
+        print(f"verdict shown: {verdict[:160]}...")
+        print(f"first rendered Overview with {n:,} labels (cold cache, headless Chromium): {timings[0]:.2f} s "
+              f"(target <= 3 s: {'met' if timings[0] <= 3 else 'MISSED'})")
+        print("cached reloads: " + ", ".join(f"{x:.2f} s" for x in timings[1:]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

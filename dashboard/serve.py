@@ -1,0 +1,33 @@
+"""Serve the dashboard: ``python -m personagap.dashboard.serve APP_FLAGS...`` (what `personagap dashboard` runs).
+
+Same as ``streamlit run app.py FLAGS``, but the heavy imports and the diagnosis start
+before the server opens its port, so the first page view does not wait for them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Warm up, then hand over to Streamlit's own CLI with ``argv`` as ``streamlit run`` flags."""
+    import altair  # noqa: F401 - imported now so the first script run does not pay for it
+    import pandas  # noqa: F401
+    import personagap.dashboard.charts  # noqa: F401
+    import personagap.dashboard.queries  # noqa: F401
+    from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+    from personagap.dashboard import prefetch
+    from streamlit.web import cli as stcli
+
+    db = os.environ.get("PERSONAGAP_DB")
+    if db and Path(db).exists():
+        prefetch.start(db, DEFAULT_RESAMPLES, DEFAULT_SEED)
+    app = str(Path(__file__).resolve().parent / "app.py")
+    sys.argv = ["streamlit", "run", app, *(sys.argv[1:] if argv is None else argv)]
+    sys.exit(stcli.main())
+
+
+if __name__ == "__main__":
+    main()
