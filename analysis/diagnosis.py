@@ -254,8 +254,9 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     categories = ["no", "yes"] if binary else sorted(seen)
     k = len(categories)
     # Integer codes via factorize/Categorical: per-element Python work is what costs at 10^6 labels.
-    user_key = rows["user_code"] if "user_code" in rows else pd.Series(pd.factorize(rows["user_id"])[0])
-    users, user_index = np.unique(user_key.to_numpy(dtype=np.int64), return_inverse=True)
+    # Users sorted by id (as agreement() does), not in SQL row order: the same seed must draw the same users
+    # whatever order DuckDB returns the rows in, or CIs would change from run to run.
+    users, user_index = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
     h = pd.Categorical(rows["human"].astype(str), categories=categories).codes.astype(np.int64)
     j = pd.Categorical(rows["label"].astype(str), categories=categories).codes.astype(np.int64)
     flat = (user_index.astype(np.int64) * k + h) * k + j
@@ -364,8 +365,6 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         n_judge = int(counts["n_judge_labels"]) if counts is not None else 0
         judges = []
         stage_pairs = pairs[pairs["stage"] == stage]
-        if not stage_pairs.empty:
-            stage_pairs = stage_pairs.assign(user_code=pd.factorize(stage_pairs["user_id"])[0])
         for (dataset, rater, kind, condition), rows in stage_pairs.groupby(
                 ["dataset", "rater", "rater_kind", "condition"], sort=True):
             judges.append(judge_score(rows, stage=stage, dataset=str(dataset), rater=str(rater), rater_kind=str(kind),

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from personagap.human_data._jsonl import DataError, Row, read_jsonl
-from personagap.records import Attribute, Item, Label, Prompt, RaterKind, Run, Stage, User, item_id
+
+from personagap.records import Attribute, Item, Prompt, RaterKind, Run, Stage, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 
 STAGE2 = "recenter-stage2"
@@ -73,11 +74,13 @@ class _Builder:
     def __init__(self, result: RecenterImport) -> None:
         self.result = result
         self.batch = result.batch
-        self._seen: dict[tuple[str, str, str], str] = {}
+        self._seen: dict[tuple[str, str, str], tuple[Path | str, int]] = {}
+        self._item_ids: dict[tuple[str, str, int, str], str] = {}
 
     def run_for(self, path: Path, rater: str | None) -> str:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        run_id = f"import-{digest}"
+        # The path is part of the id: two files with identical bytes are still two imports.
+        run_id = "import-" + hashlib.sha256(f"{path.resolve()}\0{digest}".encode()).hexdigest()[:16]
         self.batch.runs.append(Run(
             run_id=run_id, kind="import", source=str(path), rater=rater, git_sha=git_sha(),
             started_at=now(), finished_at=now(), status="finished", parameters={"sha256_prefix": digest},
@@ -85,7 +88,12 @@ class _Builder:
         return run_id
 
     def relevance_item(self, dataset: str, user: str, prompt_index: int, attribute: str) -> str:
+        # Every rater of a pair reaches here; hashing the key once per pair keeps 10^6-label imports fast.
+        iid = self._item_ids.get((dataset, user, prompt_index, attribute))
+        if iid is not None:
+            return iid
         iid = item_id(dataset, "relevance", user, prompt_index, attribute)
+        self._item_ids[(dataset, user, prompt_index, attribute)] = iid
         if iid not in self.batch.items:
             self.batch.items[iid] = Item(item_id=iid, dataset=dataset, stage="relevance", user_id=user,
                                          prompt_index=prompt_index, attribute=attribute)
@@ -98,12 +106,28 @@ class _Builder:
     def label(self, row: Row, fld: str, iid: str, rater: str, kind: RaterKind, value: str | None, run_id: str,
               condition: str = "", **extra: str | None) -> None:
         key = (iid, rater, condition)
-        where = f"{row.path}:{row.line}"
         if key in self._seen:
-            raise row.error(fld, f"duplicate label by {rater!r} for this item (first seen at {self._seen[key]})")
-        self._seen[key] = where
-        self.batch.labels.append(Label(item_id=iid, rater=rater, rater_kind=kind, condition=condition,
-                                       label=value, run_id=run_id, **extra))
+            path, line = self._seen[key]
+            raise row.error(fld, f"duplicate label by {rater!r} for this item (first seen at {path}:{line})")
+        self._seen[key] = (row.path, row.line)
+        self._append(iid, rater, kind, condition, value, run_id, extra)
+
+    def label_in(self, row: Row, field_prefix: str, fld: str, iid: str, rater: str, kind: RaterKind,
+                 value: str | None, run_id: str, **extra: str | None) -> None:
+        """Like :meth:`label` for an element of ``row`` (e.g. ``items[3].``), building its Row only on error."""
+        key = (iid, rater, "")
+        seen = self._seen.get(key)
+        if seen is not None:
+            where = Row(row.data, row.path, row.line, row.prefix + field_prefix)
+            raise where.error(fld, f"duplicate label by {rater!r} for this item (first seen at {seen[0]}:{seen[1]})")
+        self._seen[key] = (row.path, row.line)
+        self._append(iid, rater, kind, "", value, run_id, extra)
+
+    def _append(self, iid: str, rater: str, kind: RaterKind, condition: str, value: str | None, run_id: str,
+                extra: dict[str, str | None]) -> None:
+        # Fields were type-checked by Row as they were read, so the bulk column store is safe here.
+        self.batch.label_columns.append(iid, rater, kind, condition, value, extra.get("raw"), extra.get("reason"),
+                                        extra.get("error"), run_id)
 
     def prompt(self, dataset: str, user: str, prompt_index: int, text: str | None) -> None:
         key = (dataset, user, prompt_index)
@@ -152,32 +176,38 @@ def _load_stage2(folder: Path, b: _Builder) -> None:
         _load_llm_file(path, b, STAGE2, profiles=profiles, prompt_of_sample=None)
 
 
-def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], set[str]]:
+def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], frozenset[str]]:
     run_id = b.run_for(path, None)
-    profiles: dict[tuple[str, int], set[str]] = {}
-    user_profile: dict[str, tuple[str, ...]] = {}
+    profiles: dict[tuple[str, int], frozenfrozenset[str]] = {}
+    user_profile: dict[str, frozenfrozenset[str]] = {}
     count = 0
     for row in read_jsonl(path):
         user = row.text("user_id")
         prompt_index = row.get("prompt_index", int)
         if (user, prompt_index) in profiles:
             raise row.error("prompt_index", f"duplicate (user_id, prompt_index) = ({user}, {prompt_index})")
-        attrs = row.objects("profile_attributes", allow_empty=False)
-        texts = tuple(a.text("attribute") for a in attrs)
-        if len(set(texts)) != len(texts):
-            dup = next(t for t in texts if texts.count(t) > 1)
-            raise row.error("profile_attributes", f"attribute listed twice: {dup[:60]!r}")
-        if user in user_profile and set(user_profile[user]) != set(texts):
+        raw_attrs = row.data.get("profile_attributes")
+        texts = tuple(a.get("attribute") for a in raw_attrs) if isinstance(raw_attrs, list) and all(
+            type(a) is dict for a in raw_attrs) else ()
+        if not texts or not all(type(t) is str and t.strip() for t in texts):
+            texts = tuple(a.text("attribute") for a in row.objects("profile_attributes", allow_empty=False))
+        known = user_profile.get(user)
+        if known is None:
+            if len(set(texts)) != len(texts):
+                dup = next(t for t in texts if texts.count(t) > 1)
+                raise row.error("profile_attributes", f"attribute listed twice: {dup[:60]!r}")
+            # A user's profile is the same on every prompt line: build its records once.
+            b.batch.users[(STAGE2, user)] = User(dataset=STAGE2, user_id=user)
+            for a in row.objects("profile_attributes", allow_empty=False):
+                b.batch.attributes[(STAGE2, user, a.text("attribute"))] = Attribute(
+                    dataset=STAGE2, user_id=user, attribute=a.text("attribute"),
+                    reason=a.text("reason", optional=True, allow_empty=True),
+                    confidence=a.get("confidence", float, optional=True),
+                )
+            known = user_profile[user] = frozenset(texts)
+        elif known != frozenset(texts) or len(set(texts)) != len(texts):
             raise row.error("profile_attributes", f"user {user} has a different profile on an earlier line")
-        user_profile[user] = texts
-        profiles[(user, prompt_index)] = set(texts)
-        b.batch.users[(STAGE2, user)] = User(dataset=STAGE2, user_id=user)
-        for a in attrs:
-            conf = a.get("confidence", float, optional=True)
-            b.batch.attributes[(STAGE2, user, a.text("attribute"))] = Attribute(
-                dataset=STAGE2, user_id=user, attribute=a.text("attribute"),
-                reason=a.text("reason", optional=True, allow_empty=True), confidence=conf,
-            )
+        profiles[(user, prompt_index)] = known
         b.prompt(STAGE2, user, prompt_index, row.text("prompt_text"))
         candidates = {c.text("attribute"): c for c in row.objects("items")}
         for text in texts:
@@ -195,7 +225,7 @@ def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], set[str]]:
     return profiles
 
 
-def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], set[str]]) -> None:
+def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], frozenset[str]]) -> None:
     run_id = b.run_for(path, HUMAN_MAJORITY)
     human: dict[tuple[str, int, str], tuple[bool, str]] = {}
     count = 0
@@ -234,7 +264,7 @@ def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], set[str
     b.result.files[str(path)] = count
 
 
-def _load_llm_file(path: Path, b: _Builder, dataset: str, *, profiles: dict[tuple[str, int], set[str]] | None,
+def _load_llm_file(path: Path, b: _Builder, dataset: str, *, profiles: dict[tuple[str, int], frozenset[str]] | None,
                    prompt_of_sample: dict[int, int] | None) -> None:
     rater = path.stem
     run_id = b.run_for(path, rater)
@@ -249,20 +279,23 @@ def _load_llm_file(path: Path, b: _Builder, dataset: str, *, profiles: dict[tupl
             prompt_index = prompt_of_sample[sample]
         if profiles is not None and (user, prompt_index) not in profiles:
             raise row.error("prompt_index", f"no task5 profile for user {user} prompt {prompt_index}")
-        for it in row.objects("items", allow_empty=False):
-            text = it.text("attribute")
-            if profiles is not None and text not in profiles[(user, prompt_index)]:
-                raise it.error("attribute", f"not in user {user}'s profile: {text[:60]!r}")
-            relevant = it.get("relevant", bool, optional=True)
-            raw = it.get("raw_answer", str, optional=True)
+        items = row.data.get("items")
+        if not _plain_llm_items(items):
+            _check_llm_items(row)  # raises the located error the fast check could not name
+        profile = profiles[(user, prompt_index)] if profiles is not None else None
+        for i, it in enumerate(items):
+            text = it["attribute"]
+            if profile is not None and text not in profile:
+                raise Row(it, path, row.line, f"items[{i}].").error(
+                    "attribute", f"not in user {user}'s profile: {text[:60]!r}")
+            relevant = it.get("relevant")
             iid = b.relevance_item(dataset, user, prompt_index, text)
-            reason = it.get("full_output", str, optional=True)
             if relevant is None:
-                b.label(it, "attribute", iid, rater, "llm", None, run_id, raw=raw, reason=reason,
-                        error="unparseable: the file records no relevant value")
+                b.label_in(row, f"items[{i}].", "attribute", iid, rater, "llm", None, run_id, raw=it.get("raw_answer"),
+                           reason=it.get("full_output"), error="unparseable: the file records no relevant value")
             else:
-                b.label(it, "attribute", iid, rater, "llm", "yes" if relevant else "no", run_id, raw=raw,
-                        reason=reason)
+                b.label_in(row, f"items[{i}].", "attribute", iid, rater, "llm", "yes" if relevant else "no", run_id,
+                           raw=it.get("raw_answer"), reason=it.get("full_output"))
         b.prompt(dataset, user, prompt_index, None)
         count += 1
     b.result.files[str(path)] = count
@@ -377,6 +410,29 @@ def _load_task1(path: Path, b: _Builder) -> None:
 
 # --------------------------------------------------------------------------- helpers
 
+def _plain_llm_items(items: object) -> bool:
+    """Fast structural check of an LLM row's items; on False the slow located check names the problem."""
+    if not isinstance(items, list) or not items:
+        return False
+    for it in items:
+        if type(it) is not dict:
+            return False
+        text, rel, raw, full = it.get("attribute"), it.get("relevant"), it.get("raw_answer"), it.get("full_output")
+        if type(text) is not str or not text.strip() or (rel is not None and type(rel) is not bool):
+            return False
+        if (raw is not None and type(raw) is not str) or (full is not None and type(full) is not str):
+            return False
+    return True
+
+
+def _check_llm_items(row: Row) -> None:
+    for it in row.objects("items", allow_empty=False):
+        it.text("attribute")
+        it.get("relevant", bool, optional=True)
+        it.get("raw_answer", str, optional=True)
+        it.get("full_output", str, optional=True)
+
+
 def _require(path: Path) -> Path:
     if not path.exists():
         raise DataError(path, None, None, "required file is missing")
@@ -390,9 +446,9 @@ def _jsonl_files(folder: Path) -> list[Path]:
 def _coverage(batch: ImportBatch) -> list[Coverage]:
     """Pairs each LLM rater shares with the human majority, per dataset."""
     dataset_of = {iid: it.dataset for iid, it in batch.items.items() if it.stage == "relevance"}
-    human: dict[str, set[str]] = {}
-    llm: dict[tuple[str, str], set[str]] = {}
-    for lab in batch.labels:
+    human: dict[str, frozenset[str]] = {}
+    llm: dict[tuple[str, str], frozenset[str]] = {}
+    for lab in batch.label_columns.rows():
         ds = dataset_of.get(lab.item_id)
         if ds is None or lab.condition:
             continue

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -96,6 +96,26 @@ class Label(_Record):
         if (self.label is None) != (self.error is not None):
             raise ValueError("a label is None exactly when error says why (a failure is never a verdict)")
         return self
+
+
+class LabelRow(NamedTuple):
+    """The same fields as :class:`Label`, as a plain typed tuple for bulk imports.
+
+    Building a pydantic model per label costs more than the whole DuckDB insert at 10^6
+    labels; adapters that check every field as they read it (see ``human_data._jsonl.Row``)
+    emit these instead and must keep Label's invariant (label is None iff error is set).
+    """
+
+    item_id: str
+    rater: str
+    rater_kind: RaterKind
+    condition: str
+    label: str | None
+    raw: str | None
+    reason: str | None
+    error: str | None
+    run_id: str
+    meta: dict[str, Any] | None
 
 
 class Run(_Record):

@@ -38,7 +38,7 @@ def test_stage2_counts_and_join_coverage_match_the_files(shared_data: Path) -> N
     # Independent count of the human-labelled pairs straight from task6.
     human_pairs = {(r["user_id"], r["prompt_id"], a["attribute"]) for r in task6 for a in r["attributes"]}
     profile_pairs = sum(len(r["profile_attributes"]) for r in task5)
-    labels = result.batch.labels
+    labels = list(result.batch.label_columns.rows())
     majority = [lab for lab in labels if lab.rater == "human_majority"
                 and result.batch.items[lab.item_id].dataset == STAGE2]
     assert len(majority) == len(human_pairs)
@@ -57,7 +57,7 @@ def test_stage2_counts_and_join_coverage_match_the_files(shared_data: Path) -> N
 
 def test_pilot_is_imported_per_annotator(shared_data: Path) -> None:
     result = load_recenter(shared_data / "recenter")
-    pilot_labels = [lab for lab in result.batch.labels if result.batch.items[lab.item_id].dataset == PILOT]
+    pilot_labels = [lab for lab in result.batch.label_columns.rows() if result.batch.items[lab.item_id].dataset == PILOT]
     task3_raters = {lab.rater for lab in pilot_labels if lab.rater_kind == "human" and lab.condition == ""
                     and result.batch.items[lab.item_id].stage == "relevance"}
     # annotator_12 left every judgment null: it must not appear as a rater, and the skip is reported.
