@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from personagap.human_data._jsonl import DataError, Row, read_jsonl
-
 from personagap.records import Attribute, Item, Prompt, RaterKind, Run, Stage, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 
@@ -178,8 +177,8 @@ def _load_stage2(folder: Path, b: _Builder) -> None:
 
 def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], frozenset[str]]:
     run_id = b.run_for(path, None)
-    profiles: dict[tuple[str, int], frozenfrozenset[str]] = {}
-    user_profile: dict[str, frozenfrozenset[str]] = {}
+    profiles: dict[tuple[str, int], frozenset[str]] = {}
+    user_profile: dict[str, frozenset[str]] = {}
     count = 0
     for row in read_jsonl(path):
         user = row.text("user_id")

@@ -21,9 +21,11 @@ _YES_NO = {"yes": "yes", "no": "no"}
 
 
 class AttributeRelevance(dspy.Signature):
-    """A user wrote the prompt below. You also know one attribute of this user.
+    """Decide whether one known attribute of a user matters for answering the user's prompt.
+
     Would knowing this attribute change what a good answer to the prompt should be?
-    Answer YES only if a good answer should be different because of it; otherwise NO."""
+    Answer YES only if a good answer should be different because of it; otherwise NO.
+    """
 
     prompt: str = dspy.InputField(desc="The user's request.")
     attribute: str = dspy.InputField(desc="One thing known about the user.")
@@ -32,10 +34,12 @@ class AttributeRelevance(dspy.Signature):
 
 
 class RelevantSubset(dspy.Signature):
-    """A user wrote the prompt below. You also know the numbered attributes of this user.
+    """Select which of a user's known attributes matter for answering the user's prompt.
+
     List the numbers of the attributes that would change what a good answer to the prompt
     should be. Select only attributes a good answer should actually take into account;
-    the list may be empty."""
+    the list may be empty.
+    """
 
     prompt: str = dspy.InputField(desc="The user's request.")
     attributes: str = dspy.InputField(desc="Numbered attributes, one per line.")

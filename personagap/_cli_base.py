@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from personagap import __version__
 from personagap.human_data import DataError
 from personagap.store import DEFAULT_DB, StoreError
+
+if TYPE_CHECKING:
+    from personagap.judges.runner import LMConfig
 
 T = TypeVar("T")
 
@@ -23,8 +27,7 @@ db_option = click.option("--db", type=click.Path(dir_okay=False), default=DEFAUL
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="personagap")
 def cli() -> None:
-    """PersonaGap: which stage of your LLM personalization pipeline fails, and do your LLM judges agree
-    with real humans?
+    """PersonaGap: which stage of your LLM personalization pipeline fails, and do judges agree with humans?
 
     \b
     Typical session:
@@ -77,3 +80,66 @@ def run_or_exit(action: Callable[[], T]) -> T:
     except (DataError, StoreError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a judge run executes (shared by every `personagap judge ...` command)."""
+
+    concurrency: int
+    max_retries: int
+    progress: bool
+
+
+_LLM_OPTIONS = (
+    click.option("--model", required=True, help="LiteLLM/DSPy model string, e.g. openai/gpt-4o-mini, or "
+                 "openai/<served-name> with --api-base for a local OpenAI-compatible server "
+                 "(vLLM, Ollama, llama.cpp)."),
+    click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server, "
+                 "e.g. http://127.0.0.1:8000/v1."),
+    click.option("--api-key-env", default=None, help="Environment variable holding the API key "
+                 "[default: the provider's, e.g. OPENAI_API_KEY]. The key is never stored or printed."),
+    click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Calls in flight."),
+    click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True,
+                 help="Seconds per call before it counts as a timeout."),
+    click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True,
+                 help="Retries on HTTP 429/5xx and timeouts (exponential backoff with jitter; Retry-After honoured)."),
+    click.option("--structured", type=click.Choice(["off", "json_schema", "json_object"]), default="off",
+                 show_default=True, help="Send the judge's JSON schema as response_format (constrained decoding, "
+                 "for small local models): json_schema = OpenAI/vLLM shape, json_object = llama.cpp server shape."),
+    click.option("--adapter", type=click.Choice(["json", "chat"]), default="json", show_default=True,
+                 help="DSPy adapter that formats the prompt and parses the answer."),
+    click.option("--max-tokens", type=click.IntRange(min=16), default=None,
+                 help="Answer length cap [default: the judge's need; 512, 1024 for extraction]."),
+    click.option("--no-progress", is_flag=True, help="Hide the progress bar."),
+)
+
+
+def llm_judge_options(default_max_tokens: int = 512) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add the LLM options every judge command shares; the command receives ``lm`` and ``run`` instead.
+
+    Args:
+        default_max_tokens: ``--max-tokens`` when not given (extraction answers are longer).
+    """
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, model: str, api_base: str | None, api_key_env: str | None, concurrency: int,
+                    timeout: float, max_retries: int, structured: str, adapter: str, max_tokens: int | None,
+                    no_progress: bool, **kwargs: Any) -> Any:
+            from personagap.judges.runner import LMConfig
+
+            lm = LMConfig(model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout,
+                          structured=structured, adapter=adapter,  # type: ignore[arg-type]
+                          max_tokens=max_tokens or default_max_tokens)
+            return fn(*args, lm=lm, run=RunSettings(concurrency, max_retries, not no_progress), **kwargs)
+
+        for option in reversed(_LLM_OPTIONS):
+            wrapper = option(wrapper)
+        return wrapper
+
+    return decorate
+
+
+def describe_lm(lm: LMConfig) -> str:
+    """One line naming the model and server (never the key)."""
+    return f"{lm.model}" + (f" at {lm.api_base}" if lm.api_base else "")

@@ -76,8 +76,9 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
                 items = []
                 for i, a in enumerate(attrs):
                     says_yes = (rng.random() < 0.9) if i in relevant else (rng.random() < eagerness)
-                    items.append({"attribute": _text(a), "relevant": says_yes, "raw_answer": "YES" if says_yes else "NO",
-                                  "full_output": ("YES" if says_yes else "NO") + " (sample output)"})
+                    answer = "YES" if says_yes else "NO"
+                    items.append({"attribute": _text(a), "relevant": says_yes, "raw_answer": answer,
+                                  "full_output": answer + " (sample output)"})
                 llm_rows[name].append({"model": name, "sample_index": len(llm_rows[name]), "prompt_index": p,
                                        "user_id": user, "items": items})
     _dump(root / "stage2/task5_items.jsonl", task5)
@@ -102,9 +103,9 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
                                       "annotator": name, "timestamp": "2026-01-01T00:00:00"})
         for i, a in enumerate(_PROFILES[user]):
             votes = votes_by_attr[i]
-            clf.append({"prompt_index": p, "sample_index": sample, "attribute": _text(a), "prompt_text": row["prompt_text"],
-                        "label": int(sum(votes) * 2 > len(votes)), "split": "train", "n_annotators": len(votes),
-                        "human_yes_rate": sum(votes) / len(votes)})
+            clf.append({"prompt_index": p, "sample_index": sample, "attribute": _text(a),
+                        "prompt_text": row["prompt_text"], "label": int(sum(votes) * 2 > len(votes)),
+                        "split": "train", "n_annotators": len(votes), "human_yes_rate": sum(votes) / len(votes)})
     _dump(root / "pilot/task3_relevance_clf.jsonl", clf)
     for name, rows in annotations.items():
         _dump(root / f"pilot/annotations/{name}_task3.jsonl", rows)

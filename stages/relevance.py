@@ -251,7 +251,8 @@ def _judge_table(judges: list[JudgeAgreement]) -> list[str]:
     for j in judges:
         rows.append(
             f"{j.judge[:45]:<46}{j.n:>6}{j.failures:>6}{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
-            f"{_fmt(j.over_selection, 2) + ('x' if j.over_selection == j.over_selection else ''):>9}{_fmt(j.kappa):>7}  {_fmt_ci(j.kappa_ci):<14}"
+            f"{_fmt(j.over_selection, 2) + ('' if math.isnan(j.over_selection) else 'x'):>9}"
+            f"{_fmt(j.kappa):>7}  {_fmt_ci(j.kappa_ci):<14}"
             f"{_fmt(j.precision, 2):>6}{_fmt(j.recall, 2):>7}{_fmt(j.f1, 2):>6}"
         )
         if j.failure_reasons:

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, Field
+
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 from personagap.analysis.response import (
     BASELINES,
@@ -48,8 +50,6 @@ from personagap.analysis.response import (
 from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import ResponseImport, load_prism
 from personagap.human_data.usr import load_usr
-from pydantic import BaseModel, Field
-
 from personagap.store import load_labels, opened, write_batch
 
 if TYPE_CHECKING:
@@ -290,7 +290,8 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,
                    datasets: tuple[str, ...] | None = None, concurrency: int = 8, limit: int | None = None,
-                   seed: int = 0, both_orders: bool = False, progress: bool = True) -> RunSummary:
+                   seed: int = 0, both_orders: bool = False, max_retries: int = 4,
+                   progress: bool = True) -> RunSummary:
     """Run a stage-3 judge live on the stored items and store its labels.
 
     Args:
@@ -304,6 +305,7 @@ def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bo
         limit: Judge only the first N tasks.
         seed: Seed of the pairwise position swap.
         both_orders: Also judge each pair in the opposite order (swap consistency).
+        max_retries: Retries per call on 429/5xx/timeouts.
         progress: Progress bar on stderr.
 
     Returns:
@@ -333,7 +335,7 @@ def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bo
     if not tasks:
         raise ValueError(f"no stored items for judge {judge_name!r}; import a release first")
     return run_judge(db, judge, tasks, lm, concurrency=concurrency, limit=limit, progress=progress,
-                     source=",".join(sorted(set(items["dataset"]))) or "response", seed=seed)
+                     max_retries=max_retries, source=",".join(sorted(set(items["dataset"]))) or "response", seed=seed)
 
 
 # --------------------------------------------------------------------------- building the report

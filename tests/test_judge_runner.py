@@ -166,7 +166,8 @@ def test_killed_run_resumes_to_exact_counts(recenter_db_copy: Path, tmp_path: Pa
     assert len(rows) == total == len({r[0] for r in rows})
     assert all(label is not None for _, label, _, _ in rows)
     con = duckdb.connect(str(recenter_db_copy), read_only=True)
-    statuses = [s for (s,) in con.execute("SELECT status FROM runs WHERE kind = 'judge' ORDER BY started_at").fetchall()]
+    rows = con.execute("SELECT status FROM runs WHERE kind = 'judge' ORDER BY started_at").fetchall()
+    statuses = [s for (s,) in rows]
     con.close()
     assert statuses == ["running", "finished"]  # the killed run is visible as never finished
 

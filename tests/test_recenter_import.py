@@ -57,7 +57,8 @@ def test_stage2_counts_and_join_coverage_match_the_files(shared_data: Path) -> N
 
 def test_pilot_is_imported_per_annotator(shared_data: Path) -> None:
     result = load_recenter(shared_data / "recenter")
-    pilot_labels = [lab for lab in result.batch.label_columns.rows() if result.batch.items[lab.item_id].dataset == PILOT]
+    items = result.batch.items
+    pilot_labels = [lab for lab in result.batch.label_columns.rows() if items[lab.item_id].dataset == PILOT]
     task3_raters = {lab.rater for lab in pilot_labels if lab.rater_kind == "human" and lab.condition == ""
                     and result.batch.items[lab.item_id].stage == "relevance"}
     # annotator_12 left every judgment null: it must not appear as a rater, and the skip is reported.

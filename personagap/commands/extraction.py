@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from personagap._cli_base import db_option, demo_step, import_group, judge_group, report_group, run_or_exit
+from personagap._cli_base import (
+    RunSettings,
+    db_option,
+    demo_step,
+    import_group,
+    judge_group,
+    llm_judge_options,
+    report_group,
+    run_or_exit,
+)
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.stages import extraction as stage1
+
+if TYPE_CHECKING:
+    from personagap.judges.runner import LMConfig
 
 
 @import_group.command("laps")
@@ -61,46 +74,26 @@ def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: in
 @click.option("--judge", "judge_name", type=click.Choice(["extract", "verify", "match"]), required=True,
               help="extract: attributes from each user's conversations (chunked); verify: ok/bad/unsure per "
                    "extracted attribute; match: same/different per (extracted attribute, gold preference).")
-@click.option("--model", required=True, help="LiteLLM/DSPy model string, e.g. openai/gpt-4o-mini, or "
-              "openai/<served-name> with --api-base for a local OpenAI-compatible server.")
-@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
-@click.option("--api-key-env", default=None, help="Environment variable holding the API key "
-              "[default: the provider's, e.g. OPENAI_API_KEY]. The key is never stored.")
 @click.option("--dataset", "datasets", multiple=True, help="Only these imported datasets (repeatable; default all).")
 @click.option("--split", "splits", multiple=True, help="Only histories of these splits, e.g. val (repeatable).")
 @click.option("--extractor", default=None, help="verify/match: only this extractor's attributes (its rater name).")
 @click.option("--max-chars", type=click.IntRange(min=200), default=None,
               help="extract: characters per chunk of a history [default: 6000].")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True, help="Calls in flight.")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="extract: the first N histories; verify/match: the first N calls.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=60.0, show_default=True, help="Seconds per call.")
-@click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True,
-              help="Retries on HTTP 429/5xx and timeouts.")
-@click.option("--structured/--no-structured", default=False, show_default=True,
-              help="Send the judge's JSON schema as response_format (constrained decoding, for small local models).")
-@click.option("--adapter", type=click.Choice(["json", "chat"]), default="json", show_default=True,
-              help="DSPy adapter that formats the prompt and parses the answer.")
-@click.option("--max-tokens", type=click.IntRange(min=16), default=1024, show_default=True)
-@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@llm_judge_options(default_max_tokens=1024)
 @db_option
-def judge_extraction(judge_name: str, model: str, api_base: str | None, api_key_env: str | None,
-                     datasets: tuple[str, ...], splits: tuple[str, ...], extractor: str | None, max_chars: int | None,
-                     concurrency: int, limit: int | None, timeout: float, max_retries: int, structured: bool,
-                     adapter: str, max_tokens: int, no_progress: bool, db: str) -> None:
+def judge_extraction(judge_name: str, datasets: tuple[str, ...], splits: tuple[str, ...], extractor: str | None,
+                     max_chars: int | None, limit: int | None, lm: LMConfig, run: RunSettings, db: str) -> None:
     """Stage 1: run an LLM extractor, verifier or matcher on imported items; store its answers as labels.
 
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report extraction.
     """
-    from personagap.judges.runner import LMConfig
-
-    lm = LMConfig(model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout, adapter=adapter,  # type: ignore[arg-type]
-                  structured=structured, max_tokens=max_tokens)
     summary = run_or_exit(lambda: stage1.judge_extraction(
         db, judge_name, lm, datasets=datasets or None, splits=splits or None, extractor=extractor,
-        max_chars=max_chars, concurrency=concurrency, limit=limit, max_retries=max_retries,
-        progress=not no_progress))
+        max_chars=max_chars, concurrency=run.concurrency, limit=limit, max_retries=run.max_retries,
+        progress=run.progress))
     click.echo(summary.render())
 
 

@@ -5,12 +5,25 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from personagap._cli_base import db_option, demo_step, import_group, judge_group, report_group, run_or_exit
+from personagap._cli_base import (
+    RunSettings,
+    db_option,
+    demo_step,
+    import_group,
+    judge_group,
+    llm_judge_options,
+    report_group,
+    run_or_exit,
+)
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.stages import response as stage
+
+if TYPE_CHECKING:
+    from personagap.judges.runner import LMConfig
 
 
 @import_group.command("prism-judge")
@@ -45,35 +58,31 @@ def import_personafeedback(path: str, db: str) -> None:
 @judge_group.command("response")
 @click.option("--judge", "judge_name", type=click.Choice(["pairwise", "persona-use"]), required=True,
               help="pairwise: which answer would this user prefer; persona-use: does the response use the persona.")
-@click.option("--model", required=True, help="LiteLLM model string, e.g. openai/gpt-4o-mini.")
-@click.option("--api-base", default=None, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
 @click.option("--no-profile", is_flag=True, help="Pairwise only: do not show the user's profile.")
 @click.option("--both-orders", is_flag=True, help="Pairwise only: also judge each pair reversed (swap consistency).")
 @click.option("--dataset", "datasets", multiple=True, help="Judge only this dataset (repeatable).")
-@click.option("--concurrency", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N tasks.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-item position swap.")
-@click.option("--structured", is_flag=True,
-              help="Send the judge's JSON schema as response_format (small local models).")
+@llm_judge_options()
 @db_option
-def judge_response(judge_name: str, model: str, api_base: str | None, no_profile: bool, both_orders: bool,
-                   datasets: tuple[str, ...], concurrency: int, limit: int | None, seed: int, structured: bool,
-                   db: str) -> None:
-    """Stage 3: run an LLM judge on the imported response items; labels land in the store."""
-    from personagap.judges.runner import LMConfig
+def judge_response(judge_name: str, no_profile: bool, both_orders: bool, datasets: tuple[str, ...],
+                   limit: int | None, seed: int, lm: LMConfig, run: RunSettings, db: str) -> None:
+    """Stage 3: run an LLM judge on the imported response items; labels land in the store.
 
-    lm = LMConfig(model=model, api_base=api_base, structured=structured)
-
-    def run() -> str:
+    Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
+    Then: personagap report response.
+    """
+    def go() -> str:
         try:
             return stage.judge_response(db, judge_name, lm, profile=not no_profile, datasets=datasets or None,
-                                        concurrency=concurrency, limit=limit, seed=seed,
-                                        both_orders=both_orders).render()
+                                        concurrency=run.concurrency, limit=limit, seed=seed,
+                                        both_orders=both_orders, max_retries=run.max_retries,
+                                        progress=run.progress).render()
         except (ValueError, KeyError) as exc:
             click.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
             sys.exit(2)
 
-    click.echo(run_or_exit(run))
+    click.echo(run_or_exit(go))
 
 
 @report_group.command("response")
