@@ -22,6 +22,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, Field
+
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -31,7 +33,6 @@ from personagap.analysis.agreement import (
     resample_weights,
 )
 from personagap.analysis.pairwise import pairwise_agreement
-from pydantic import BaseModel, Field
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {

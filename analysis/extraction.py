@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -45,7 +46,6 @@ from personagap.analysis.agreement import (
     resample_weights,
 )
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
-
 from personagap.records import Item, item_id
 
 STAGE = "extraction"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,

@@ -22,9 +22,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from personagap.dashboard import queries  # noqa: E402
-
 from personagap import store  # noqa: E402
+from personagap.dashboard import queries  # noqa: E402
 from tests.browser_helpers import browser, find_chromium, serve_dashboard, wait_rendered  # noqa: E402
 
 JUDGES = 7

@@ -5,6 +5,7 @@ would revive Streamlit's automatic page list next to ``st.navigation``.
 """
 
 import streamlit as st
+
 from personagap.dashboard import render
 
 st.set_page_config(page_title="PersonaGap", layout="wide")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import altair as alt
 import pandas as pd
+
 from personagap.analysis.diagnosis import JudgeScore
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from personagap.analysis.diagnosis import REFERENCE_SQL
 
+from personagap.analysis.diagnosis import REFERENCE_SQL
 from personagap.store import opened
 
 #: Disagreement kinds offered by the browser: key -> (label, SQL meaning documented in _DISAGREEMENT_SQL).

@@ -14,11 +14,11 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.diagnosis import STAGE_TITLES, STAGES, Diagnosis, JudgeScore, diagnose_db
 from personagap.analysis.pairwise import pairwise_agreement
 from personagap.dashboard import charts, queries
-
 from personagap.store import DEFAULT_DB, StoreError
 
 DB_ENV = "PERSONAGAP_DB"
@@ -95,7 +95,6 @@ def _pairwise(db: str, stage: str, dataset: str) -> dict[str, Any]:
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
 def _pilot_report(db: str) -> dict[str, Any] | None:
     from personagap.stages.relevance import multi_rater_report
-
     from personagap.store import load_labels, opened
 
     with opened(db, read_only=True) as con:

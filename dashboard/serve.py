@@ -15,11 +15,12 @@ def main(argv: list[str] | None = None) -> None:
     """Warm up, then hand over to Streamlit's own CLI with ``argv`` as ``streamlit run`` flags."""
     import altair  # noqa: F401 - imported now so the first script run does not pay for it
     import pandas  # noqa: F401
+    from streamlit.web import cli as stcli
+
     import personagap.dashboard.charts  # noqa: F401
     import personagap.dashboard.queries  # noqa: F401
     from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
     from personagap.dashboard import prefetch
-    from streamlit.web import cli as stcli
 
     db = os.environ.get("PERSONAGAP_DB")
     if db and Path(db).exists():

@@ -36,7 +36,6 @@ from typing import Any
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label, normalise_attribute
 from personagap.human_data._jsonl import DataError, Row, read_jsonl
-
 from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Run, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from personagap.human_data._jsonl import DataError, Row
-
 from personagap.records import Item, Run, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 

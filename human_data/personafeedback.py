@@ -25,7 +25,6 @@ from typing import Any
 
 from personagap.human_data._jsonl import DataError, Row, read_jsonl
 from personagap.human_data.prism import ResponseImport, import_run
-
 from personagap.records import Item, Label, User, item_id
 
 DATASET = "personafeedback"

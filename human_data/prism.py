@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from personagap.human_data._jsonl import DataError, Row, read_jsonl
-
 from personagap.records import Item, Label, Run, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from personagap.human_data._jsonl import DataError, Row
 from personagap.human_data.prism import ResponseImport, import_run
-
 from personagap.records import Item, Label, User, item_id
 
 DATASET = "usr-personachat"

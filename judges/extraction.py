@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import dspy
+
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label
 from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, register_judge
-
 from personagap.records import Item, item_id
 
 STAGE = "extraction"

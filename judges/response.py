@@ -21,6 +21,7 @@ from typing import Any
 
 import dspy
 import pandas as pd
+
 from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, register_judge
 
 NO_PROFILE = "none (nothing is known about this user)"

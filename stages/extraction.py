@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, Field
+
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
@@ -40,8 +42,6 @@ from personagap.analysis.extraction import (
     rater_agreement,
     verdict_rates,
 )
-from pydantic import BaseModel, Field
-
 from personagap.store import ImportBatch, StoreError, load_labels, opened, write_batch
 
 if TYPE_CHECKING:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from personagap.dashboard import queries
 from streamlit.testing.v1 import AppTest
 
 from personagap import store
+from personagap.dashboard import queries
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 PAGES = {

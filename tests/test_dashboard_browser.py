@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from personagap.dashboard import queries
 
+from personagap.dashboard import queries
 from tests.browser_helpers import SCREENSHOTS, browser, require_browser, serve_dashboard, wait_rendered
 
 pytestmark = pytest.mark.browser

@@ -8,10 +8,10 @@ import textwrap
 import time
 from pathlib import Path
 
-from personagap.analysis.diagnosis import diagnose_db
-from personagap.dashboard import queries
 from streamlit.testing.v1 import AppTest
 
+from personagap.analysis.diagnosis import diagnose_db
+from personagap.dashboard import queries
 from personagap.store import opened
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"

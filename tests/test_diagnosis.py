@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from personagap.analysis.diagnosis import diagnose, diagnose_db, judge_score, render_diagnosis
 
+from personagap.analysis.diagnosis import diagnose, diagnose_db, judge_score, render_diagnosis
 from personagap.api import report_relevance
 from personagap.cli import cli
 

@@ -10,10 +10,10 @@ import krippendorff
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from personagap.analysis.extraction import OFFLINE_THRESHOLD, calibrate_threshold, laps_calibration_scores
-from personagap.stages.extraction import import_laps, render_extraction, report_extraction
 
+from personagap.analysis.extraction import OFFLINE_THRESHOLD, calibrate_threshold, laps_calibration_scores
 from personagap.cli import cli
+from personagap.stages.extraction import import_laps, render_extraction, report_extraction
 
 BAD = Path(__file__).parent / "fixtures" / "extraction_bad"
 

@@ -9,6 +9,8 @@ import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
 from personagap.analysis.extraction import (
     ExtractedAttribute,
     attributes_from_label,
@@ -37,7 +39,6 @@ from personagap.judges.extraction import (
     format_turns,
     parse_attributes,
 )
-from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
 
 def _task(turn_ids=("s0t1", "s0t3")) -> JudgeTask:

@@ -9,12 +9,12 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
-from personagap.judges.response import NO_PROFILE
-from personagap.stages import response as stage
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.cli import cli
 from personagap.commands.response import demo_response
+from personagap.judges.response import NO_PROFILE
+from personagap.stages import response as stage
 from tests.llm_server import ScriptedOpenAIServer, last_user_message
 
 MODEL = "openai/scripted"

@@ -12,13 +12,13 @@ import krippendorff
 import numpy as np
 import pytest
 from click.testing import CliRunner
+
+from personagap.cli import cli
 from personagap.human_data import DataError
 from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import load_prism
 from personagap.human_data.usr import load_usr
 from personagap.stages import response as stage
-
-from personagap.cli import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BAD = FIXTURES / "response_bad"

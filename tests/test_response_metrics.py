@@ -8,6 +8,9 @@ import krippendorff
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import accuracy_score, cohen_kappa_score
+from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
+
 from personagap.analysis.response import (
     accuracy_gap,
     baseline_labels,
@@ -22,8 +25,6 @@ from personagap.analysis.response import (
     rater_agreement,
     swap_consistency,
 )
-from sklearn.metrics import accuracy_score, cohen_kappa_score
-from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
 
 def test_chose_first_undoes_the_swap() -> None:

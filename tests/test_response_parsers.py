@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+
 from personagap.human_data import DataError
 from personagap.human_data.prism import parse_answer, parse_file_name
 from personagap.human_data.usr import persona_facts
