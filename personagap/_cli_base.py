@@ -92,7 +92,7 @@ class RunSettings:
 
 
 _LLM_OPTIONS = (
-    click.option("--model", required=True, help="LiteLLM/DSPy model string, e.g. openai/gpt-4o-mini, or "
+    click.option("--model", default=None, help="LiteLLM/DSPy model string, e.g. openai/gpt-4o-mini, or "
                  "openai/<served-name> with --api-base for a local OpenAI-compatible server "
                  "(vLLM, Ollama, llama.cpp)."),
     click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server, "
@@ -118,19 +118,23 @@ _LLM_OPTIONS = (
 def llm_judge_options(default_max_tokens: int = 512) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Add the LLM options every judge command shares; the command receives ``lm`` and ``run`` instead.
 
+    ``lm`` is None when no ``--model`` was given (judges that need no LLM, e.g. trained ones); a command
+    whose judge needs an LLM calls :func:`require_lm`.
+
     Args:
         default_max_tokens: ``--max-tokens`` when not given (extraction answers are longer).
     """
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
-        def wrapper(*args: Any, model: str, api_base: str | None, api_key_env: str | None, concurrency: int,
+        def wrapper(*args: Any, model: str | None, api_base: str | None, api_key_env: str | None, concurrency: int,
                     timeout: float, max_retries: int, structured: str, adapter: str, max_tokens: int | None,
                     no_progress: bool, **kwargs: Any) -> Any:
             from personagap.judges.runner import LMConfig
 
-            lm = LMConfig(model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout,
-                          structured=structured, adapter=adapter,  # type: ignore[arg-type]
-                          max_tokens=max_tokens or default_max_tokens)
+            lm = None if model is None else LMConfig(
+                model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout,
+                structured=structured, adapter=adapter,  # type: ignore[arg-type]
+                max_tokens=max_tokens or default_max_tokens)
             return fn(*args, lm=lm, run=RunSettings(concurrency, max_retries, not no_progress), **kwargs)
 
         for option in reversed(_LLM_OPTIONS):
@@ -138,6 +142,13 @@ def llm_judge_options(default_max_tokens: int = 512) -> Callable[[Callable[..., 
         return wrapper
 
     return decorate
+
+
+def require_lm(lm: LMConfig | None, judge: str) -> LMConfig:
+    """Return ``lm``, or stop with a usage error naming the missing ``--model``."""
+    if lm is None:
+        raise click.UsageError(f"judge {judge!r} calls an LLM: give --model (e.g. openai/gpt-4o-mini)")
+    return lm
 
 
 def describe_lm(lm: LMConfig) -> str:

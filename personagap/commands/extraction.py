@@ -16,6 +16,7 @@ from personagap._cli_base import (
     judge_group,
     llm_judge_options,
     report_group,
+    require_lm,
     run_or_exit,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -84,14 +85,15 @@ def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: in
 @llm_judge_options(default_max_tokens=1024)
 @db_option
 def judge_extraction(judge_name: str, datasets: tuple[str, ...], splits: tuple[str, ...], extractor: str | None,
-                     max_chars: int | None, limit: int | None, lm: LMConfig, run: RunSettings, db: str) -> None:
+                     max_chars: int | None, limit: int | None, lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 1: run an LLM extractor, verifier or matcher on imported items; store its answers as labels.
 
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report extraction.
     """
+    llm = require_lm(lm, judge_name)
     summary = run_or_exit(lambda: stage1.judge_extraction(
-        db, judge_name, lm, datasets=datasets or None, splits=splits or None, extractor=extractor,
+        db, judge_name, llm, datasets=datasets or None, splits=splits or None, extractor=extractor,
         max_chars=max_chars, concurrency=run.concurrency, limit=limit, max_retries=run.max_retries,
         progress=run.progress))
     click.echo(summary.render())

@@ -17,6 +17,7 @@ from personagap._cli_base import (
     judge_group,
     llm_judge_options,
     report_group,
+    require_lm,
     run_or_exit,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -74,15 +75,16 @@ def demo_relevance(workdir: Path, db: Path) -> str:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N calls.")
 @llm_judge_options()
 @db_option
-def judge_relevance(judge_name: str, datasets: tuple[str, ...], limit: int | None, lm: LMConfig, run: RunSettings,
-                    db: str) -> None:
+def judge_relevance(judge_name: str, datasets: tuple[str, ...], limit: int | None, lm: LMConfig | None,
+                    run: RunSettings, db: str) -> None:
     """Stage 2: ask an LLM which attributes matter for each imported prompt; store its labels as a judge.
 
     Results are written as they arrive and cached in the database: rerunning the same command resumes a
     killed run and sends requests only for items that are missing or failed. Compare with humans afterwards:
     personagap report relevance.
     """
+    llm = require_lm(lm, judge_name)
     summary = run_or_exit(lambda: api.judge_relevance(
-        db, judge_name, lm, datasets=datasets, concurrency=run.concurrency, limit=limit,
+        db, judge_name, llm, datasets=datasets, concurrency=run.concurrency, limit=limit,
         max_retries=run.max_retries, progress=run.progress))
     click.echo(summary.render())

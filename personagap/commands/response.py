@@ -17,6 +17,7 @@ from personagap._cli_base import (
     judge_group,
     llm_judge_options,
     report_group,
+    require_lm,
     run_or_exit,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -66,15 +67,17 @@ def import_personafeedback(path: str, db: str) -> None:
 @llm_judge_options()
 @db_option
 def judge_response(judge_name: str, no_profile: bool, both_orders: bool, datasets: tuple[str, ...],
-                   limit: int | None, seed: int, lm: LMConfig, run: RunSettings, db: str) -> None:
+                   limit: int | None, seed: int, lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 3: run an LLM judge on the imported response items; labels land in the store.
 
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report response.
     """
+    llm = require_lm(lm, judge_name)
+
     def go() -> str:
         try:
-            return stage.judge_response(db, judge_name, lm, profile=not no_profile, datasets=datasets or None,
+            return stage.judge_response(db, judge_name, llm, profile=not no_profile, datasets=datasets or None,
                                         concurrency=run.concurrency, limit=limit, seed=seed,
                                         both_orders=both_orders, max_retries=run.max_retries,
                                         progress=run.progress).render()
