@@ -146,7 +146,7 @@ class _Retryable(Exception):
 
 def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMConfig, *,
               concurrency: int = 8, limit: int | None = None, max_retries: int = 4, backoff_base: float = 0.5,
-              backoff_cap: float = 30.0, flush_every: int = 64, flush_seconds: float = 0.5,
+              backoff_cap: float = 30.0, flush_every: int = 256, flush_seconds: float = 1.0,
               progress: bool = True, source: str = "", seed: int = 0) -> RunSummary:
     """Judge ``tasks`` with ``lm`` and store one label per target item.
 
@@ -260,34 +260,45 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
     wanted = judge.response_format()
     if lm.structured != "off" and wanted is not None:
         extra["response_format"] = response_format_for(lm.structured, wanted)
-    semaphore = asyncio.Semaphore(concurrency)
+    todo: asyncio.Queue[JudgeTask] = asyncio.Queue()
+    for t in pending:
+        todo.put_nowait(t)
     queue: asyncio.Queue[_Outcome | None] = asyncio.Queue()
     bar = tqdm(total=len(pending), desc=f"judging ({judge.name})", unit="call", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
 
+    async def worker() -> None:
+        # A fixed pool of `concurrency` workers, each formatting its next prompt only when it is free:
+        # formatting all prompts up front would stall the first requests by seconds on large runs.
+        while True:
+            try:
+                task = todo.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await call(task)
+
     async def call(task: JudgeTask) -> None:
         key = task_keys[task.key]
         messages = adapter.format(judge.signature, demos=[], inputs=task.inputs)
-        async with semaphore:
-            for attempt in range(max_retries + 1):
-                summary.requests += 1
-                try:
-                    raw, usage = await _one_call(client, messages, extra, lm.timeout)
-                except _Retryable as exc:
-                    if attempt == max_retries:
-                        await queue.put(_failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)"))
-                        return
-                    summary.retries += 1
-                    delay = min(backoff_cap, backoff_base * 2 ** attempt) * (0.5 + rng.random())
-                    if exc.retry_after is not None:
-                        delay = min(backoff_cap, max(delay, exc.retry_after))
-                    await asyncio.sleep(delay)
-                    continue
-                except _Fatal as exc:
-                    await queue.put(_failed(task, key, f"request: {exc}"))
+        for attempt in range(max_retries + 1):
+            summary.requests += 1
+            try:
+                raw, usage = await _one_call(client, messages, extra, lm.timeout)
+            except _Retryable as exc:
+                if attempt == max_retries:
+                    await queue.put(_failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)"))
                     return
-                await queue.put(_outcome(judge, adapter, task, key, raw, usage, fresh=True))
+                summary.retries += 1
+                delay = min(backoff_cap, backoff_base * 2 ** attempt) * (0.5 + rng.random())
+                if exc.retry_after is not None:
+                    delay = min(backoff_cap, max(delay, exc.retry_after))
+                await asyncio.sleep(delay)
+                continue
+            except _Fatal as exc:
+                await queue.put(_failed(task, key, f"request: {exc}"))
                 return
+            await queue.put(_outcome(judge, adapter, task, key, raw, usage, fresh=True))
+            return
 
     async def writer() -> None:
         batch: list[_Outcome] = []
@@ -312,7 +323,7 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=; see _one_call
         try:
-            await asyncio.gather(*(call(t) for t in pending))
+            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(pending)))))
         finally:
             await queue.put(None)
             await writer_task

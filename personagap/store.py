@@ -135,6 +135,11 @@ def opened(path: str | Path, *, read_only: bool = False) -> Iterator[duckdb.Duck
 
 
 def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    # Writers reconnect for every batch: skip the DDL when the schema is already there.
+    has_meta = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchall()[0][0]
+    if has_meta:
+        _check_version(con, path)
+        return
     con.execute("BEGIN TRANSACTION")
     con.execute(_SCHEMA)
     con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING", [str(SCHEMA_VERSION)])

@@ -32,6 +32,11 @@ class Reply:
 Responder = Callable[[dict[str, Any]], "Reply | str"]
 
 
+class _Server(ThreadingHTTPServer):
+    # The default listen backlog of 5 refuses connections when 32 clients connect at once.
+    request_queue_size = 256
+
+
 class ScriptedOpenAIServer:
     """Serve ``/v1/chat/completions`` (and ``/v1/models``) from a responder function.
 
@@ -51,7 +56,7 @@ class ScriptedOpenAIServer:
         self.headers_seen: list[dict[str, str]] = []
         self.times: list[float] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -134,3 +139,23 @@ def last_user_message(body: dict[str, Any]) -> str:
                 return "".join(part.get("text", "") for part in content if isinstance(part, dict))
             return str(content)
     return ""
+
+
+def main() -> None:
+    """Serve one fixed answer after a fixed delay, in its own process (benchmarks: no GIL shared with the client).
+
+    Prints ``READY <base_url>`` on stdout once listening; serves until killed.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--answer", required=True, help="assistant text of every reply")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args()
+    with ScriptedOpenAIServer(lambda body: Reply(text=args.answer, delay=args.latency)) as server:
+        print(f"READY {server.base_url}", flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()
