@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
+
 T = TypeVar("T")
 
 
@@ -115,8 +117,8 @@ def read_jsonl(path: str | Path) -> Iterator[Row]:
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
+                data = orjson.loads(line)  # ~3x the stdlib's speed: release files reach 10^6 labels
+            except orjson.JSONDecodeError as exc:
                 raise DataError(path, number, None, f"malformed JSON ({exc.msg}; column {exc.colno})") from exc
             if not isinstance(data, dict):
                 raise DataError(path, number, None, f"expected a JSON object, got {type(data).__name__}")
