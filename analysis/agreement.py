@@ -13,9 +13,10 @@ Convention: ``table[..., h, j]`` counts items the human (reference) put in class
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import krippendorff
 import numpy as np
@@ -229,6 +230,22 @@ class Estimate:
 
     value: float
     ci: tuple[float, float]
+
+
+def ci_list(e: Estimate) -> list[float]:
+    """The interval as a ``[lo, hi]`` list (the JSON reports' shape)."""
+    return [e.ci[0], e.ci[1]]
+
+
+def json_safe(value: Any) -> Any:
+    """Nested data with NaN floats replaced by None, so that it serialises as valid JSON (null)."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float = 0.95) -> Estimate:

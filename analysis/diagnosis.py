@@ -27,9 +27,10 @@ from pydantic import BaseModel, Field
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    Estimate,
     FloatArray,
+    ci_list,
     estimate,
+    json_safe,
     resample_weights,
 )
 from personagap.analysis.pairwise import pairwise_agreement
@@ -142,21 +143,9 @@ class Diagnosis(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return JSON-safe data (NaN becomes null)."""
-        return _json_safe(self.model_dump())
+        return json_safe(self.model_dump())
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _ci(e: Estimate) -> list[float]:
-    return [e.ci[0], e.ci[1]]
 
 
 def _finite(x: float | None) -> bool:
@@ -275,7 +264,7 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         extra = {
             "human_yes_rate": float((tp + fn) / n) if n else float("nan"),
             "judge_yes_rate": float((tp + fp) / n) if n else float("nan"),
-            "over_selection": over.value, "over_selection_ci": _ci(over),
+            "over_selection": over.value, "over_selection_ci": ci_list(over),
             "precision": float(tp / (tp + fp)) if tp + fp else float("nan"),
             "recall": float(tp / (tp + fn)) if tp + fn else float("nan"),
             "f1": float(2 * tp / (2 * tp + fp + fn)) if 2 * tp + fp + fn else float("nan"),
@@ -284,8 +273,8 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     return JudgeScore(
         stage=stage, dataset=dataset, judge=judge, rater=rater, rater_kind=rater_kind, condition=condition,
         n=int(total.sum()), n_users=len(users), failures=failures, categories=categories,
-        confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=_ci(kap), accuracy=acc.value,
-        accuracy_ci=_ci(acc), binary=binary, **extra,
+        confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
+        accuracy_ci=ci_list(acc), binary=binary, **extra,
     )
 
 
@@ -311,7 +300,7 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
     g = result.groups.get("human–human")
     if g is None or not _finite(g.mean_kappa.value):
         return None
-    return HumanCeiling(dataset=str(humans["dataset"].iloc[0]), mean_kappa=g.mean_kappa.value, ci=_ci(g.mean_kappa),
+    return HumanCeiling(dataset=str(humans["dataset"].iloc[0]), mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa),
                         n_raters=len(groups), n_pairs=g.n_pairs, n_items=int(frame["item_id"].nunique()))
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     extracted_items,
@@ -170,21 +170,9 @@ class ExtractionReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
-        return _json_safe(self.model_dump())
+        return json_safe(self.model_dump())
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _ci(e: Estimate) -> list[float]:
-    return [e.ci[0], e.ci[1]]
 
 
 # --------------------------------------------------------------------------- building the report
@@ -236,8 +224,8 @@ def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.Dat
     r = verdict_rates(rows["label"].tolist(), rows["user_id"].tolist(), **kw)
     return VerdictRow(dataset=dataset, extractor=extractor, rater=rater, rater_kind=kind, n=len(rows),
                       n_users=int(rows["user_id"].nunique()), failures=failures,
-                      ok=r["ok"].value, ok_ci=_ci(r["ok"]), bad=r["bad"].value, bad_ci=_ci(r["bad"]),
-                      unsure=r["unsure"].value, unsure_ci=_ci(r["unsure"]))
+                      ok=r["ok"].value, ok_ci=ci_list(r["ok"]), bad=r["bad"].value, bad_ci=ci_list(r["bad"]),
+                      unsure=r["unsure"].value, unsure_ci=ci_list(r["unsure"]))
 
 
 def _human_agreement(verdicts: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
@@ -252,11 +240,11 @@ def _human_agreement(verdicts: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
         nan = float("nan")
         out.append(HumanAgreement(
             dataset=str(dataset), annotators=int(rows["rater"].nunique()), items=agr.n_items, users=agr.n_users,
-            alpha=agr.alpha.value, alpha_ci=_ci(agr.alpha), fleiss=agr.fleiss.value, fleiss_ci=_ci(agr.fleiss),
+            alpha=agr.alpha.value, alpha_ci=ci_list(agr.alpha), fleiss=agr.fleiss.value, fleiss_ci=ci_list(agr.fleiss),
             fleiss_items=agr.fleiss_items, fleiss_raters_per_item=agr.fleiss_raters_per_item,
             fleiss_users=agr.fleiss_users,
             mean_pairwise_kappa=group.mean_kappa.value if group else nan,
-            mean_pairwise_kappa_ci=_ci(group.mean_kappa) if group else [nan, nan],
+            mean_pairwise_kappa_ci=ci_list(group.mean_kappa) if group else [nan, nan],
             rater_pairs=group.n_pairs if group else 0,
             per_annotator=[_rates_row(str(dataset), "", str(r), "human", g, 0, **kw)
                            for r, g in rows.groupby("rater", sort=True)]))
@@ -293,8 +281,8 @@ def _verifiers(verdicts: pd.DataFrame, **kw: Any) -> list[VerifierAgreement]:
             mine = dict(zip(g["item_id"], g["label"], strict=True))
             est = judge_vs_reference(mine, reference, cluster_of, **kw)
             out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(set(mine) & set(reference)),
-                                         kappa=est["kappa"].value, kappa_ci=_ci(est["kappa"]),
-                                         accuracy=est["accuracy"].value, accuracy_ci=_ci(est["accuracy"])))
+                                         kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+                                         accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"])))
     return out
 
 
@@ -418,9 +406,9 @@ def _matching(items: pd.DataFrame, labels: pd.DataFrame, **kw: Any) -> list[Matc
                 out.append(MatchRow(dataset=str(dataset), extractor=str(extractor), matcher=matcher, split=str(sp),
                                     category=str(cat), units=int(f["unit"].nunique()), users=est.n_users,
                                     attributes=est.n_attributes, gold=est.n_gold,
-                                    precision=est.precision.value, precision_ci=_ci(est.precision),
-                                    recall=est.recall.value, recall_ci=_ci(est.recall),
-                                    f1=est.f1.value, f1_ci=_ci(est.f1)))
+                                    precision=est.precision.value, precision_ci=ci_list(est.precision),
+                                    recall=est.recall.value, recall_ci=ci_list(est.recall),
+                                    f1=est.f1.value, f1_ci=ci_list(est.f1)))
     out.sort(key=lambda r: (r.dataset, r.extractor, r.matcher, r.split, r.category != "all", r.category))
     return out
 

@@ -15,7 +15,9 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     Estimate,
     agreement,
+    ci_list,
     fleiss_kappa_ci,
+    json_safe,
     krippendorff_alpha_ci,
 )
 from personagap.analysis.pairwise import pairwise_agreement
@@ -89,21 +91,9 @@ class RelevanceReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
-        return _json_safe(self.model_dump())
+        return json_safe(self.model_dump())
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _ci(e: Estimate) -> list[float]:
-    return [e.ci[0], e.ci[1]]
 
 
 def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int) -> list[JudgeAgreement]:
@@ -136,12 +126,12 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
             judge=str(rater), dataset=dataset, rater_kind=str(kind), n=len(joined),
             n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
             unmatched=len(parsed) - len(joined),
-            kappa=est["kappa"].value, kappa_ci=_ci(est["kappa"]),
-            over_selection=est["over_selection"].value, over_selection_ci=_ci(est["over_selection"]),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+            over_selection=est["over_selection"].value, over_selection_ci=ci_list(est["over_selection"]),
             human_yes_rate=est["human_yes_rate"].value, judge_yes_rate=est["judge_yes_rate"].value,
-            precision=est["precision"].value, precision_ci=_ci(est["precision"]),
-            recall=est["recall"].value, recall_ci=_ci(est["recall"]),
-            f1=est["f1"].value, f1_ci=_ci(est["f1"]), accuracy=est["accuracy"].value,
+            precision=est["precision"].value, precision_ci=ci_list(est["precision"]),
+            recall=est["recall"].value, recall_ci=ci_list(est["recall"]),
+            f1=est["f1"].value, f1_ci=ci_list(est["f1"]), accuracy=est["accuracy"].value,
         ))
     return out
 
@@ -178,14 +168,14 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
               if modal >= 2 else Estimate(float("nan"), (float("nan"), float("nan"))))
 
     def as_dict(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
-        return {str(r): {str(c): _json_safe(df.loc[r, c].item()) for c in df.columns} for r in df.index}
+        return {str(r): {str(c): json_safe(df.loc[r, c].item()) for c in df.columns} for r in df.index}
 
     return MultiRaterReport(
         dataset=dataset, raters=groups,
-        groups=[GroupRow(pair_type=k, mean_kappa=g.mean_kappa.value, ci=_ci(g.mean_kappa), n_pairs=g.n_pairs)
+        groups=[GroupRow(pair_type=k, mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa), n_pairs=g.n_pairs)
                 for k, g in result.groups.items()],
-        human_alpha=alpha.value, human_alpha_ci=_ci(alpha), human_fleiss=fleiss.value,
-        human_fleiss_ci=_ci(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
+        human_alpha=alpha.value, human_alpha_ci=ci_list(alpha), human_fleiss=fleiss.value,
+        human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
         fleiss_raters_per_item=modal,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
         judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed),

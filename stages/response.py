@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe
 from personagap.analysis.response import (
     BASELINES,
     NAN_ESTIMATE,
@@ -195,21 +195,9 @@ class ResponseReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
-        return _json_safe(self.model_dump())
+        return json_safe(self.model_dump())
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def _ci(e: Estimate) -> list[float]:
-    return [e.ci[0], e.ci[1]]
 
 
 # --------------------------------------------------------------------------- library API
@@ -459,13 +447,13 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         results.append(JudgeResult(
             judge=_judge_name(rater, condition), rater=rater, condition=condition, dataset=dataset,
             rater_kind=str(kind), reference="human", n=len(joined), n_users=len(set(clusters)),
-            accuracy=est["accuracy"].value, accuracy_ci=_ci(est["accuracy"]),
-            kappa=est["kappa"].value, kappa_ci=_ci(est["kappa"]),
+            accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
             failures=len(failed), failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])),
             accuracy_failures_as_wrong=float((judge == human).sum()
                                              / (len(joined) + int(failed["item_id"].isin(ref.index).sum()))),
-            first_position_rate=first.value, first_position_ci=_ci(first),
-            longer_rate=longer.value, longer_ci=_ci(longer),
+            first_position_rate=first.value, first_position_ci=ci_list(first),
+            longer_rate=longer.value, longer_ci=ci_list(longer),
             tie_rate=float((judge == "tie").mean()), human_tie_rate=float((~not_tie).mean()),
             accuracy_without_human_ties=float((judge[not_tie] == human[not_tie]).mean()) if not_tie.any()
             else float("nan"),
@@ -486,8 +474,8 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         raters = sorted(frame.loc[frame["rater_kind"].isin(HUMAN_KINDS), "rater"].unique())
         human_rows.append(HumanBias(
             dataset=dataset, rater=", ".join(map(str, raters)), n=len(h),
-            first_position_rate=first.value if shown else None, first_position_ci=_ci(first) if shown else None,
-            longer_rate=longer.value, longer_ci=_ci(longer), tie_rate=float((h == "tie").mean()),
+            first_position_rate=first.value if shown else None, first_position_ci=ci_list(first) if shown else None,
+            longer_rate=longer.value, longer_ci=ci_list(longer), tie_rate=float((h == "tie").mean()),
             baselines={b: float((baseline_labels(b, len_a.loc[ids], len_b.loc[ids]) == h).mean())
                        for b in BASELINES},
         ))
@@ -510,7 +498,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
             n_resamples=n_resamples, seed=seed)
         gaps.append(ProfileGap(rater=rater, dataset=dataset, with_condition=cond_with, without_condition=cond_without,
                                n=len(ids), accuracy_with=acc_with, accuracy_without=acc_without, gap=gap.value,
-                               gap_ci=_ci(gap)))
+                               gap_ci=ci_list(gap)))
     return results, human_rows, gaps
 
 
@@ -528,7 +516,7 @@ def _gvp_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_re
                if len(ids) else NAN_ESTIMATE)
         out.append(GenericVsPersonalized(
             rater=str(rater), condition=str(condition), dataset=dataset, rater_kind=str(kind), n=len(ids),
-            failures=int(rows["label"].isna().sum()), no_better_rate=est.value, no_better_ci=_ci(est),
+            failures=int(rows["label"].isna().sum()), no_better_rate=est.value, no_better_ci=ci_list(est),
             personalized_preferred_rate=float((lab == pers).mean()) if len(ids) else float("nan"),
         ))
     return out
@@ -556,7 +544,7 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
 
     pairs = rater_pairs(human_rows.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]],
                         n_resamples=n_resamples, seed=seed)
-    matrix = {str(r): {str(c): _json_safe(float(pairs.matrix.loc[r, c])) for c in pairs.matrix.columns}
+    matrix = {str(r): {str(c): json_safe(float(pairs.matrix.loc[r, c])) for c in pairs.matrix.columns}
               for r in pairs.matrix.index}
     mean_kappa = {}
     for r in pairs.matrix.index:
@@ -578,12 +566,12 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
         judge_results.append(JudgeResult(
             judge=str(rater), rater=str(rater), condition="", dataset=dataset, rater_kind=str(kind),
             reference="human majority (uses knowledge)", n=len(joined), n_users=int(joined["user_id"].nunique()),
-            accuracy=est["accuracy"].value, accuracy_ci=_ci(est["accuracy"]), kappa=est["kappa"].value,
-            kappa_ci=_ci(est["kappa"]), failures=len(failed),
+            accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
+            kappa_ci=ci_list(est["kappa"]), failures=len(failed),
             failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])),
         ))
         versus.append(RaterVsJudge(judge=str(rater), rater="majority", n=len(joined), accuracy=est["accuracy"].value,
-                                   kappa=est["kappa"].value, kappa_ci=_ci(est["kappa"])))
+                                   kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"])))
         for human_rater in wide.columns:
             col = wide[human_rater].dropna()
             both = parsed.index.intersection(col.index)
@@ -594,14 +582,14 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
             e = judge_vs_human(hr, jr, parsed.loc[both, "user_id"].to_numpy(), n_resamples=n_resamples, seed=seed)
             versus.append(RaterVsJudge(judge=str(rater), rater=str(human_rater), n=len(both),
                                        accuracy=e["accuracy"].value, kappa=e["kappa"].value,
-                                       kappa_ci=_ci(e["kappa"])))
+                                       kappa_ci=ci_list(e["kappa"])))
     report = UsrReport(
         n_items=len(wide), n_contexts=int(cluster.nunique()),
         raters={str(c): int(wide[c].notna().sum()) for c in wide.columns},
         rater_yes_rate={str(c): float(codes[c].mean()) for c in codes.columns},
-        uses_knowledge_alpha=agree["alpha"].value, uses_knowledge_alpha_ci=_ci(agree["alpha"]),
-        uses_knowledge_fleiss=agree["fleiss"].value, uses_knowledge_fleiss_ci=_ci(agree["fleiss"]),
-        overall_alpha=overall_alpha.value, overall_alpha_ci=_ci(overall_alpha),
+        uses_knowledge_alpha=agree["alpha"].value, uses_knowledge_alpha_ci=ci_list(agree["alpha"]),
+        uses_knowledge_fleiss=agree["fleiss"].value, uses_knowledge_fleiss_ci=ci_list(agree["fleiss"]),
+        overall_alpha=overall_alpha.value, overall_alpha_ci=ci_list(overall_alpha),
         pair_kappa=matrix, rater_mean_kappa=mean_kappa,
         majority_yes_rate=float((maj == "yes").mean()) if not maj.empty else float("nan"), judges=versus,
     )
