@@ -97,3 +97,21 @@ def test_smollm2_free_text_failures_are_recorded_not_labelled(llama_server: str,
         assert raw  # the model's text is kept either way
         if label is None:
             assert error.startswith("unparseable")
+
+
+def test_smollm2_pairwise_judges_real_answer_pairs(llama_server: str, recenter_db_copy: Path) -> None:
+    """Stage 3 on the real path: generic vs personalised answers from the release, judged by a local model."""
+    from personagap.stages.response import judge_response
+
+    lm = LMConfig(model="openai/smollm2", api_base=llama_server, structured="json_object", max_tokens=96,
+                  timeout=180)
+    summary = judge_response(recenter_db_copy, "pairwise", lm, limit=2, concurrency=1, progress=False)
+    assert summary.tasks == 2 and summary.requests >= 2
+    con = duckdb.connect(str(recenter_db_copy), read_only=True)
+    rows = con.execute("SELECT label, error, raw, meta FROM labels WHERE rater = 'pairwise/v1/openai/smollm2'"
+                       ).fetchall()
+    con.close()
+    assert len(rows) == 2
+    for label, error, raw, meta in rows:
+        assert raw and "swapped" in meta  # the seeded position swap is recorded on every label
+        assert (label in ("A", "B", "tie")) != (error is not None)
