@@ -30,6 +30,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -319,6 +320,9 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
         if batch:
             await asyncio.to_thread(_write, db, run_id, rater, batch, summary)
 
+    # DSPy hops to worker threads several times per call; the default pool (cpu + 4 threads) would queue
+    # the calls in flight behind each other.
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=concurrency + 4))
     writer_task = asyncio.create_task(writer())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=; see _one_call
