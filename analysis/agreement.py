@@ -242,10 +242,15 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, float):
         return None if math.isnan(value) else value
     if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
+        return json_safe_dict(value)
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
     return value
+
+
+def json_safe_dict(value: dict[str, Any]) -> dict[str, Any]:
+    """:func:`json_safe` of a dict (a report's ``model_dump()``), typed as the dict it returns."""
+    return {k: json_safe(v) for k, v in value.items()}
 
 
 def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float = 0.95) -> Estimate:
@@ -361,7 +366,8 @@ def unit_coincidences(reliability_data: npt.ArrayLike, values: npt.ArrayLike) ->
     m = counts.sum(axis=1)
     outer = counts[:, :, None] * counts[:, None, :] - np.einsum("uv,vw->uvw", counts, np.eye(len(vals)))
     scale = np.where(m >= 2, 1.0 / np.maximum(m - 1, 1), 0.0)
-    return outer * scale[:, None, None]
+    coincidences: FloatArray = outer * scale[:, None, None]  # numpy's stubs leave einsum untyped (Any)
+    return coincidences
 
 
 def alpha_from_coincidences(o: FloatArray, values: npt.ArrayLike, level: Level) -> FloatArray:
@@ -388,7 +394,8 @@ def alpha_from_coincidences(o: FloatArray, values: npt.ArrayLike, level: Level) 
         raise ValueError(f"unknown level {level!r}")
     observed = (o * delta).sum(axis=(-2, -1))
     expected = (n_v[..., :, None] * n_v[..., None, :] * delta).sum(axis=(-2, -1))
-    return 1.0 - (n - 1.0) * _div(observed, expected)
+    alpha: FloatArray = 1.0 - (n - 1.0) * _div(observed, expected)  # numpy's stubs type sum(axis=...) as Any
+    return alpha
 
 
 def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLike, level: Level, *,

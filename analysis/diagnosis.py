@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import duckdb
 import numpy as np
@@ -30,7 +30,7 @@ from personagap.analysis.agreement import (
     FloatArray,
     ci_list,
     estimate,
-    json_safe,
+    json_safe_dict,
     resample_weights,
 )
 from personagap.analysis.pairwise import pairwise_agreement
@@ -143,7 +143,7 @@ class Diagnosis(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return JSON-safe data (NaN becomes null)."""
-        return json_safe(self.model_dump())
+        return json_safe_dict(self.model_dump())
 
 
 
@@ -250,7 +250,8 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     h = pd.Categorical(rows["human"].astype(str), categories=categories).codes.astype(np.int64)
     j = pd.Categorical(rows["label"].astype(str), categories=categories).codes.astype(np.int64)
     flat = (user_index.astype(np.int64) * k + h) * k + j
-    tables = np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k)
+    # With weights bincount returns float64; numpy's stubs type it as an integer array.
+    tables = cast(FloatArray, np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k))
     tables = tables.reshape(len(users), k, k)
     weights = _weights(len(users), n_resamples, seed)
     kap = estimate(tables, "kappa", weights)

@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -46,9 +46,9 @@ from personagap.analysis.agreement import (
     resample_weights,
 )
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
-from personagap.records import Item, item_id
+from personagap.records import Item, Stage, item_id
 
-STAGE = "extraction"
+STAGE: Stage = "extraction"
 
 VERDICTS = ("ok", "bad", "unsure")
 #: Chosen on the LAPS train split (see the module docstring); stated in every report.
@@ -303,8 +303,10 @@ def match_unit(attributes: Sequence[str], golds: Sequence[str], threshold: float
         return (np.zeros(len(attributes), dtype=bool), np.full(len(attributes), -1, dtype=np.int64),
                 np.zeros(0, dtype=bool))
     # Nearest gold: a matched gold first, then the highest score (stable: the first on ties).
-    nearest = np.argmax(np.where(matched, 2.0, 0.0) + scores, axis=1).astype(np.int64)
-    return matched.any(axis=1), nearest, matched.any(axis=0)
+    nearest: npt.NDArray[np.int64] = np.argmax(np.where(matched, 2.0, 0.0) + scores, axis=1).astype(np.int64)
+    # numpy's stubs type ndarray.any(axis=int) as "np.bool | NDArray[np.bool]"; with an axis it is an array.
+    return (cast(npt.NDArray[np.bool_], matched.any(axis=1)), nearest,
+            cast(npt.NDArray[np.bool_], matched.any(axis=0)))
 
 
 @dataclass(frozen=True)
@@ -378,7 +380,7 @@ def ratio(numerators: npt.ArrayLike, denominators: npt.ArrayLike, clusters: npt.
 
 # --------------------------------------------------------------------------- verdicts
 
-def verdict_rates(labels: Sequence[str], clusters: Sequence[object], *, n_resamples: int = DEFAULT_RESAMPLES,
+def verdict_rates(labels: Sequence[str], clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
                   seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
     """Share of each verdict (ok / bad / unsure) among parsed verdicts, with user-clustered CIs.
 
@@ -402,7 +404,7 @@ def majority(labels: Iterable[str]) -> str | None:
     return winners[0] if len(winners) == 1 else None
 
 
-def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, object], *,
+def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,
                        n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
     """Cohen's kappa and accuracy of a judge's verdicts against reference verdicts, items joined by id.
 

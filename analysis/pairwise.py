@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import combinations
+from types import TracebackType
 
 import numpy as np
 import pandas as pd
@@ -117,5 +118,6 @@ class _quiet_nanmean:
         self._ctx.__enter__()
         warnings.simplefilter("ignore", category=RuntimeWarning)
 
-    def __exit__(self, *exc: object) -> None:
-        self._ctx.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._ctx.__exit__(exc_type, exc, tb)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import altair as alt
 import pandas as pd
 
@@ -18,7 +20,7 @@ def judge_frame(judges: list[JudgeScore]) -> pd.DataFrame:
     } for j in judges])
 
 
-def kappa_chart(judges: list[JudgeScore], ceiling: float | None = None) -> alt.Chart | alt.LayerChart:
+def kappa_chart(judges: list[JudgeScore], ceiling: float | None = None) -> alt.LayerChart | alt.FacetChart:
     """Cohen's kappa per judge with 95% CI bars; a dashed rule marks the human ceiling when known."""
     frame = judge_frame(judges)
     y = alt.Y("judge:N", sort="-x", title=None, axis=alt.Axis(labelLimit=360))
@@ -45,15 +47,16 @@ def yes_rate_chart(judges: list[JudgeScore]) -> alt.Chart:
             rows += [{"judge": key, "who": "humans", "rate": j.human_yes_rate},
                      {"judge": key, "who": "judge", "rate": j.judge_yes_rate}]
     frame = pd.DataFrame(rows, columns=["judge", "who", "rate"])
-    return alt.Chart(frame).mark_bar().encode(
+    # altair's mark_* methods are typed through a signature-copying decorator that mypy sees as Any.
+    return cast(alt.Chart, alt.Chart(frame).mark_bar().encode(
         x=alt.X("rate:Q", title="share labelled yes", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("who:N", title=None), color=alt.Color("who:N", title=None),
         row=alt.Row("judge:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=360)),
         tooltip=["judge", "who", alt.Tooltip("rate:Q", format=".3f")],
-    ).properties(height=40, width=420)
+    ).properties(height=40, width=420))
 
 
-def confusion_chart(judge: JudgeScore) -> alt.LayerChart:
+def confusion_chart(judge: JudgeScore) -> alt.LayerChart | alt.FacetChart:
     """Confusion heatmap of one judge: human label (rows) x judge label (columns), with counts."""
     rows = [{"human": h, "judge": j, "n": judge.confusion[a][b]}
             for a, h in enumerate(judge.categories) for b, j in enumerate(judge.categories)]
@@ -68,14 +71,15 @@ def confusion_chart(judge: JudgeScore) -> alt.LayerChart:
 def bias_chart(frame: pd.DataFrame, factor: str) -> alt.Chart:
     """Yes-rate (or first-answer rate) by bucket of ``factor``, one line per rater."""
     part = frame[frame["factor"] == factor]
-    return alt.Chart(part).mark_line(point=True).encode(
+    return cast(alt.Chart, alt.Chart(part).mark_line(point=True).encode(
         x=alt.X("bucket:N", title=factor), y=alt.Y("rate:Q", title="share yes / first answer",
                                                      scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("rater:N", title=None), tooltip=["rater", "bucket", "n", alt.Tooltip("rate:Q", format=".3f")],
-    ).properties(height=260)
+    ).properties(height=260))
 
 
-def matrix_chart(matrix: pd.DataFrame, overlap: pd.DataFrame, groups: dict[str, str]) -> alt.LayerChart:
+def matrix_chart(matrix: pd.DataFrame, overlap: pd.DataFrame,
+                 groups: dict[str, str]) -> alt.LayerChart | alt.FacetChart:
     """Pairwise kappa heatmap; blank where a pair shares too few items."""
     order = list(matrix.index)
     rows = [{"a": a, "b": b, "kappa": None if pd.isna(matrix.loc[a, b]) else float(matrix.loc[a, b]),

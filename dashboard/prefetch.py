@@ -29,7 +29,8 @@ def start(db: str, n_resamples: int, seed: int) -> None:
     from personagap.analysis.diagnosis import diagnose_db
 
     key = (db, n_resamples, seed)
-    done, box = threading.Event(), {"stamp": _stamp(db)}
+    done = threading.Event()
+    box: dict[str, Any] = {"stamp": _stamp(db)}
 
     def work() -> None:
         try:

@@ -36,11 +36,11 @@ from typing import Any
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label, normalise_attribute
 from personagap.human_data._jsonl import DataError, Row, read_jsonl
-from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Run, User, item_id
+from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Run, Stage, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 
 DEFAULT_DATASET = "extraction-import"
-STAGE = "extraction"
+STAGE: Stage = "extraction"
 VERDICT_KINDS: tuple[str, ...] = ("human", "llm")
 
 
@@ -145,7 +145,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
 
     turn_ids: set[str] | None = None
     if "conversation" in row.data:
-        turns = []
+        turns: list[dict[str, str]] = []
         for t in row.objects("conversation", allow_empty=False):
             tid = str(t.get("turn_id", (str, int))).strip()
             if not tid:

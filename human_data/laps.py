@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from personagap.human_data._jsonl import DataError, Row
-from personagap.records import Item, Run, User, item_id
+from personagap.records import Item, Run, Stage, User, item_id
 from personagap.store import ImportBatch, git_sha, now
 
 DATASET = "laps"
-STAGE = "extraction"
+STAGE: Stage = "extraction"
 ROLES = ("User", "Assistant")
 _FILE = re.compile(r"^(?P<topic>[a-z]+)_dataset_(?P<split>[a-z]+)\.json$")
 

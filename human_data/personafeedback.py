@@ -41,7 +41,7 @@ def chosen_is_b(key: str, seed: int = ORDER_SEED) -> bool:
 
 
 def _user_id(row: Row) -> str:
-    value = row.get("user_id", (str, int))
+    value: str | int = row.get("user_id", (str, int))
     text = str(value).strip()
     if not text:
         raise row.error("user_id", "is empty")

@@ -274,7 +274,7 @@ def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], frozens
         known = human.get((user, prompt_index))
         if known is None:
             human[(user, prompt_index)] = (dict(zip(texts, relevant, strict=True)), f"{path}:{row.line}")
-            none = [None] * len(texts)
+            none: list[str | None] = [None] * len(texts)
             b.labels_for_row(row, "attributes", (STAGE2, user, prompt_index), texts,
                              b.relevance_items(STAGE2, user, prompt_index, texts), HUMAN_MAJORITY,
                              "human_majority", run_id, labels=["yes" if r else "no" for r in relevant],

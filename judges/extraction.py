@@ -43,9 +43,9 @@ import dspy
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label
 from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, register_judge
-from personagap.records import Item, item_id
+from personagap.records import Item, Stage, item_id
 
-STAGE = "extraction"
+STAGE: Stage = "extraction"
 DEFAULT_MAX_CHARS = 6000
 _VERIFY = {"ok": "ok", "bad": "bad", "unsure": "unsure", "supported": "ok", "unsupported": "bad"}
 _MATCH = {"same": "same", "different": "different", "yes": "same", "no": "different"}
@@ -64,7 +64,7 @@ class Turn:
 
 # --------------------------------------------------------------------------- signatures
 
-class ExtractAttributes(dspy.Signature):
+class ExtractAttributes(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """List what a user's conversations with an assistant show about the user.
 
     Each turn starts with its id in brackets. List what the conversation shows about the USER: their
@@ -78,7 +78,7 @@ class ExtractAttributes(dspy.Signature):
         desc='JSON list of {"attribute": "The user ...", "turn_ids": ["<id>", ...], "confidence": 0.0-1.0}.')
 
 
-class VerifyAttribute(dspy.Signature):
+class VerifyAttribute(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """Check one attribute someone inferred about a user against the user's conversations.
 
     Answer OK if the user's turns support the attribute as stated; BAD if they do not support it or the
@@ -91,7 +91,7 @@ class VerifyAttribute(dspy.Signature):
     answer: str = dspy.OutputField(desc="Exactly OK, BAD or UNSURE.")
 
 
-class MatchPreference(dspy.Signature):
+class MatchPreference(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """Say whether an extracted attribute expresses the same user preference as a reference preference.
 
     Same means same category and value; wording may differ. Answer SAME or DIFFERENT.

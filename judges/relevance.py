@@ -20,7 +20,7 @@ from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, 
 _YES_NO = {"yes": "yes", "no": "no"}
 
 
-class AttributeRelevance(dspy.Signature):
+class AttributeRelevance(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """Decide whether one known attribute of a user matters for answering the user's prompt.
 
     Would knowing this attribute change what a good answer to the prompt should be?
@@ -33,7 +33,7 @@ class AttributeRelevance(dspy.Signature):
     answer: str = dspy.OutputField(desc="Exactly YES or NO.")
 
 
-class RelevantSubset(dspy.Signature):
+class RelevantSubset(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """Select which of a user's known attributes matter for answering the user's prompt.
 
     List the numbers of the attributes that would change what a good answer to the prompt

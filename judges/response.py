@@ -31,7 +31,7 @@ _PAIR_PREFIX = re.compile(r"^(?:assistant|answer|response|option)\s+", re.IGNORE
 _PAIR = {"a": "A", "b": "B", "tie": "tie", "c": "tie", "equal": "tie", "draw": "tie", "neither": "tie"}
 
 
-class PairwisePreference(dspy.Signature):
+class PairwisePreference(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """Decide which of two answers this particular user would prefer.
 
     Two AI assistants answered a user's question. Using what is known about the user, answer
@@ -46,7 +46,7 @@ class PairwisePreference(dspy.Signature):
     verdict: str = dspy.OutputField(desc="Exactly A, B or tie.")
 
 
-class PersonaUse(dspy.Signature):
+class PersonaUse(dspy.Signature):  # type: ignore[misc]  # dspy ships no type information
     """Decide whether a dialogue response uses the speaker's persona facts.
 
     A dialogue agent was given persona facts about itself. Answer yes if its response below

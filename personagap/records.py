@@ -11,10 +11,14 @@ DuckDB tables in :mod:`personagap.store` mirror these classes column for column.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
 
 Stage = Literal["extraction", "relevance", "response"]
 RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline"]
@@ -152,7 +156,7 @@ def item_id(dataset: str, stage: Stage, *key: object) -> str:
     return item_ids(dataset, stage, key[:-1], [key[-1]])[0]
 
 
-def item_ids(dataset: str, stage: Stage, prefix: tuple[object, ...], lasts: list[object]) -> list[str]:
+def item_ids(dataset: str, stage: Stage, prefix: tuple[object, ...], lasts: Sequence[object]) -> list[str]:
     """Ids of many items sharing all key parts but the last: ``item_id(dataset, stage, *prefix, last)``.
 
     Hashing the shared prefix once is what keeps 10^6-label imports fast.
@@ -166,7 +170,7 @@ def item_ids(dataset: str, stage: Stage, prefix: tuple[object, ...], lasts: list
     return out
 
 
-def _head(dataset: str, stage: str, prefix: tuple[object, ...]) -> Any:
+def _head(dataset: str, stage: str, prefix: tuple[object, ...]) -> _Hash:
     # Length-prefixed parts with their type: unambiguous like JSON, and cheap to extend part by part.
     return hashlib.sha256(b"".join(_part(p) for p in (dataset, stage, *prefix)))
 

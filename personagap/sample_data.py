@@ -58,7 +58,8 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
     (root / "README.txt").write_text(
         "SAMPLE DATA written for PersonaGap's demo. Not human judgments, not model outputs.\n", encoding="utf-8")
 
-    task5, task6 = [], []
+    task5: list[dict[str, object]] = []
+    task6: list[dict[str, object]] = []
     llm_rows: dict[str, list[dict[str, object]]] = {name: [] for name in _LLMS}
     for user, attrs in _PROFILES.items():
         profile = [{"attribute": _text(a), "reason": "sample reason", "confidence": 0.8} for a in attrs]
@@ -87,10 +88,13 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
         _dump(root / f"stage2/llm_relevance/{name}.jsonl", rows)
 
     # Pilot: the same pairs, labelled by three sample annotators and the two sample LLMs.
-    clf, annotations = [], {a: [] for a in _ANNOTATORS}  # type: ignore[var-annotated]
+    clf: list[dict[str, object]] = []
+    annotations: dict[str, list[dict[str, object]]] = {a: [] for a in _ANNOTATORS}
     for sample, row in enumerate(task5):
-        user, p = str(row["user_id"]), int(row["prompt_index"])  # type: ignore[call-overload]
-        votes_by_attr = {}
+        user, prompt_index = str(row["user_id"]), row["prompt_index"]
+        assert isinstance(prompt_index, int)  # task5 rows are written above with an int prompt_index
+        p = prompt_index
+        votes_by_attr: dict[int, list[bool]] = {}
         for name, noise in _ANNOTATORS.items():
             judgments = []
             for i, a in enumerate(_PROFILES[user]):

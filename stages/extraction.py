@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe_dict
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     extracted_items,
@@ -170,7 +170,7 @@ class ExtractionReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
-        return json_safe(self.model_dump())
+        return json_safe_dict(self.model_dump())
 
 
 
@@ -334,7 +334,10 @@ def _gold_summary(items: pd.DataFrame) -> list[GoldSummary]:
     convs = items[items["kind"] == "conversation"]
     if gold.empty:
         return []
-    split = lambda f: f["payload"].map(lambda p: p.get("split") or "-")  # noqa: E731
+
+    def split(f: pd.DataFrame) -> pd.Series:
+        return f["payload"].map(lambda p: p.get("split") or "-")
+
     gold = gold.assign(split=split(gold), category=gold["payload"].map(lambda p: p["category"]))
     convs = convs.assign(split=split(convs))
     out = []

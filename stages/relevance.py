@@ -18,6 +18,7 @@ from personagap.analysis.agreement import (
     ci_list,
     fleiss_kappa_ci,
     json_safe,
+    json_safe_dict,
     krippendorff_alpha_ci,
 )
 from personagap.analysis.pairwise import pairwise_agreement
@@ -91,7 +92,7 @@ class RelevanceReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
-        return json_safe(self.model_dump())
+        return json_safe_dict(self.model_dump())
 
 
 

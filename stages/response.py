@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe, json_safe_dict
 from personagap.analysis.response import (
     BASELINES,
     NAN_ESTIMATE,
@@ -195,7 +195,7 @@ class ResponseReport(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
-        return json_safe(self.model_dump())
+        return json_safe_dict(self.model_dump())
 
 
 
@@ -650,9 +650,9 @@ def render_response(report: ResponseReport) -> str:
                 f"{k} {_fmt(v.accuracy)} (n {v.n})" for k, v in j.by_group.items()))
     if report.generic_vs_personalized:
         lines += ["", "Generic vs personalised answers: share where the personalised one is judged no better:", ""]
-        for g in report.generic_vs_personalized:
-            lines.append(f"  {_judge_name(g.rater, g.condition)} ({g.dataset}): {_fmt(g.no_better_rate)} "
-                         f"{_fmt_ci(g.no_better_ci)} on {g.n} pairs, {g.failures} failures")
+        for gp in report.generic_vs_personalized:
+            lines.append(f"  {_judge_name(gp.rater, gp.condition)} ({gp.dataset}): {_fmt(gp.no_better_rate)} "
+                         f"{_fmt_ci(gp.no_better_ci)} on {gp.n} pairs, {gp.failures} failures")
     if report.usr is not None:
         u = report.usr
         lines += ["", f"USR PersonaChat: {u.n_items} responses in {u.n_contexts} contexts, raters "
