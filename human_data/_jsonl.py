@@ -19,7 +19,7 @@ class DataError(ValueError):
     user can open the file at the offending line.
     """
 
-    def __init__(self, path: str | Path, line: int | None, field: str | None, message: str) -> None:
+    def __init__(self, path: str | Path, line: int | str | None, field: str | None, message: str) -> None:
         """Build the error from where it was found and what is wrong."""
         self.path, self.line, self.field = str(path), line, field
         where = f"{path}:{line}" if line is not None else str(path)
@@ -32,7 +32,7 @@ class Row:
 
     __slots__ = ("data", "path", "line", "prefix")
 
-    def __init__(self, data: dict[str, Any], path: str | Path, line: int, prefix: str = "") -> None:
+    def __init__(self, data: dict[str, Any], path: str | Path, line: int | str | None, prefix: str = "") -> None:
         """Wrap ``data`` found at ``path:line``; ``prefix`` names the enclosing field for nested objects."""
         self.data, self.path, self.line, self.prefix = data, path, line, prefix
 

@@ -116,7 +116,7 @@ def _load_file(path: Path, result: LapsImport, seen_units: dict[str, str]) -> No
     for w_index, obj in enumerate(data):
         if not isinstance(obj, dict):
             raise DataError(path, None, f"[{w_index}]", f"expected an object, got {type(obj).__name__}")
-        _load_worker(Row(obj, path, None, f"[{w_index}]."), path, split, match["topic"] if match else None,  # type: ignore[arg-type]
+        _load_worker(Row(obj, path, None, f"[{w_index}]."), path, split, match["topic"] if match else None,
                      result, seen_units)
     result.files[str(path)] = len(data)
 

@@ -74,9 +74,9 @@ class _Builder:
     def __init__(self, result: RecenterImport) -> None:
         self.result = result
         self.batch = result.batch
-        self._seen: dict[tuple[str, str, str], tuple[Path | str, int]] = {}
+        self._seen: dict[tuple[str, str, str], tuple[Path | str, int | str | None]] = {}
         self._item_ids: dict[tuple[str, str, int], dict[str, str]] = {}
-        self._seen_rows: dict[tuple[str, str, str, int], tuple[Path | str, int]] = {}
+        self._seen_rows: dict[tuple[str, str, str, int], tuple[Path | str, int | str | None]] = {}
 
     def run_for(self, path: Path, rater: str | None) -> str:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]

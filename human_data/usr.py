@@ -89,9 +89,9 @@ def load_usr(path: str | Path) -> ResponseImport:
     for index, entry in enumerate(data):
         where = f"[{index}]"
         if not isinstance(entry, dict):
-            raise DataError(file, where, None, f"expected an object, got {type(entry).__name__}")  # type: ignore[arg-type]
+            raise DataError(file, where, None, f"expected an object, got {type(entry).__name__}")
         # The JSON index stands in for a line number in every error of this file.
-        row = Row(entry, file, where)  # type: ignore[arg-type]
+        row = Row(entry, file, where)
         context = row.text("context")
         fact = row.text("fact")
         facts = persona_facts(fact)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
@@ -127,13 +127,13 @@ def llm_judge_options(default_max_tokens: int = 512) -> Callable[[Callable[..., 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def wrapper(*args: Any, model: str | None, api_base: str | None, api_key_env: str | None, concurrency: int,
-                    timeout: float, max_retries: int, structured: str, adapter: str, max_tokens: int | None,
-                    no_progress: bool, **kwargs: Any) -> Any:
+                    timeout: float, max_retries: int, structured: Literal["off", "json_schema", "json_object"],
+                    adapter: Literal["json", "chat"], max_tokens: int | None, no_progress: bool, **kwargs: Any) -> Any:
             from personagap.judges.runner import LMConfig
 
             lm = None if model is None else LMConfig(
                 model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout,
-                structured=structured, adapter=adapter,  # type: ignore[arg-type]
+                structured=structured, adapter=adapter,
                 max_tokens=max_tokens or default_max_tokens)
             return fn(*args, lm=lm, run=RunSettings(concurrency, max_retries, not no_progress), **kwargs)
 
