@@ -354,7 +354,7 @@ def fingerprint(frame: pd.DataFrame, columns: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
 
 
-def fit_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 0.3, seed: int = 0) -> TrainedModel:
+def fit_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 1.0, seed: int = 0) -> TrainedModel:
     """Fit the relevance matcher on labelled items; threshold = the human base rate of these items.
 
     Args:
@@ -462,7 +462,7 @@ def grouped_folds(groups: npt.ArrayLike, n_splits: int = 5, seed: int = 0) -> It
 
 
 def cross_val_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: int = 5, seed: int = 0,
-                        c: float = 0.3) -> tuple[list[str], npt.NDArray[np.float64]]:
+                        c: float = 1.0) -> tuple[list[str], npt.NDArray[np.float64]]:
     """Out-of-fold labels and probabilities, folds grouped by user (each fold's threshold from its train part)."""
     y = np.asarray(labels, dtype=int)
     out = np.empty(len(items), dtype=object)
