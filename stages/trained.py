@@ -46,6 +46,8 @@ from personagap.records import Label, Run
 from personagap.store import StoreError, git_sha, now, opened, upsert, write_labels
 
 CV_TAG = "cv"
+IN_SAMPLE = "in-sample"
+"""Condition of a saved model's labels on items it was trained on (kept out of every comparison)."""
 _REL_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1",
                 "accuracy")
 _PAIR_KINDS = ("pairwise", "generic_vs_personalized")
@@ -166,15 +168,16 @@ class TrainedRunSummary:
     by_label: dict[str, int]
     seconds: float
     in_training: int = 0
-    """Items the model was trained on: their labels are in-sample (use the ``/cv`` rater for honest figures)."""
+    """Items the model was trained on: stored under condition 'in-sample', left out of every comparison."""
 
     def render(self) -> str:
         """One paragraph for the terminal."""
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.by_label.items()))
         return (f"run {self.run_id}: {self.rater}\n  labelled {self.labelled} items ({counts}), no LLM calls, "
                 f"{self.seconds:.1f}s"
-                + (f"\n  note: {self.in_training} of these items were in the model's training data (in-sample "
-                   "labels; the '/cv' rater holds the honest out-of-fold ones)" if self.in_training else ""))
+                + (f"\n  note: {self.in_training} of these items were in the model's training data: stored under "
+                   "condition 'in-sample' and left out of reports (the '/cv' rater holds honest out-of-fold labels)"
+                   if self.in_training else ""))
 
 
 # --------------------------------------------------------------------------- training
@@ -226,7 +229,7 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
     save_model(model, out)
     stored = _store_labels(db, RELEVANCE_JUDGE, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
                            source=",".join(datasets), parameters={"model_id": model.tag, "cv": model.metadata["cv"],
-                                                                  "model_path": str(out)}) if store_cv else 0
+                                                                  "model_path": str(out)})[0] if store_cv else 0
     return TrainResult(kind="relevance", model_path=str(out), metadata=_with_core(model), rows=rows,
                        stored_cv_labels=stored, seconds=time.monotonic() - started)
 
@@ -317,7 +320,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
     stored = _store_labels(db, PREFERENCE_JUDGE, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
                            source=",".join(datasets), parameters={"model_id": model.tag, "cv": model.metadata["cv"],
                                                                   "model_path": str(out)},
-                           meta={"swapped": False}) if store_cv else 0
+                           meta={"swapped": False})[0] if store_cv else 0
     return TrainResult(kind="preference", model_path=str(out), metadata=_with_core(model), rows=rows,
                        stored_cv_labels=stored, seconds=time.monotonic() - started,
                        notes=["accuracy counts human ties as misses (the model never says tie); "
@@ -369,13 +372,19 @@ def _pref_row(name: str, kind: str, items: pd.DataFrame, judge: pd.Series, swapp
 # --------------------------------------------------------------------------- storing labels
 
 def _store_labels(db: str | Path, spec: TrainedJudgeSpec, rater: str, item_ids: list[str], labels: list[str], *,
-                  kind: str, source: str, parameters: dict[str, Any], meta: dict[str, Any] | None = None) -> int:
-    """Write one run row and one label per item (rater_kind 'trained'), replacing the rater's earlier labels."""
+                  kind: str, source: str, parameters: dict[str, Any], meta: dict[str, Any] | None = None,
+                  conditions: list[str] | None = None) -> tuple[int, str]:
+    """Write one run row and one label per item (rater_kind 'trained'), replacing the rater's earlier labels.
+
+    Returns:
+        The number of labels and the run id.
+    """
     run = Run(run_id=f"{kind}-{uuid.uuid4().hex[:12]}", kind=kind, source=source,  # type: ignore[arg-type]
               rater=rater, judge_version=spec.version, git_sha=git_sha(), started_at=now(), finished_at=now(),
               status="finished", parameters=parameters)
-    rows = [Label(item_id=i, rater=rater, rater_kind="trained", condition="", label=lab, run_id=run.run_id,
-                  meta=meta) for i, lab in zip(item_ids, labels, strict=True)]
+    conds = conditions if conditions is not None else [""] * len(item_ids)
+    rows = [Label(item_id=i, rater=rater, rater_kind="trained", condition=c, label=lab, run_id=run.run_id,
+                  meta=meta) for i, lab, c in zip(item_ids, labels, conds, strict=True)]
     with opened(db) as con:
         con.execute("BEGIN TRANSACTION")
         try:
@@ -385,7 +394,7 @@ def _store_labels(db: str | Path, spec: TrainedJudgeSpec, rater: str, item_ids: 
         except BaseException:
             con.execute("ROLLBACK")
             raise
-    return len(rows)
+    return len(rows), run.run_id
 
 
 # --------------------------------------------------------------------------- judging with a saved model
@@ -434,16 +443,18 @@ def _judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, item
     run_params = {"model_path": str(model_path), "model_id": model.tag,
                   "trained_on": model.metadata.get("datasets"), "data_fingerprint": model.metadata.get(
                       "data_fingerprint"), "threshold": model.threshold}
-    n = _store_labels(db, spec, rater, items["item_id"].tolist(), labels, kind="judge", source=",".join(datasets),
-                      parameters=run_params, meta=meta)
+    # Items the model was trained on get the condition 'in-sample': stored, but never compared with humans as
+    # the standard protocol (reports, diagnose and the dashboard read condition ''), so they cannot inflate
+    # the judge's agreement. The '/cv' rater holds the honest out-of-fold labels of training items.
+    in_training = items["item_id"].isin(model.train_item_ids).to_numpy()
+    conditions = [IN_SAMPLE if t else "" for t in in_training]
+    n, run_id = _store_labels(db, spec, rater, items["item_id"].tolist(), labels, kind="judge",
+                              source=",".join(datasets), parameters=run_params, meta=meta, conditions=conditions)
     counts = pd.Series(labels).value_counts().to_dict()
-    with opened(db, read_only=True) as con:
-        run_id = con.execute("SELECT run_id FROM runs WHERE rater = ? ORDER BY started_at DESC LIMIT 1",
-                             [rater]).fetchall()[0][0]
     return TrainedRunSummary(run_id=str(run_id), rater=rater, labelled=n, by_label={str(k): int(v)
                                                                                    for k, v in counts.items()},
                              seconds=time.monotonic() - started,
-                             in_training=int(items["item_id"].isin(model.train_item_ids).sum()))
+                             in_training=int(in_training.sum()))
 
 
 __all__ = ["DEFAULT_SEED", "TrainResult", "TrainedRunSummary", "judge_relevance_trained", "judge_response_trained",

@@ -140,6 +140,24 @@ def test_model_trained_on_one_db_labels_another_dbs_unseen_users(trained_relevan
     assert labels == model.predict(items)
 
 
+def test_in_sample_labels_are_kept_out_of_the_comparison(trained_relevance, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from personagap.api import report_relevance
+
+    db, model_path, _ = trained_relevance
+    own = tmp_path / "own.duckdb"
+    shutil.copy(db, own)
+    summary = stage.judge_relevance_trained(own, model_path)
+    assert summary.in_training > 0
+    with duckdb.connect(str(own), read_only=True) as con:
+        conditions = dict(con.execute("SELECT condition, count(*) FROM labels WHERE rater = ? GROUP BY ALL",
+                                      [summary.rater]).fetchall())
+    assert conditions.get(stage.IN_SAMPLE) == summary.in_training
+    report = report_relevance(own, n_resamples=20)
+    listed = [j for j in report.judges if j.judge == summary.rater]
+    # Only items outside the training data may count (here: prompts without human labels, i.e. none matched).
+    assert all(j.n <= summary.labelled - summary.in_training for j in listed)
+
+
 def test_cli_judge_trained_needs_a_model_path_of_the_right_kind(trained_relevance, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db, model_path, _ = trained_relevance
     runner = CliRunner()
