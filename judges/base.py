@@ -80,6 +80,13 @@ class Judge(ABC):
         return None
 
 
+def json_schema_format(properties: dict[str, Any]) -> dict[str, Any]:
+    """A judge's :meth:`Judge.response_format`: an object with exactly these (all required) properties."""
+    return {"type": "json_schema", "name": "verdict", "schema": {
+        "type": "object", "properties": properties, "required": list(properties), "additionalProperties": False,
+    }}
+
+
 JUDGES: dict[str, type[Judge]] = {}
 
 

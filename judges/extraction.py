@@ -42,7 +42,7 @@ from typing import Any
 import dspy
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label
-from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, register_judge
+from personagap.judges.base import Judge, JudgeTask, Verdict, json_schema_format, normalise_choice, register_judge
 from personagap.records import Item, Stage, item_id
 
 STAGE: Stage = "extraction"
@@ -102,11 +102,6 @@ class MatchPreference(dspy.Signature):  # type: ignore[misc]  # dspy ships no ty
     reason: str = dspy.OutputField(desc="One sentence.")
     answer: str = dspy.OutputField(desc="Exactly SAME or DIFFERENT.")
 
-
-def _schema(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "name": "verdict", "schema": {
-        "type": "object", "properties": properties, "required": list(properties), "additionalProperties": False,
-    }}
 
 
 # --------------------------------------------------------------------------- pure parsers
@@ -199,7 +194,7 @@ class Extract(Judge):
         properties = {"attribute": {"type": "string"}, "turn_ids": {"type": "array", "items": {"type": "string"}},
                       "confidence": {"type": "number"}}
         item = {"type": "object", "additionalProperties": False, "required": list(properties), "properties": properties}
-        return _schema({"attributes": {"type": "array", "items": item}})
+        return json_schema_format({"attributes": {"type": "array", "items": item}})
 
 
 @register_judge
@@ -220,7 +215,8 @@ class Verify(Judge):
 
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and OK/BAD/UNSURE."""
-        return _schema({"reason": {"type": "string"}, "answer": {"type": "string", "enum": ["OK", "BAD", "UNSURE"]}})
+        return json_schema_format({"reason": {"type": "string"},
+                                   "answer": {"type": "string", "enum": ["OK", "BAD", "UNSURE"]}})
 
 
 @register_judge
@@ -241,7 +237,8 @@ class Match(Judge):
 
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and SAME/DIFFERENT."""
-        return _schema({"reason": {"type": "string"}, "answer": {"type": "string", "enum": ["SAME", "DIFFERENT"]}})
+        return json_schema_format({"reason": {"type": "string"},
+                                   "answer": {"type": "string", "enum": ["SAME", "DIFFERENT"]}})
 
 
 # --------------------------------------------------------------------------- chunking and tasks

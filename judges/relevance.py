@@ -15,7 +15,7 @@ from typing import Any
 import dspy
 import pandas as pd
 
-from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, register_judge
+from personagap.judges.base import Judge, JudgeTask, Verdict, json_schema_format, normalise_choice, register_judge
 
 _YES_NO = {"yes": "yes", "no": "no"}
 
@@ -47,11 +47,6 @@ class RelevantSubset(dspy.Signature):  # type: ignore[misc]  # dspy ships no typ
     relevant: list[int] = dspy.OutputField(desc="Numbers of the relevant attributes, e.g. [2, 5]; [] if none.")
 
 
-def _schema(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "name": "verdict", "schema": {
-        "type": "object", "properties": properties, "required": list(properties), "additionalProperties": False,
-    }}
-
 
 @register_judge
 class RelevancePerAttribute(Judge):
@@ -74,7 +69,8 @@ class RelevancePerAttribute(Judge):
 
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and a YES/NO answer."""
-        return _schema({"reason": {"type": "string"}, "answer": {"type": "string", "enum": ["YES", "NO"]}})
+        return json_schema_format({"reason": {"type": "string"},
+                                   "answer": {"type": "string", "enum": ["YES", "NO"]}})
 
 
 @register_judge
@@ -101,7 +97,8 @@ class RelevanceBatched(Judge):
 
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and a list of integers."""
-        return _schema({"reason": {"type": "string"}, "relevant": {"type": "array", "items": {"type": "integer"}}})
+        return json_schema_format({"reason": {"type": "string"},
+                                   "relevant": {"type": "array", "items": {"type": "integer"}}})
 
 
 def _all_failed(task: JudgeTask, reason: object, error: str) -> dict[str, Verdict]:

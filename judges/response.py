@@ -22,7 +22,7 @@ from typing import Any
 import dspy
 import pandas as pd
 
-from personagap.judges.base import Judge, JudgeTask, Verdict, normalise_choice, register_judge
+from personagap.judges.base import Judge, JudgeTask, Verdict, json_schema_format, normalise_choice, register_judge
 
 NO_PROFILE = "none (nothing is known about this user)"
 REVERSED = "+reversed"
@@ -59,11 +59,6 @@ class PersonaUse(dspy.Signature):  # type: ignore[misc]  # dspy ships no type in
     reason: str = dspy.OutputField(desc="One sentence of reasoning.")
     uses_persona: str = dspy.OutputField(desc="Exactly yes or no.")
 
-
-def _schema(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "json_schema", "name": "verdict", "schema": {
-        "type": "object", "properties": properties, "required": list(properties), "additionalProperties": False,
-    }}
 
 
 def is_swapped(item_id: str, seed: int) -> bool:
@@ -116,7 +111,8 @@ class PairwiseJudge(Judge):
 
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and a verdict in A/B/tie."""
-        return _schema({"reason": {"type": "string"}, "verdict": {"type": "string", "enum": ["A", "B", "tie"]}})
+        return json_schema_format({"reason": {"type": "string"},
+                                   "verdict": {"type": "string", "enum": ["A", "B", "tie"]}})
 
 
 @register_judge
@@ -141,7 +137,8 @@ class PersonaUseJudge(Judge):
 
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and yes/no."""
-        return _schema({"reason": {"type": "string"}, "uses_persona": {"type": "string", "enum": ["yes", "no"]}})
+        return json_schema_format({"reason": {"type": "string"},
+                                   "uses_persona": {"type": "string", "enum": ["yes", "no"]}})
 
 
 def pairwise_tasks(items: pd.DataFrame, *, profile: bool, seed: int = 0,
