@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -128,5 +128,3 @@ def normalise_choice(text: object, choices: Mapping[str, str]) -> str | None:
     key = str(text).strip().strip(".!\"'*`").strip().lower()
     return choices.get(key)
 
-
-Parser = Callable[[Mapping[str, Any], JudgeTask], dict[str, Verdict]]

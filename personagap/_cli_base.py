@@ -149,8 +149,3 @@ def require_lm(lm: LMConfig | None, judge: str) -> LMConfig:
     if lm is None:
         raise click.UsageError(f"judge {judge!r} calls an LLM: give --model (e.g. openai/gpt-4o-mini)")
     return lm
-
-
-def describe_lm(lm: LMConfig) -> str:
-    """One line naming the model and server (never the key)."""
-    return f"{lm.model}" + (f" at {lm.api_base}" if lm.api_base else "")

@@ -226,11 +226,6 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str, rows: Sequence[dict[str, 
     return len(frame)
 
 
-def run_row(run: Run) -> dict[str, Any]:
-    """Return a :class:`Run` as a ``runs`` row."""
-    return run.model_dump()
-
-
 class ImportBatch:
     """Everything one import writes, collected first and written in one transaction."""
 
@@ -330,7 +325,7 @@ def write_batch(path: str | Path, batch: ImportBatch) -> dict[str, int]:
     with opened(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            upsert(con, "runs", [run_row(r) for r in batch.runs])
+            upsert(con, "runs", [r.model_dump() for r in batch.runs])
             upsert(con, "users", [u.model_dump() for u in batch.users.values()])
             upsert(con, "attributes", [a.model_dump() for a in batch.attributes.values()])
             upsert(con, "prompts", [p.model_dump() for p in batch.prompts.values()])
