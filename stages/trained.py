@@ -12,6 +12,13 @@
 
 The CV figures are compared with every LLM judge **on exactly the same items**, with the same
 user-clustered bootstrap CIs as the stage reports (:func:`personagap.analysis.agreement.agreement`).
+
+Stage 1: :func:`train_verifier` learns from LAPS gold preferences (each user's own stated values as
+positives, other users' values on the same topic as negatives, :func:`verifier_pairs`) on the train
+split, with user-grouped CV there, and is evaluated once on the val split; its threshold is fixed at
+0.5 beforehand. The training pairs are synthetic (a negative is no stored item), so no '/cv' labels
+are stored. :func:`judge_extraction_trained` labels every extracted attribute (the items the ``verify``
+LLM judge labels) ok/bad as rater ``trained-verifier/v1/<model id>``.
 """
 
 from __future__ import annotations
@@ -26,21 +33,34 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Estimate,
+    ci_list,
+    percentile_interval,
+    resample_weights,
+)
 from personagap.analysis.response import first_position_rate, judge_vs_human, longer_rate
 from personagap.judges.trained import (
     PREFERENCE_JUDGE,
     RELEVANCE_JUDGE,
+    VERIFIER_JUDGE,
+    VERIFIER_NOTE,
     TrainedJudgeSpec,
     TrainedModel,
     cross_val_preference,
     cross_val_relevance,
+    cross_val_verifier,
     fingerprint,
     fit_preference,
     fit_relevance,
+    fit_verifier,
     load_model,
     save_model,
     trained_rater,
+    verifier_features,
+    verifier_vocab,
 )
 from personagap.records import Label, Run
 from personagap.store import StoreError, git_sha, now, opened, upsert, write_labels
@@ -123,6 +143,8 @@ class TrainResult:
         """Plain-text summary for the terminal."""
         m = self.metadata
         cv = m["cv"]
+        if self.kind == "verifier":
+            return self._render_verifier()
         lines = [f"Trained {m['judge']} v{m['version']} -> {self.model_path} (+ .json metadata), "
                  f"model id {m['model_id']}",
                  f"  trained on {m['n_train']} labelled items of {m['n_groups']} {cv['grouped_by']}s "
@@ -146,6 +168,31 @@ class TrainResult:
             ci = r.cis.get(cols[0][0])
             lines.append(f"{r.judge[:45]:<46}{r.n:>6}{vals}  {_fmt_ci(ci)}")
         lines.append(f"  trained* = the trained judge's out-of-fold {cols[0][1]} on exactly that judge's items")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+    def _render_verifier(self) -> str:
+        m = self.metadata
+        cv = m["cv"]
+        lines = [f"Trained {m['judge']} v{m['version']} -> {self.model_path} (+ .json metadata), "
+                 f"model id {m['model_id']}",
+                 f"  {VERIFIER_NOTE}",
+                 f"  trained on {m['n_train']} pairs ({m['n_positive']} gold preferences) of {m['n_groups']} users "
+                 f"({', '.join(m['datasets'])}, split {m['train_split']}); data fingerprint "
+                 f"{m['data_fingerprint'][:16]}",
+                 f"  threshold {m['threshold']:.2f}: {m['threshold_rule']}",
+                 f"  {cv['n_splits']}-fold cross-validation grouped by {cv['grouped_by']} (seed {cv['seed']}); "
+                 f"out-of-fold predictions not stored (the negatives are synthetic pairs, not items); "
+                 f"{self.seconds:.1f}s", ""]
+        head = f"{'evaluation':<46}{'n':>6}{'users':>7}{'AUC':>8}{'acc':>8}{'kappa':>8}{'ok rate':>9}  95% CIs (users)"
+        lines += [head, "-" * len(head)]
+        for r in self.rows:
+            f = r.figures
+            lines.append(f"{r.judge[:45]:<46}{r.n:>6}{int(f['users']):>7}{_fmt(f['auc'], 3):>8}"
+                         f"{_fmt(f['accuracy'], 3):>8}{_fmt(f['kappa'], 3):>8}{_fmt(f['judge_ok_rate'], 2):>9}  "
+                         f"AUC {_fmt_ci(r.cis['auc'])} acc {_fmt_ci(r.cis['accuracy'])} "
+                         f"kappa {_fmt_ci(r.cis['kappa'])}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -369,6 +416,262 @@ def _pref_row(name: str, kind: str, items: pd.DataFrame, judge: pd.Series, swapp
                          "first_position": ci_list(first), "longer": ci_list(longer)})
 
 
+# --------------------------------------------------------------------------- stage 1: the verifier
+
+def _histories(items: pd.DataFrame) -> dict[tuple[str, str], tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(dataset, unit) -> (user, user turn texts, assistant turn texts) of each stored history, in order."""
+    convs = items[items["kind"] == "conversation"]
+    out: dict[tuple[str, str], tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+    for (dataset, unit), g in convs.groupby(["dataset", "unit"], sort=True):
+        turns = [t for p in g.sort_values("position")["payload"] for t in p["turns"]]
+        user = tuple(str(t["text"]) for t in turns if str(t["role"]).lower() == "user" and str(t["text"]).strip())
+        asst = tuple(str(t["text"]) for t in turns if str(t["role"]).lower() != "user" and str(t["text"]).strip())
+        out[(str(dataset), str(unit))] = (str(g["user_id"].iloc[0]), user, asst)
+    return out
+
+
+def _unit_split(items: pd.DataFrame) -> dict[tuple[str, str], str]:
+    convs = items[items["kind"] == "conversation"]
+    return {(str(d), str(u)): str(p.get("split") or "-")
+            for d, u, p in zip(convs["dataset"], convs["unit"], convs["payload"], strict=True)}
+
+
+def verifier_pairs(db: str | Path, datasets: tuple[str, ...] = ("laps",), *, seed: int = 0) -> pd.DataFrame:
+    """Labelled (history, attribute) pairs from the gold preferences in ``db`` (pure given the store and seed).
+
+    Per gold preference of a history (deduplicated by normalised value): a positive with the value as the
+    attribute text, and a negative with the value of a preference another user stated in a history of the
+    same dataset, topic and split, drawn with ``seed`` among values this history's user did not state.
+
+    Returns:
+        Columns dataset, unit, user_id, split, topic, attribute, label (1/0), source_user (who stated the
+        attribute), gold_item (the positive's gold item id; None for negatives), user_turns, assistant_turns.
+    """
+    from personagap.analysis.extraction import normalise_attribute
+    from personagap.stages.extraction import load_items
+
+    with opened(db, read_only=True) as con:
+        items = load_items(con, kinds=("conversation", "gold"), datasets=list(datasets))
+    history = _histories(items)
+    split_of = _unit_split(items)
+    gold = items[items["kind"] == "gold"]
+    rows: list[dict[str, Any]] = []
+    pool: dict[tuple[str, str, str], list[tuple[str, str, str]]] = {}
+    own: dict[tuple[str, str], set[str]] = {}
+    for iid, d, u, user, p in zip(gold["item_id"], gold["dataset"], gold["unit"], gold["user_id"], gold["payload"],
+                                  strict=True):
+        key = (str(d), str(u))
+        if key not in history:
+            continue
+        value = str(p.get("value") or "").strip()
+        norm = normalise_attribute(value)
+        if not norm or norm in own.setdefault(key, set()):
+            continue
+        own[key].add(norm)
+        topic = str(p.get("topic") or "-")
+        pool.setdefault((key[0], topic, split_of[key]), []).append((str(user), value, norm))
+        rows.append({"dataset": key[0], "unit": key[1], "user_id": str(user), "split": split_of[key], "topic": topic,
+                     "attribute": value, "label": 1, "source_user": str(user), "gold_item": str(iid)})
+    rng = np.random.default_rng(seed)
+    negatives = []
+    for r in rows:
+        mine = own[(r["dataset"], r["unit"])]
+        group = pool[(r["dataset"], r["topic"], r["split"])]
+        picked = None
+        for _ in range(50):  # rejection sampling; the exact filter below only when that keeps failing
+            cand = group[int(rng.integers(len(group)))]
+            if cand[0] != r["user_id"] and cand[2] not in mine:
+                picked = cand
+                break
+        if picked is None:
+            candidates = [c for c in group if c[0] != r["user_id"] and c[2] not in mine]
+            if not candidates:
+                continue
+            picked = candidates[int(rng.integers(len(candidates)))]
+        negatives.append(r | {"attribute": picked[1], "label": 0, "source_user": picked[0], "gold_item": None})
+    frame = pd.DataFrame(rows + negatives, columns=["dataset", "unit", "user_id", "split", "topic", "attribute",
+                                                    "label", "source_user", "gold_item"])
+    frame["user_turns"] = [history[(d, u)][1] for d, u in zip(frame["dataset"], frame["unit"], strict=True)]
+    frame["assistant_turns"] = [history[(d, u)][2] for d, u in zip(frame["dataset"], frame["unit"], strict=True)]
+    return frame
+
+
+def weighted_auc(y: np.ndarray, p: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """ROC AUC (ties count half) of ``p`` for labels ``y`` under each row of item ``weights`` (shape B x n).
+
+    The Mann-Whitney form, vectorised over the rows: equal to ``roc_auc_score(y, p, sample_weight=w)`` for
+    every row ``w`` (NaN where a row leaves no positive or no negative weight).
+    """
+    values, code = np.unique(p, return_inverse=True)
+    k = len(values)
+    w = np.atleast_2d(weights)
+    pos = np.zeros((w.shape[0], k))
+    neg = np.zeros((w.shape[0], k))
+    for target, cls in ((pos, 1), (neg, 0)):
+        sel = y == cls
+        np.add.at(target.T, code[sel], w[:, sel].T)
+    below = np.cumsum(neg, axis=1) - neg
+    with np.errstate(divide="ignore", invalid="ignore"):
+        auc = (pos * (below + 0.5 * neg)).sum(axis=1) / (pos.sum(axis=1) * neg.sum(axis=1))
+    return np.asarray(auc, dtype=float)
+
+
+def _auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray, n_resamples: int, seed: int) -> Estimate:
+    """ROC AUC with a user-clustered bootstrap CI (whole users resampled via :func:`resample_weights`)."""
+    from sklearn.metrics import roc_auc_score
+
+    if len(set(y.tolist())) < 2:
+        return Estimate(float("nan"), (float("nan"), float("nan")))
+    ids, idx = np.unique(users.astype(str), return_inverse=True)
+    cluster_weights = resample_weights(len(ids), n_resamples, seed)
+    samples = np.concatenate([weighted_auc(y, p, cluster_weights[b:b + 50][:, idx])
+                              for b in range(0, n_resamples, 50)])
+    return Estimate(float(roc_auc_score(y, p)), percentile_interval(samples, 0.95))
+
+
+def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: float, n_resamples: int,
+                  seed: int) -> ScoreRow:
+    from personagap.analysis.agreement import agreement
+
+    y = pairs["label"].to_numpy(dtype=int)
+    users = pairs["user_id"].astype(str).to_numpy()
+    j = (p >= threshold).astype(int)
+    est = agreement(y, j, users, metrics=("kappa", "accuracy"), n_resamples=n_resamples, seed=seed)
+    est["auc"] = _auc_estimate(y, p, users, n_resamples, seed)
+    figures = {k: e.value for k, e in est.items()} | {"users": float(len(set(users))),
+                                                     "judge_ok_rate": float(j.mean()) if len(j) else float("nan")}
+    return ScoreRow(judge=name, rater_kind="trained", n=len(pairs), figures=figures,
+                    cis={k: ci_list(e) for k, e in est.items()})
+
+
+def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...] = ("laps",),
+                   train_split: str = "train", eval_split: str = "val", n_splits: int = 5, seed: int = 0,
+                   n_resamples: int = DEFAULT_RESAMPLES, c: float = 1.0) -> TrainResult:
+    """Cross-validate (grouped by user) and fit the stage-1 verifier on one split; evaluate once on another.
+
+    The pairs come from :func:`verifier_pairs`. The model is fitted on ``train_split`` only (so the
+    ``eval_split`` figures are held-out); its threshold (0.5) is fixed before either evaluation. Users of
+    ``eval_split`` who also have a history in ``train_split`` are left out of the held-out figures.
+
+    Args:
+        db: The DuckDB file with imported LAPS (or other gold-with-conversation) items.
+        out: Where to save the model (a ``.json`` sidecar is written beside it).
+        datasets: Which datasets' gold preferences to learn from.
+        train_split: The split to cross-validate and fit on.
+        eval_split: The split evaluated once with the fitted model (skipped when absent).
+        n_splits: CV folds (fewer when there are fewer users).
+        seed: Negative sampling, fold assignment and model seed.
+        n_resamples: Bootstrap resamples of the CIs (user-clustered).
+        c: Inverse regularisation strength (scikit-learn's default 1.0; not tuned).
+
+    Raises:
+        StoreError: No gold preferences with a stored conversation of two or more users in ``train_split``.
+    """
+    started = time.monotonic()
+    pairs = verifier_pairs(db, datasets, seed=seed)
+    train = pairs[pairs["split"] == train_split].reset_index(drop=True)
+    if train.empty or train["user_id"].nunique() < 2 or train["label"].nunique() < 2:
+        raise StoreError(f"{db}: no gold preferences with conversations of two or more users in split "
+                         f"{train_split!r} of {', '.join(datasets)}; import a release first (personagap import laps "
+                         "PATH)")
+    y = train["label"].to_numpy(dtype=int)
+    folds = min(n_splits, int(train["user_id"].nunique()))
+    x = verifier_features(train, verifier_vocab())
+    _, cv_prob = cross_val_verifier(train, y, n_splits=folds, seed=seed, c=c, features=x)
+    model = fit_verifier(train, y, c=c, seed=seed, features=x)
+    model.train_item_ids = frozenset(train["gold_item"].dropna())
+    model.train_units = frozenset(f"{d}\x1f{u}" for d, u in zip(train["dataset"], train["unit"], strict=True))
+    rows = [_verifier_row(f"CV, {train_split} split ({folds} folds by user)", train, cv_prob, model.threshold,
+                          n_resamples, seed)]
+    notes = []
+    held = pairs[(pairs["split"] == eval_split) & ~pairs["user_id"].isin(set(train["user_id"]))].reset_index(drop=True)
+    overlap = pairs[(pairs["split"] == eval_split) & pairs["user_id"].isin(set(train["user_id"]))]["user_id"].nunique()
+    if not held.empty:
+        from personagap.analysis.extraction import OFFLINE_THRESHOLD
+
+        rows.append(_verifier_row(f"held out: {eval_split} split", held, model.predict_proba(held), model.threshold,
+                                  n_resamples, seed))
+        contain = verifier_features(held, verifier_vocab())[:, 0]
+        rows.append(_verifier_row(f"baseline on {eval_split}: containment>={OFFLINE_THRESHOLD:.3f}", held, contain,
+                                  OFFLINE_THRESHOLD, n_resamples, seed))
+        notes.append("baseline = the offline matcher's containment alone (best user turn), its own threshold")
+        if overlap:
+            notes.append(f"{overlap} {eval_split} users who also have {train_split} histories are left out of the "
+                         f"{eval_split} figures")
+    notes.append("a positive is a value the user stated, a negative another user's value on the same topic: the "
+                 "verifier learns 'does this conversation support this preference', not over-generalisation by "
+                 "an extractor; ok rate = share predicted ok")
+    data_fp = fingerprint(train, ["dataset", "unit", "attribute", "label", "source_user"])
+    model.metadata |= {
+        "model_id": _model_id(VERIFIER_JUDGE, data_fp, model.metadata["params"]), "data_fingerprint": data_fp,
+        "datasets": sorted(set(train["dataset"])), "train_split": train_split, "n_train": len(train),
+        "n_positive": int(y.sum()), "n_groups": int(train["user_id"].nunique()), "threshold": model.threshold,
+        "git_sha": git_sha(),
+        "cv": {"n_splits": folds, "grouped_by": "user", "seed": seed, "rater": None,
+               "scores": rows[0].figures, "cis": rows[0].cis},
+        "heldout": ({"split": eval_split, "n": len(held), "scores": rows[1].figures, "cis": rows[1].cis,
+                     "baseline_containment": rows[2].figures} if len(rows) > 1 else None),
+    }
+    save_model(model, out)
+    return TrainResult(kind="verifier", model_path=str(out), metadata=_with_core(model), rows=rows,
+                       stored_cv_labels=0, seconds=time.monotonic() - started, notes=notes)
+
+
+def extracted_attribute_items(db: str | Path, *, datasets: tuple[str, ...] | None = None,
+                              splits: tuple[str, ...] | None = None, extractor: str | None = None) -> pd.DataFrame:
+    """The extracted attributes the ``verify`` LLM judge would label, with their history's turns.
+
+    Same selection as :func:`personagap.stages.extraction.judge_extraction` for ``verify``: extracted-attribute
+    items (optionally of one extractor) whose history is stored, of ``datasets`` and of histories in ``splits``.
+
+    Returns:
+        Columns item_id, dataset, unit, user_id, attribute, user_turns, assistant_turns.
+    """
+    from personagap.stages.extraction import load_items
+
+    with opened(db, read_only=True) as con:
+        items = load_items(con, datasets=list(datasets) if datasets else None)
+    if splits is not None:
+        keep = {u for u, k, p in zip(items["unit"], items["kind"], items["payload"], strict=True)
+                if k == "conversation" and p.get("split") in splits}
+        items = items[items["unit"].isin(keep)]
+    history = _histories(items)
+    extracted = items[items["kind"] == "extracted"]
+    if extractor is not None:
+        extracted = extracted[extracted["payload"].map(lambda p: p.get("extractor") == extractor)]
+    keys = list(zip(extracted["dataset"].astype(str), extracted["unit"].astype(str), strict=True))
+    extracted = extracted[[k in history for k in keys]]
+    keys = [k for k in keys if k in history]
+    return pd.DataFrame({"item_id": extracted["item_id"].tolist(), "dataset": [k[0] for k in keys],
+                         "unit": [k[1] for k in keys], "user_id": extracted["user_id"].astype(str).tolist(),
+                         "attribute": extracted["attribute"].astype(str).tolist(),
+                         "user_turns": [history[k][1] for k in keys],
+                         "assistant_turns": [history[k][2] for k in keys]})
+
+
+def judge_extraction_trained(db: str | Path, model_path: str | Path, *, datasets: tuple[str, ...] | None = None,
+                             splits: tuple[str, ...] | None = None,
+                             extractor: str | None = None) -> TrainedRunSummary:
+    """Label every extracted attribute with a stored history ok/bad with a saved verifier (no LLM).
+
+    Attributes extracted from a history the model was trained on are stored under condition 'in-sample'.
+
+    Raises:
+        StoreError: No extracted attributes with a stored conversation.
+        FileNotFoundError, ValueError: The model cannot be loaded (see :func:`load_model`).
+    """
+    started = time.monotonic()
+    model = load_model(model_path, "verifier")
+    items = extracted_attribute_items(db, datasets=datasets, splits=splits, extractor=extractor)
+    if items.empty:
+        raise StoreError(f"{db}: no extracted attributes with a stored conversation to verify")
+    labels = model.predict(items)
+    in_training = np.array([f"{d}\x1f{u}" in model.train_units
+                            for d, u in zip(items["dataset"], items["unit"], strict=True)], dtype=bool)
+    return _judge_run(db, model, VERIFIER_JUDGE, items, labels, model_path, tuple(sorted(set(items["dataset"]))),
+                      started, meta=None, in_training=in_training)
+
+
 # --------------------------------------------------------------------------- storing labels
 
 def _store_labels(db: str | Path, spec: TrainedJudgeSpec, rater: str, item_ids: list[str], labels: list[str], *,
@@ -438,7 +741,7 @@ def judge_response_trained(db: str | Path, model_path: str | Path, *,
 
 def _judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, items: pd.DataFrame, labels: list[str],
                model_path: str | Path, datasets: tuple[str, ...], started: float,
-               meta: dict[str, Any] | None) -> TrainedRunSummary:
+               meta: dict[str, Any] | None, in_training: np.ndarray | None = None) -> TrainedRunSummary:
     rater = trained_rater(spec, model.tag)
     run_params = {"model_path": str(model_path), "model_id": model.tag,
                   "trained_on": model.metadata.get("datasets"), "data_fingerprint": model.metadata.get(
@@ -446,7 +749,8 @@ def _judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, item
     # Items the model was trained on get the condition 'in-sample': stored, but never compared with humans as
     # the standard protocol (reports, diagnose and the dashboard read condition ''), so they cannot inflate
     # the judge's agreement. The '/cv' rater holds the honest out-of-fold labels of training items.
-    in_training = items["item_id"].isin(model.train_item_ids).to_numpy()
+    if in_training is None:
+        in_training = items["item_id"].isin(model.train_item_ids).to_numpy()
     conditions = [IN_SAMPLE if t else "" for t in in_training]
     n, run_id = _store_labels(db, spec, rater, items["item_id"].tolist(), labels, kind="judge",
                               source=",".join(datasets), parameters=run_params, meta=meta, conditions=conditions)
@@ -457,5 +761,6 @@ def _judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, item
                              in_training=int(in_training.sum()))
 
 
-__all__ = ["DEFAULT_SEED", "TrainResult", "TrainedRunSummary", "judge_relevance_trained", "judge_response_trained",
-           "pairwise_items", "relevance_items", "train_preference", "train_relevance"]
+__all__ = ["DEFAULT_SEED", "TrainResult", "TrainedRunSummary", "extracted_attribute_items", "judge_extraction_trained",
+           "judge_relevance_trained", "judge_response_trained", "pairwise_items", "relevance_items",
+           "train_preference", "train_relevance", "train_verifier", "verifier_pairs"]

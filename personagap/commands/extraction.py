@@ -72,9 +72,13 @@ def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: in
 
 
 @judge_group.command("extraction")
-@click.option("--judge", "judge_name", type=click.Choice(["extract", "verify", "match"]), required=True,
+@click.option("--judge", "judge_name", type=click.Choice(["extract", "verify", "match", "trained"]), required=True,
               help="extract: attributes from each user's conversations (chunked); verify: ok/bad/unsure per "
-                   "extracted attribute; match: same/different per (extracted attribute, gold preference).")
+                   "extracted attribute; match: same/different per (extracted attribute, gold preference); "
+                   "trained: ok/bad per extracted attribute by an offline verifier from `personagap train verifier` "
+                   "(needs --model-path, no LLM).")
+@click.option("--model-path", type=click.Path(dir_okay=False), default=None,
+              help="With --judge trained: the saved verifier (its MODEL.json sidecar must sit beside it).")
 @click.option("--dataset", "datasets", multiple=True, help="Only these imported datasets (repeatable; default all).")
 @click.option("--split", "splits", multiple=True, help="Only histories of these splits, e.g. val (repeatable).")
 @click.option("--extractor", default=None, help="verify/match: only this extractor's attributes (its rater name).")
@@ -84,19 +88,43 @@ def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: in
               help="extract: the first N histories; verify/match: the first N calls.")
 @llm_judge_options(default_max_tokens=1024)
 @db_option
-def judge_extraction(judge_name: str, datasets: tuple[str, ...], splits: tuple[str, ...], extractor: str | None,
-                     max_chars: int | None, limit: int | None, lm: LMConfig | None, run: RunSettings, db: str) -> None:
+def judge_extraction(judge_name: str, model_path: str | None, datasets: tuple[str, ...], splits: tuple[str, ...],
+                     extractor: str | None, max_chars: int | None, limit: int | None, lm: LMConfig | None,
+                     run: RunSettings, db: str) -> None:
     """Stage 1: run an LLM extractor, verifier or matcher on imported items; store its answers as labels.
 
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report extraction.
     """
+    if judge_name == "trained":
+        click.echo(_judge_trained(db, model_path, datasets, splits, extractor))
+        return
     llm = require_lm(lm, judge_name)
     summary = run_or_exit(lambda: stage1.judge_extraction(
         db, judge_name, llm, datasets=datasets or None, splits=splits or None, extractor=extractor,
         max_chars=max_chars, concurrency=run.concurrency, limit=limit, max_retries=run.max_retries,
         progress=run.progress))
     click.echo(summary.render())
+
+
+def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...], splits: tuple[str, ...],
+                   extractor: str | None) -> str:
+    """Label the extracted attributes with a saved trained verifier (no LLM)."""
+    from personagap.stages.trained import judge_extraction_trained
+
+    if model_path is None:
+        raise click.UsageError("--judge trained needs --model-path MODEL (train one: personagap train verifier "
+                               "--out MODEL)")
+
+    def go() -> str:
+        try:
+            return judge_extraction_trained(db, model_path, datasets=datasets or None, splits=splits or None,
+                                            extractor=extractor).render()
+        except (FileNotFoundError, ValueError) as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from exc
+
+    return run_or_exit(go)
 
 
 @demo_step("Stage 1 — attribute extraction")

@@ -1,4 +1,4 @@
-"""`personagap train relevance|preference`: offline trained judges, and their `personagap demo` step."""
+"""`personagap train relevance|preference|verifier`: offline trained judges, and their `personagap demo` step."""
 
 from __future__ import annotations
 
@@ -16,15 +16,16 @@ from personagap.analysis.agreement import DEFAULT_RESAMPLES
 def train_group() -> None:
     """Train an offline judge on the human labels in the database (no LLM, no network).
 
-    Cross-validation is grouped (by user for relevance, by question for preference); the out-of-fold
-    predictions are stored as a 'trained' rater so `personagap report` shows them beside the LLMs.
+    Cross-validation is grouped (by user for relevance and the verifier, by question for preference); the
+    out-of-fold predictions are stored as a 'trained' rater so `personagap report` shows them beside the LLMs
+    (not for the verifier, whose negatives are synthetic pairs).
     Saved as MODEL (joblib) plus MODEL.json (metadata: features, data fingerprint, version, CV scores).
     """
 
 
-def _train_options(default_dataset: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _train_options(default_dataset: str, store_cv: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed((
+        for option in reversed([o for o in (
             db_option,
             click.option("--out", type=click.Path(dir_okay=False), required=True,
                          help="Model file to write (a MODEL.json metadata sidecar is written beside it)."),
@@ -33,10 +34,11 @@ def _train_options(default_dataset: str) -> Callable[[Callable[..., Any]], Calla
             click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True,
                          help="Grouped cross-validation folds."),
             click.option("--seed", type=int, default=0, show_default=True, help="Fold-assignment seed."),
-            click.option("--no-store-cv", is_flag=True, help="Do not store the out-of-fold predictions as labels."),
+            click.option("--no-store-cv", is_flag=True, help="Do not store the out-of-fold predictions as labels.")
+            if store_cv else None,
             click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
                          help="Bootstrap resamples (whole users) of the CIs."),
-        )):
+        ) if o is not None]):
             fn = option(fn)
         return fn
     return decorate
@@ -62,6 +64,20 @@ def train_preference(db: str, out: str, datasets: tuple[str, ...], folds: int, s
 
     click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed,
                                          store_cv=not no_store_cv, n_resamples=resamples)).render())
+
+
+@train_group.command("verifier")
+@_train_options("laps", store_cv=False)
+def train_verifier(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int, resamples: int) -> None:
+    """Stage 1: a verifier (does the conversation support this attribute?) on LAPS gold preferences.
+
+    Positives: each user's own stated preferences; negatives: other users' preferences on the same topic
+    (seeded sample). User-grouped CV on the train split, then one evaluation on the val split; threshold 0.5.
+    """
+    from personagap.stages.trained import train_verifier as train
+
+    click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed,
+                                         n_resamples=resamples)).render())
 
 
 @demo_step("Trained judges — offline, the default with no LLM")
