@@ -39,6 +39,7 @@ import dspy
 from tqdm import tqdm
 
 from personagap.judges.base import Judge, JudgeTask, Verdict, rater_name
+from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
 from personagap.records import Label, Run
 from personagap.store import git_sha, now, opened, upsert, write_labels
 
@@ -185,7 +186,7 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
     with opened(db) as con:
         upsert(con, "runs", [run.model_dump()])
         cached_raw = _cached(con, list(set(task_keys.values())))
-    adapter = _adapter(lm)
+    adapter = adapter_for(lm.adapter)
 
     # Cached answers are re-parsed locally (no request) so their labels are exact even if rows were lost.
     cached_outcomes, pending = [], []
@@ -220,10 +221,6 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
     return summary
 
 
-def _adapter(lm: LMConfig) -> dspy.Adapter:
-    return dspy.JSONAdapter() if lm.adapter == "json" else dspy.ChatAdapter()
-
-
 def _cached(con: Any, keys: list[str]) -> dict[str, str]:
     if not keys:
         return {}
@@ -255,6 +252,8 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
                        task_keys: dict[str, str], run_id: str, rater: str, summary: RunSummary, *,
                        concurrency: int, max_retries: int, backoff_base: float, backoff_cap: float,
                        flush_every: int, flush_seconds: float, progress: bool, rng: random.Random) -> None:
+    memoize_pricing_lookup()  # per-call CPU: see judges/lm_overhead.py
+    prices = token_prices(lm.model)
     client = dspy.LM(lm.model, api_base=lm.api_base, api_key=lm.api_key(), cache=False, num_retries=0,
                      timeout=lm.timeout, temperature=lm.temperature, max_tokens=lm.max_tokens)
     extra: dict[str, Any] = {}
@@ -284,7 +283,7 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
         for attempt in range(max_retries + 1):
             summary.requests += 1
             try:
-                raw, usage = await _one_call(client, messages, extra, lm.timeout)
+                raw, usage = await _one_call(client, messages, extra, lm.timeout, prices)
             except _Retryable as exc:
                 if attempt == max_retries:
                     await queue.put(_failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)"))
@@ -349,7 +348,7 @@ class _Fatal(Exception):
 
 
 async def _one_call(client: dspy.LM, messages: list[dict[str, Any]], extra: dict[str, Any],
-                    timeout: float) -> tuple[str, dict[str, Any] | None]:
+                    timeout: float, prices: TokenPrices | None) -> tuple[str, dict[str, Any] | None]:
     """One HTTP attempt. Returns (text, usage) or raises _Retryable / _Fatal."""
     from dspy.utils.exceptions import LMError, LMRateLimitError, LMServerError, LMTransportError
 
@@ -370,13 +369,53 @@ async def _one_call(client: dspy.LM, messages: list[dict[str, Any]], extra: dict
     choice = response.choices[0]
     text = getattr(choice.message, "content", None) or ""
     usage = getattr(response, "usage", None)
-    hidden = getattr(response, "_hidden_params", {}) or {}
     usage_dict = None
     if usage is not None:
-        usage_dict = {"prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
-                      "completion_tokens": getattr(usage, "completion_tokens", 0) or 0,
-                      "cost": hidden.get("response_cost")}
+        prompt_tokens = _get(usage, "prompt_tokens")
+        completion_tokens = _get(usage, "completion_tokens")
+        usage_dict = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "cost": prices.cost(prompt_tokens, completion_tokens) if prices else None}
     return text, usage_dict
+
+
+def _get(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+    return int(value or 0)
+
+
+@dataclass(frozen=True)
+class TokenPrices:
+    """USD per prompt and per completion token."""
+
+    prompt: float
+    completion: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The estimated cost of one call."""
+        return prompt_tokens * self.prompt + completion_tokens * self.completion
+
+
+def token_prices(model: str) -> TokenPrices | None:
+    """Look up a model's token prices in the price map DSPy ships (LiteLLM's), once per run.
+
+    Providers report tokens, not money: the cost in a run summary is this estimate (tokens x list
+    price; no cached-token discounts), and None for a model the map does not list -- a local server's
+    served name, say -- rather than a made-up zero.
+
+    Args:
+        model: The LiteLLM/DSPy model string, e.g. ``openai/gpt-4o-mini``.
+    """
+    provider, _, name = model.partition("/") if "/" in model else ("openai", "", model)
+    try:
+        from dspy.clients.model_metadata import model_info
+
+        info = model_info(provider, name)
+    except Exception:  # advisory only: an unreadable map means "cost not known", never a failed run
+        return None
+    prompt, completion = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if not isinstance(prompt, int | float) or not isinstance(completion, int | float):
+        return None
+    return TokenPrices(float(prompt), float(completion))
 
 
 def _first_line(exc: BaseException) -> str:
