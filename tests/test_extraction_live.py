@@ -78,3 +78,55 @@ def test_invalid_turn_id_fails_the_whole_history(laps_val_db: Path):
     assert errors and all(e[0].startswith("invalid:") for e in errors)
     report = report_extraction(laps_val_db, n_resamples=20)
     assert report.extractors[0].units_complete == 0 and report.matching == []
+
+
+def test_llm_matcher_live_feeds_precision_recall_and_skips_incomplete_units(laps_val_db: Path):
+    """Stage 1's LLM matcher end to end: extract, then match every (attribute, gold) pair over HTTP.
+
+    A matcher that says SAME to every pair must give precision = recall = 1, one that says DIFFERENT
+    must give 0 and 0 (hand-worked: any attribute matching any gold counts both ways), and a unit with
+    one unparseable verdict has not been judged whole, so it drops out of that matcher's figures.
+    """
+    with ScriptedOpenAIServer(_extractor) as server:
+        judge_extraction(laps_val_db, "extract", LMConfig(model="openai/scripted", api_base=server.base_url),
+                         limit=3, progress=False)
+
+    def matcher(verdict: str, spoil: str | None = None):
+        def answer(body: dict) -> str:
+            text = last_user_message(body)
+            assert "[[ ## preference ## ]]" in text  # the match judge's prompt, not the extractor's
+            if spoil is not None and spoil in text:
+                return json.dumps({"reason": "unsure", "answer": "MAYBE"})
+            return json.dumps({"reason": "scripted", "answer": verdict})
+        return answer
+
+    report = report_extraction(laps_val_db, n_resamples=50)
+    offline = [m for m in report.matching if m.category == "all" and m.matcher.startswith("offline@")]
+    assert len(offline) == 1
+    units = offline[0].users
+    assert units >= 2
+
+    summaries = {}
+    first_pair_attr = None
+    for model, verdict in [("all-same", "SAME"), ("all-different", "DIFFERENT"), ("one-spoilt", "SAME")]:
+        spoil = None
+        if model == "one-spoilt":
+            spoil = first_pair_attr
+        with ScriptedOpenAIServer(matcher(verdict, spoil)) as server:
+            summaries[model] = judge_extraction(laps_val_db, "match",
+                                                LMConfig(model=f"openai/{model}", api_base=server.base_url),
+                                                progress=False)
+            if first_pair_attr is None:
+                first_pair_attr = re.search(r"\[\[ ## attribute ## \]\]\n(.*)", last_user_message(
+                    server.requests[0])).group(1)
+    assert summaries["all-same"].failed == 0 and summaries["all-same"].judged == summaries["all-same"].tasks
+    assert summaries["one-spoilt"].failed >= 1
+    assert summaries["one-spoilt"].failures_by_reason == {"unparseable": summaries["one-spoilt"].failed}
+
+    report = report_extraction(laps_val_db, n_resamples=50)
+    rows = {m.matcher: m for m in report.matching if m.category == "all"}
+    same, different = rows["match/v1/openai/all-same"], rows["match/v1/openai/all-different"]
+    assert same.users == different.users == units
+    assert (same.precision, same.recall) == (1.0, 1.0)
+    assert (different.precision, different.recall) == (0.0, 0.0)
+    assert rows["match/v1/openai/one-spoilt"].users < units
