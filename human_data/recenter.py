@@ -33,6 +33,7 @@ HUMAN_MAJORITY = "human_majority"
 TASK2_RATINGS = ("none", "unnecessary", "forbidden", "optional", "necessary_implicit", "necessary_explicit")
 TASK1_JUDGMENTS = ("ok", "bad", "unsure")
 UNPARSEABLE_LLM = "unparseable: the file records no relevant value"
+_JOINED = ("human_majority", "llm")  # the rater kinds whose join coverage an import reports
 _ANNOTATION_FILE = re.compile(r"^(?P<annotator>.+)_task(?P<task>[123])\.jsonl$")
 
 
@@ -77,6 +78,9 @@ class _Builder:
         self._seen: dict[tuple[str, str, str], tuple[Path | str, int | str | None]] = {}
         self._item_ids: dict[tuple[str, str, int], dict[str, str]] = {}
         self._seen_rows: dict[tuple[str, str, str, int], tuple[Path | str, int | str | None]] = {}
+        self.labelled: dict[tuple[str, str, str], set[str]] = {}
+        """(rater kind, dataset, rater) -> relevance items it labelled, for human majority and LLMs: the join
+        coverage, kept as labels arrive (a pass over 10^6 labels afterwards costs seconds)."""
 
     def run_for(self, path: Path, rater: str | None) -> str:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -96,6 +100,8 @@ class _Builder:
         # Every rater of a pair reaches here: ids are hashed once per pair and looked up per prompt.
         known = self._item_ids.setdefault((dataset, user, prompt_index), {})
         new = [a for a in attributes if a not in known]
+        if not new:  # every rater after the first: no hashing at all
+            return [known[a] for a in attributes]
         for attribute, iid in zip(new, item_ids(dataset, "relevance", (user, prompt_index), new), strict=True):
             known[attribute] = iid
             self._new_relevance_item(iid, dataset, user, prompt_index, attribute)
@@ -118,6 +124,9 @@ class _Builder:
             raise row.error(fld, f"duplicate label by {rater!r} for this item (first seen at {path}:{line})")
         self._seen[key] = (row.path, row.line)
         self._append(iid, rater, kind, condition, value, run_id, extra)
+        item = self.batch.items.get(iid)
+        if not condition and kind in _JOINED and item is not None and item.stage == "relevance":
+            self.labelled.setdefault((kind, item.dataset, rater), set()).add(iid)
 
     def labels_for_row(self, row: Row, field: str, prompt_key: tuple[str, str, int], texts: list[str],
                        iids: list[str], rater: str, kind: RaterKind, run_id: str, *, labels: list[str | None],
@@ -143,6 +152,8 @@ class _Builder:
                                               f"(first seen at {first[0]}:{first[1]})")
         self._seen_rows[key] = (row.path, row.line)
         self.batch.label_columns.extend(iids, rater, kind, "", labels, raws, reasons, errors, run_id)
+        if kind in _JOINED:  # iids are relevance items (from relevance_items) of dataset prompt_key[0]
+            self.labelled.setdefault((kind, prompt_key[0], rater), set()).update(iids)
 
     def _append(self, iid: str, rater: str, kind: RaterKind, condition: str, value: str | None, run_id: str,
                 extra: dict[str, str | None]) -> None:
@@ -182,7 +193,7 @@ def load_recenter(root: str | Path) -> RecenterImport:
         _load_stage2(stage2, builder)
     if pilot.is_dir():
         _load_pilot(pilot, builder)
-    result.coverage = _coverage(result.batch)
+    result.coverage = _coverage(builder.labelled)
     return result
 
 
@@ -492,25 +503,11 @@ def _jsonl_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
 
 
-def _coverage(batch: ImportBatch) -> list[Coverage]:
+def _coverage(labelled: dict[tuple[str, str, str], set[str]]) -> list[Coverage]:
     """Pairs each LLM rater shares with the human majority, per dataset."""
-    dataset_of = {iid: it.dataset for iid, it in batch.items.items() if it.stage == "relevance"}
-    human: dict[str, set[str]] = {}
-    llm: dict[tuple[str, str], set[str]] = {}
-    c = batch.label_columns.columns
-    # Plain Python sets: pandas' Arrow-backed strings make the same join several times slower here.
-    for iid, rater, kind, condition in zip(c["item_id"], c["rater"], c["rater_kind"], c["condition"], strict=True):
-        if condition or kind not in ("human_majority", "llm"):
-            continue
-        ds = dataset_of.get(iid)
-        if ds is None:
-            continue
-        if kind == "human_majority":
-            human.setdefault(ds, set()).add(iid)
-        else:
-            llm.setdefault((ds, rater), set()).add(iid)
+    human = {ds: ids for (kind, ds, _), ids in labelled.items() if kind == "human_majority"}
     return [
         Coverage(dataset=ds, rater=rater, llm_pairs=len(ids), human_pairs=len(human.get(ds, set())),
                  matched=len(ids & human.get(ds, set())))
-        for (ds, rater), ids in sorted(llm.items())
+        for (kind, ds, rater), ids in sorted(labelled.items()) if kind == "llm"
     ]

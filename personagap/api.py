@@ -11,7 +11,7 @@ import pandas as pd
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.stages.relevance import RelevanceReport, relevance_report
-from personagap.store import StoreError, load_labels, opened, write_batch
+from personagap.store import StoreError, gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -42,6 +42,7 @@ class ImportSummary:
         return "\n".join(lines)
 
 
+@gc_paused()
 def import_recenter(path: str | Path, db: str | Path) -> ImportSummary:
     """Validate a Re-Centering release folder and write it to ``db`` in one transaction.
 

@@ -176,5 +176,7 @@ def _head(dataset: str, stage: str, prefix: tuple[object, ...]) -> _Hash:
 
 
 def _part(value: object) -> bytes:
+    if type(value) is str:  # the common case, spelled out: 10^6-label imports hash every attribute text
+        return f"s{len(value)}:{value}".encode()
     text = str(value)
     return f"{type(value).__name__[0]}{len(text)}:{text}".encode()

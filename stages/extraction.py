@@ -42,7 +42,7 @@ from personagap.analysis.extraction import (
     rater_agreement,
     verdict_rates,
 )
-from personagap.store import ImportBatch, StoreError, load_labels, opened, write_batch
+from personagap.store import ImportBatch, StoreError, gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
     from personagap.human_data.extraction import ExtractionImport
@@ -520,6 +520,7 @@ def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     return extraction_report(items, labels, n_resamples=n_resamples, seed=seed)
 
 
+@gc_paused()
 def import_laps(path: str | Path, db: str | Path) -> LapsImport:
     """Validate LAPS release files and write them to ``db`` in one transaction (nothing on any error)."""
     from personagap.human_data.laps import load_laps
@@ -529,6 +530,7 @@ def import_laps(path: str | Path, db: str | Path) -> LapsImport:
     return result
 
 
+@gc_paused()
 def import_extraction(path: str | Path, db: str | Path) -> ExtractionImport:
     """Validate extraction JSONL file(s) and write them to ``db`` in one transaction (nothing on any error)."""
     from personagap.human_data.extraction import load_extraction

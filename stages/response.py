@@ -50,7 +50,7 @@ from personagap.analysis.response import (
 from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import ResponseImport, load_prism
 from personagap.human_data.usr import load_usr
-from personagap.store import load_labels, opened, write_batch
+from personagap.store import gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -207,6 +207,7 @@ def _import(result: ResponseImport, db: str | Path) -> ResponseImport:
     return result
 
 
+@gc_paused()
 def import_prism(path: str | Path, db: str | Path) -> ResponseImport:
     """Validate PRISM judge files (a file or folder) and write them to ``db`` in one transaction.
 
@@ -216,11 +217,13 @@ def import_prism(path: str | Path, db: str | Path) -> ResponseImport:
     return _import(load_prism(path), db)
 
 
+@gc_paused()
 def import_usr(path: str | Path, db: str | Path) -> ResponseImport:
     """Validate the USR PersonaChat ratings and write them to ``db`` in one transaction."""
     return _import(load_usr(path), db)
 
 
+@gc_paused()
 def import_personafeedback(path: str | Path, db: str | Path) -> ResponseImport:
     """Validate a PersonaFeedback release folder and write it to ``db`` in one transaction."""
     return _import(load_personafeedback(path), db)
