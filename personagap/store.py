@@ -210,7 +210,7 @@ def _json_text(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
-def _frame(table: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
+def _rows_table(table: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
     names, _ = TABLES[table]
     return columns_table(table, {c: [r.get(c) for r in rows] for c in names})
 
@@ -230,7 +230,7 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str,
         The number of rows written.
     """
     columns, key = TABLES[table]
-    frame = rows if isinstance(rows, pd.DataFrame | pa.Table) else _frame(table, rows)
+    frame = rows if isinstance(rows, pd.DataFrame | pa.Table) else _rows_table(table, rows)
     n = frame.num_rows if isinstance(frame, pa.Table) else len(frame)
     if n == 0:
         return 0
@@ -337,10 +337,6 @@ class LabelColumns:
         """Iterate the labels as typed rows."""
         for values in zip(*self.columns.values(), strict=True):
             yield LabelRow(*values)
-
-    def table(self) -> pa.Table:
-        """The labels as an Arrow table in the ``labels`` table's column order."""
-        return columns_table("labels", self.columns)
 
 
 @contextlib.contextmanager

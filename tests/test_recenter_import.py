@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 from pathlib import Path
@@ -105,9 +106,11 @@ def test_failed_import_writes_nothing(case: str, tmp_path: Path) -> None:
     (good / "stage2/task6_items.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     import_recenter(good, db)
     before = _counts(db)
+    assert gc.isenabled()
     with pytest.raises(DataError):
         import_recenter(BAD / case, db)
     assert _counts(db) == before
+    assert gc.isenabled()  # imports pause the cyclic GC and restore it, also when they fail
 
 
 def test_not_a_release(tmp_path: Path) -> None:
