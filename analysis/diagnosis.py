@@ -292,9 +292,11 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
         return None
     labels, _ = pd.factorize(humans["label"], sort=True)
     # Integer codes for item, label and cluster: pairwise_agreement's encoding and pivot are much faster on ints.
+    # Clusters coded in user-id order, not in row order: the bootstrap draws users by code, and SQL row order
+    # varies from run to run, which would move the CI.
     frame = pd.DataFrame({"item_id": pd.factorize(humans["item_id"])[0],
                           "rater": humans["rater"].astype(str).to_numpy(),
-                          "label": labels, "cluster": pd.factorize(humans["user_id"])[0]})
+                          "label": labels, "cluster": pd.factorize(humans["user_id"], sort=True)[0]})
     frame = frame.drop_duplicates(["item_id", "rater"])
     groups = {str(r): "human" for r in frame["rater"].unique()}
     result = pairwise_agreement(frame, groups, min_overlap=min_overlap, n_resamples=n_resamples, seed=seed)

@@ -13,18 +13,21 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> None:
     """Warm up, then hand over to Streamlit's own CLI with ``argv`` as ``streamlit run`` flags."""
-    import altair  # noqa: F401 - imported now so the first script run does not pay for it
-    import pandas  # noqa: F401
-    from streamlit.web import cli as stcli
-
-    import personagap.dashboard.charts  # noqa: F401
-    import personagap.dashboard.queries  # noqa: F401
+    # The diagnosis first: its queries run in DuckDB (off the interpreter lock) while the imports below
+    # and Streamlit's start-up use the other core.
     from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
     from personagap.dashboard import prefetch
 
     db = os.environ.get("PERSONAGAP_DB")
     if db and Path(db).exists():
         prefetch.start(db, DEFAULT_RESAMPLES, DEFAULT_SEED)
+
+    import altair  # noqa: F401 - imported now so the first script run does not pay for it
+    import pandas  # noqa: F401
+    from streamlit.web import cli as stcli
+
+    import personagap.dashboard.charts  # noqa: F401
+    import personagap.dashboard.queries  # noqa: F401
     app = str(Path(__file__).resolve().parent / "app.py")
     sys.argv = ["streamlit", "run", app, *(sys.argv[1:] if argv is None else argv)]
     sys.exit(stcli.main())

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from personagap.analysis.diagnosis import diagnose, diagnose_db, judge_score, render_diagnosis
+from personagap.analysis.diagnosis import diagnose, diagnose_db, human_ceiling, judge_score, render_diagnosis
 from personagap.api import report_relevance
 from personagap.cli import cli
 
@@ -92,6 +92,11 @@ def test_human_ceiling_from_individual_humans():
     c = d.stage("relevance").ceiling
     assert c is not None and c.n_raters == 3 and c.n_pairs == 3
     assert 0.5 < c.mean_kappa < 1.0
+    # SQL returns rows in no fixed order: the same labels in another order must give the same CI.
+    for seed in range(3):
+        shuffled = pd.DataFrame(rows).sample(frac=1, random_state=seed)
+        again = human_ceiling(shuffled, n_resamples=100, seed=0)
+        assert again is not None and (again.mean_kappa, again.ci) == (c.mean_kappa, c.ci)
 
 
 def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
