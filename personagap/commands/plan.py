@@ -1,0 +1,1 @@
+"""`personagap plan`: how many more human labels a stage needs (issue 13)."""
