@@ -1,30 +1,80 @@
-"""Strict readers for release files: every error names file, line and field."""
+"""Strict readers for release files: every error names file, line and field.
+
+Every way a file can be unreadable or malformed ends here as a :class:`DataError` (one line, the
+value it quotes cut short), never as another exception: bytes that are not UTF-8, lone surrogate
+escapes, nesting too deep, a directory or a symlink loop where a file should be, numbers out of
+the range the store holds. A UTF-8 byte-order mark is skipped and CRLF line ends are read like LF.
+"""
 
 from __future__ import annotations
 
-import json
+import errno
+import hashlib
+import math
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
+from personagap.records import Run
+from personagap.store import git_sha, now
+
 T = TypeVar("T")
+
+INT32 = (-(2**31), 2**31 - 1)
+"""What an INTEGER column of the store holds (prompt_index, position)."""
+INT64 = (-(2**63), 2**63 - 1)
+"""What any integer of a release may be (a BIGINT); larger numbers are an error, not a crash at write."""
+ECHO_CHARS = 80
+"""Longest quoted value in an error message: a 30 MB field must not land on stderr."""
+_MESSAGE_CHARS = 400
+_BOM = b"\xef\xbb\xbf"
+# Control characters would break the one-line promise (or move a terminal's cursor): shown escaped.
+_ONE_LINE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F)} | {0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other control characters escaped, so it prints as one line."""
+    return text.translate(_ONE_LINE)
+
+
+def clip(text: str, limit: int = ECHO_CHARS) -> str:
+    """``text`` unquoted, cut to ``limit`` characters plus '…' (for ids named in a message)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def cut(value: object, limit: int = ECHO_CHARS) -> str:
+    """A value as quoted in an error message: its repr, cut to ``limit`` characters plus '…'."""
+    text = repr(value[: limit + 1]) if isinstance(value, str | bytes) else _json_short(value, limit + 1)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _json_short(value: object, limit: int) -> str:
+    try:
+        text = orjson.dumps(value, default=str).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        text = object.__repr__(value)
+    return text[:limit + 1]
 
 
 class DataError(ValueError):
     """A release file does not have the expected format.
 
     The message always reads ``FILE:LINE: field 'NAME': what is wrong``, so that a
-    user can open the file at the offending line.
+    user can open the file at the offending line. It is one line and never longer than a few
+    hundred characters, whatever value the file held.
     """
 
     def __init__(self, path: str | Path, line: int | str | None, field: str | None, message: str) -> None:
         """Build the error from where it was found and what is wrong."""
         self.path, self.line, self.field = str(path), line, field
         where = f"{path}:{line}" if line is not None else str(path)
-        what = f"field {field!r}: " if field else ""
-        super().__init__(f"{where}: {what}{message}")
+        what = f"field {cut(field, ECHO_CHARS)[1:-1]!r}: " if field else ""
+        message = message if len(message) <= _MESSAGE_CHARS else message[:_MESSAGE_CHARS] + "…"
+        super().__init__(one_line(f"{where}: {what}{message}"))
 
 
 class Row:
@@ -43,13 +93,15 @@ class Row:
     def get(self, field: str, kind: type[T] | tuple[type, ...], *, optional: bool = False) -> T:
         """Return ``field`` checked against ``kind``.
 
+        Integers must fit 64 bits and floats must be finite (what the store can hold).
+
         Args:
             field: The key.
             kind: The expected Python type(s); ``bool`` never passes as ``int``.
             optional: Return None when the key is absent or null instead of failing.
 
         Raises:
-            DataError: The key is missing, null (unless optional) or of another type.
+            DataError: The key is missing, null (unless optional), of another type or out of range.
         """
         if field not in self.data or self.data[field] is None:
             if optional:
@@ -59,11 +111,29 @@ class Row:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if isinstance(value, bool) and bool not in kinds:
             raise self.error(field, f"expected {_names(kinds)}, got boolean {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+            raise self.error(field, f"integer {cut(value)} is out of range (64-bit)")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(field, f"number {value!r} is not finite")
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
             return value  # type: ignore[return-value]
         if not isinstance(value, kinds):
-            raise self.error(field, f"expected {_names(kinds)}, got {type(value).__name__} {_short(value)}")
+            raise self.error(field, f"expected {_names(kinds)}, got {type(value).__name__} {cut(value)}")
         return value  # type: ignore[return-value]
+
+    def integer(self, field: str, lo: int = 0, hi: int = INT32[1], *, optional: bool = False) -> int:
+        """Return an integer field within ``[lo, hi]`` (by default a non-negative 32-bit index)."""
+        value = self.get(field, int, optional=optional)
+        if value is not None and not lo <= value <= hi:
+            raise self.error(field, f"{cut(value)} is outside [{lo}, {hi}]")
+        return value
+
+    def number(self, field: str, lo: float = 0.0, hi: float = 1.0, *, optional: bool = False) -> float:
+        """Return a number field within ``[lo, hi]`` (by default a rate or confidence in [0, 1])."""
+        value = self.get(field, float, optional=optional)
+        if value is not None and not lo <= value <= hi:
+            raise self.error(field, f"{cut(value)} is outside [{lo:g}, {hi:g}]")
+        return value
 
     def text(self, field: str, *, optional: bool = False, allow_empty: bool = False) -> str:
         """Return a string field; empty strings fail unless ``allow_empty``."""
@@ -88,7 +158,7 @@ class Row:
         """Return a string field that must be one of ``allowed``."""
         value = self.get(field, str)
         if value not in allowed:
-            raise self.error(field, f"unknown value {value!r}; expected one of {', '.join(allowed)}")
+            raise self.error(field, f"unknown value {cut(value)}; expected one of {', '.join(allowed)}")
         return value
 
 
@@ -96,30 +166,95 @@ def _names(kinds: tuple[type, ...]) -> str:
     return " or ".join(k.__name__ for k in kinds)
 
 
-def _short(value: object) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of a release file, or a :class:`DataError` saying why it cannot be read.
 
-
-def read_jsonl(path: str | Path) -> Iterator[Row]:
-    """Yield each non-blank line of a JSONL file as a :class:`Row`.
-
-    Raises:
-        DataError: A line is not valid JSON or not an object.
+    Anything but a regular file is refused before it is opened (a FIFO named ``*.jsonl`` would
+    block forever); a directory, a symlink loop, a missing or unreadable file each get their line.
     """
     path = Path(path)
     try:
-        handle = path.open(encoding="utf-8")
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
+            raise DataError(path, None, None, "is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise DataError(path, None, None, "is not a regular file")
+        with path.open("rb") as handle:
+            return handle.read()
     except OSError as exc:
-        raise DataError(path, None, None, f"cannot read: {exc.strerror or exc}") from exc
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = orjson.loads(line)  # ~3x the stdlib's speed: release files reach 10^6 labels
-            except orjson.JSONDecodeError as exc:
-                raise DataError(path, number, None, f"malformed JSON ({exc.msg}; column {exc.colno})") from exc
-            if not isinstance(data, dict):
-                raise DataError(path, number, None, f"expected a JSON object, got {type(data).__name__}")
-            yield Row(data, path, number)
+        reason = "symlink loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise DataError(path, None, None, f"cannot read: {reason}") from exc
+
+
+def run_id_for(path: str | Path) -> str:
+    """The run id of an imported file: a hash of its absolute, resolved path.
+
+    The path, not the content, names the run: a re-import of a changed file replaces what its
+    earlier import wrote (see :func:`personagap.store.write_batch`), and a byte-identical file
+    under another name is another run.
+    """
+    # realpath, not Path.resolve(): it never raises on a symlink loop (the read reports that).
+    return "import-" + hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def import_run(path: str | Path, data: bytes, rater: str | None, parameters: dict[str, Any] | None = None) -> Run:
+    """The ``runs`` row of one imported file (``data`` = its bytes, whose hash the row records)."""
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return Run(run_id=run_id_for(path), kind="import", source=str(path), rater=rater, git_sha=git_sha(),
+               started_at=now(), finished_at=now(), status="finished",
+               parameters={"sha256_prefix": digest} | (parameters or {}))
+
+
+def _decode_error(path: Path, line: int | None, exc: orjson.JSONDecodeError) -> DataError:
+    msg = exc.msg
+    if "utf-8" in msg.lower() or "surrogate" in msg.lower():
+        what = "not valid UTF-8 text (or a lone surrogate escape)"
+    elif "depth" in msg.lower() or "recursion" in msg.lower():
+        what = "nested too deeply"
+    else:
+        what = msg
+    column = f"; column {exc.colno}" if exc.colno else ""
+    return DataError(path, line if line is not None else (exc.lineno or None), None,
+                     f"malformed JSON ({what}{column})")
+
+
+def parse_json(path: str | Path, data: bytes) -> Any:
+    """Parse a whole JSON file (LAPS, USR) with orjson: depth-limited, strict UTF-8, no lone surrogates."""
+    path = Path(path)
+    try:
+        return orjson.loads(data[3:] if data.startswith(_BOM) else data)
+    except orjson.JSONDecodeError as exc:
+        raise _decode_error(path, None, exc) from exc
+
+
+def read_jsonl(path: str | Path, data: bytes | None = None) -> Iterator[Row]:
+    """Yield each non-blank line of a JSONL file as a :class:`Row`.
+
+    Args:
+        path: The file (named in every error).
+        data: Its bytes, when the caller has read them already (see :func:`read_bytes`).
+
+    Raises:
+        DataError: The file cannot be read, or a line is not valid UTF-8 JSON or not an object.
+    """
+    path = Path(path)
+    if data is None:
+        data = read_bytes(path)
+    if data.startswith(_BOM):
+        data = data[3:]
+    # bytes.splitlines splits on \n, \r\n and \r only: CRLF files read like LF ones.
+    for number, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)  # ~3x the stdlib's speed, and it rejects lone surrogates and deep nesting
+        except orjson.JSONDecodeError as exc:
+            raise _decode_error(path, number, exc) from exc
+        if not isinstance(value, dict):
+            raise DataError(path, number, None, f"expected a JSON object, got {type(value).__name__}")
+        yield Row(value, path, number)
+
+
+def no_rows(path: str | Path) -> DataError:
+    """The error of a release file that holds no row (an import that would import nothing)."""
+    return DataError(path, None, None, "the file holds no rows: nothing to import")

@@ -29,15 +29,14 @@ problem raises :class:`DataError` naming file, line and field; nothing is writte
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label, normalise_attribute
-from personagap.human_data._jsonl import DataError, Row, read_jsonl
-from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Run, Stage, User, item_id
-from personagap.store import ImportBatch, git_sha, now
+from personagap.human_data._jsonl import DataError, Row, clip, cut, import_run, no_rows, read_bytes, read_jsonl
+from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Stage, User, item_id
+from personagap.store import ImportBatch
 
 DEFAULT_DATASET = "extraction-import"
 STAGE: Stage = "extraction"
@@ -60,6 +59,8 @@ class ExtractionImport:
         lines += [f"  {p}: {n} rows" for p, n in self.files.items()]
         lines.append(f"  {self.attributes} extracted attributes, {self.verdicts} verdicts, "
                      f"{self.gold} gold preferences")
+        if self.batch.written is not None:
+            lines.append("  database: " + self.batch.written.render())
         return "\n".join(lines)
 
 
@@ -101,20 +102,15 @@ class _State:
 
 
 def _load_file(path: Path, result: ExtractionImport, state: _State) -> None:
-    try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    except OSError as exc:
-        raise DataError(path, None, None, f"cannot read: {exc.strerror or exc}") from exc
-    run_id = f"import-{digest}"
-    result.batch.runs.append(Run(run_id=run_id, kind="import", source=str(path), rater=None, git_sha=git_sha(),
-                                 started_at=now(), finished_at=now(), status="finished",
-                                 parameters={"sha256_prefix": digest, "adapter": "extraction-jsonl"}))
+    data = read_bytes(path)
+    run = import_run(path, data, None, {"adapter": "extraction-jsonl"})
+    result.batch.runs.append(run)
     count = 0
-    for row in read_jsonl(path):
-        _load_row(row, result, state, run_id)
+    for row in read_jsonl(path, data):
+        _load_row(row, result, state, run.run_id)
         count += 1
     if count == 0:
-        raise DataError(path, None, None, "the file holds no rows")
+        raise no_rows(path)
     result.files[str(path)] = count
 
 
@@ -126,7 +122,7 @@ def _same(state: dict[tuple[str, str], tuple[Any, str]], key: tuple[str, str], v
         state[key] = (value, f"{row.path}:{row.line}")
         return True
     if known[0] != value:
-        raise row.error(fld, f"differs from user {key[1]}'s {fld} at {known[1]}")
+        raise row.error(fld, f"differs from user {clip(key[1])}'s {fld} at {known[1]}")
     return False
 
 
@@ -138,7 +134,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
     unit = user
     key = (dataset, user, extractor)
     if key in state.seen_rows:
-        raise row.error("extractor", f"user {user} already has a row by extractor {extractor!r} "
+        raise row.error("extractor", f"user {clip(user)} already has a row by extractor {cut(extractor)} "
                                      f"at {state.seen_rows[key]}")
     state.seen_rows[key] = f"{row.path}:{row.line}"
     batch.users.setdefault((dataset, user), User(dataset=dataset, user_id=user))
@@ -151,7 +147,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
             if not tid:
                 raise t.error("turn_id", "is empty")
             if any(x["turn_id"] == tid for x in turns):
-                raise t.error("turn_id", f"turn id {tid!r} appears twice in this conversation")
+                raise t.error("turn_id", f"turn id {cut(tid)} appears twice in this conversation")
             turns.append({"turn_id": tid, "role": t.text("role"), "text": t.text("text", allow_empty=True)})
         if not any(t["role"].strip().lower() == "user" and t["text"].strip() for t in turns):
             raise row.error("conversation", "has no turn with role 'user' and text: nothing to extract from")
@@ -184,9 +180,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
             raise a.error("attribute", f"same attribute as attributes[{seen_attrs[norm]}] of this row")
         seen_attrs[norm] = pos
         cited = _turn_ids(a, turn_ids)
-        conf = a.get("confidence", float, optional=True)
-        if conf is not None and not 0.0 <= conf <= 1.0:
-            raise a.error("confidence", f"{conf} is outside [0, 1]")
+        conf = a.number("confidence", optional=True)
         iid = item_id(dataset, STAGE, "extracted", extractor, unit, norm)
         batch.items[iid] = Item(item_id=iid, dataset=dataset, stage=STAGE, user_id=user, attribute=text, position=pos,
                                 payload={"kind": "extracted", "unit": unit, "extractor": extractor,
@@ -197,7 +191,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
         for v in a.objects("verdicts") if "verdicts" in a.data else []:
             rater = v.text("rater")
             if rater in raters:
-                raise v.error("rater", f"rater {rater!r} gives two verdicts on this attribute")
+                raise v.error("rater", f"rater {cut(rater)} gives two verdicts on this attribute")
             raters.add(rater)
             kind: RaterKind = v.choice("kind", VERDICT_KINDS) if "kind" in v.data else "human"  # type: ignore[assignment]
             label = v.choice("label", VERIFICATION_LABELS)
@@ -228,7 +222,7 @@ def _turn_ids(a: Row, known: set[str] | None) -> list[str]:
         if known is None:
             raise a.error(f"turn_ids[{i}]", "cites a turn, but the row has no 'conversation' to check it against")
         if tid not in known:
-            raise a.error(f"turn_ids[{i}]", f"turn id {tid!r} does not exist in the row's conversation")
+            raise a.error(f"turn_ids[{i}]", f"turn id {cut(tid)} does not exist in the row's conversation")
         if tid not in out:
             out.append(tid)
     return out

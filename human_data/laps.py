@@ -24,15 +24,13 @@ the JSON path (``[worker].sessions[session]...``); nothing is written then.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from personagap.human_data._jsonl import DataError, Row
-from personagap.records import Item, Run, Stage, User, item_id
-from personagap.store import ImportBatch, git_sha, now
+from personagap.human_data._jsonl import DataError, Row, clip, cut, import_run, parse_json, read_bytes
+from personagap.records import Item, Stage, User, item_id
+from personagap.store import ImportBatch
 
 DATASET = "laps"
 STAGE: Stage = "extraction"
@@ -61,6 +59,8 @@ class LapsImport:
                      f"{self.sessions_without_preferences} sessions with no stated preference")
         if self.duplicate_values:
             lines.append(f"  note: {self.duplicate_values} preference values repeated within a category; kept once")
+        if self.batch.written is not None:
+            lines.append("  database: " + self.batch.written.render())
         return "\n".join(lines)
 
 
@@ -98,21 +98,13 @@ def load_laps(path: str | Path) -> LapsImport:
 def _load_file(path: Path, result: LapsImport, seen_units: dict[str, str]) -> None:
     match = _FILE.match(path.name)
     split = match["split"] if match else None
-    try:
-        raw = path.read_bytes()
-        data = json.loads(raw)
-    except OSError as exc:
-        raise DataError(path, None, None, f"cannot read: {exc.strerror or exc}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f"line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else "encoding"
-        raise DataError(path, getattr(exc, "lineno", None), None, f"malformed JSON ({where})") from exc
+    raw = read_bytes(path)
+    data = parse_json(path, raw)
     if not isinstance(data, list):
         raise DataError(path, None, None, f"expected a JSON list of workers, got {type(data).__name__}")
-    digest = hashlib.sha256(raw).hexdigest()[:16]
-    run_id = f"import-{digest}"
-    result.batch.runs.append(Run(run_id=run_id, kind="import", source=str(path), rater=None, git_sha=git_sha(),
-                                 started_at=now(), finished_at=now(), status="finished",
-                                 parameters={"sha256_prefix": digest, "adapter": "laps"}))
+    if not data:
+        raise DataError(path, None, None, "the file holds no workers: nothing to import")
+    result.batch.runs.append(import_run(path, raw, None, {"adapter": "laps"}))
     for w_index, obj in enumerate(data):
         if not isinstance(obj, dict):
             raise DataError(path, None, f"[{w_index}]", f"expected an object, got {type(obj).__name__}")
@@ -128,11 +120,12 @@ def _load_worker(w: Row, path: Path, split: str | None, file_topic: str | None, 
         raise w.error("worker_id", "is empty")
     topic = w.text("topic")
     if file_topic is not None and topic != file_topic:
-        raise w.error("topic", f"{topic!r} differs from the file name's topic {file_topic!r}")
+        raise w.error("topic", f"{cut(topic)} differs from the file name's topic {file_topic!r}")
     unit = f"{topic}/{worker}"
     where = f"{path}:{w.prefix.rstrip('.')}"
     if unit in seen_units:
-        raise w.error("worker_id", f"worker {worker} already appears for topic {topic} at {seen_units[unit]}")
+        raise w.error("worker_id", f"worker {clip(worker)} already appears for topic {clip(topic)} at "
+                                   f"{seen_units[unit]}")
     seen_units[unit] = where
     result.batch.users.setdefault((DATASET, worker), User(dataset=DATASET, user_id=worker))
     for s_index, s in enumerate(w.objects("sessions", allow_empty=False)):
@@ -140,7 +133,7 @@ def _load_worker(w: Row, path: Path, split: str | None, file_topic: str | None, 
         numbers: set[int] = set()
         for t in s.objects("dialogue", allow_empty=False):
             role = t.choice("role", ROLES)
-            number = t.get("turn_number", int)
+            number = t.integer("turn_number")
             if number in numbers:
                 raise t.error("turn_number", f"turn {number} appears twice in this dialogue")
             numbers.add(number)
@@ -166,7 +159,7 @@ def _load_worker(w: Row, path: Path, split: str | None, file_topic: str | None, 
             seen: set[str] = set()
             for v_index, value in enumerate(values):
                 if not isinstance(value, str) or not value.strip():
-                    raise s.error(f"{fld}[{v_index}]", f"expected a non-empty string, got {json.dumps(value)[:40]}")
+                    raise s.error(f"{fld}[{v_index}]", f"expected a non-empty string, got {cut(value)}")
                 value = value.strip()
                 if value in seen:
                     result.duplicate_values += 1

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from personagap.human_data._jsonl import DataError, Row, read_jsonl
+from personagap.human_data._jsonl import DataError, Row, clip, no_rows, read_bytes, read_jsonl
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import Item, Label, User, item_id
 
@@ -87,9 +87,11 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
         for row in read_jsonl(file):
             user = _user_id(row)
             if user in personas:
-                raise row.error("user_id", f"persona {user!r} defined twice (first at {personas[user][1]})")
+                raise row.error("user_id", f"persona '{clip(user)}' defined twice (first at {personas[user][1]})")
             personas[user] = (persona_text(row), f"{file}:{row.line}")
             count += 1
+        if not count:
+            raise no_rows(file)
         result.files[str(file)] = count
     if not personas:
         raise DataError(persona_dir, None, None, "no persona rows in persona/*.jsonl")
@@ -101,17 +103,20 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
     for file in data_files:
         split = SPLITS.get(file.parent.name)
         if split is None:
-            raise DataError(file, None, None, f"unknown split folder {file.parent.name!r}; expected general or "
-                                              "specific")
+            raise DataError(file, None, None, f"unknown split folder '{clip(file.parent.name)}'; expected general "
+                                              "or specific")
         tier = file.stem
         if tier not in TIERS:
-            raise DataError(file, None, None, f"unknown tier {tier!r}; expected easy, medium or hard")
-        run = import_run(file, HUMAN_RATER, {"split": split, "tier": tier})
+            raise DataError(file, None, None, f"unknown tier '{clip(tier)}'; expected easy, medium or hard")
+        data = read_bytes(file)
+        run = import_run(file, HUMAN_RATER, {"split": split, "tier": tier}, data)
         result.batch.runs.append(run)
         count = 0
-        for row in read_jsonl(file):
+        for row in read_jsonl(file, data):
             _add_pair(row, result, personas, seen, split, tier, run.run_id)
             count += 1
+        if not count:
+            raise no_rows(file)
         result.files[str(file)] = count
     return result
 
@@ -120,7 +125,7 @@ def _add_pair(row: Row, result: ResponseImport, personas: dict[str, tuple[str, s
               split: str, tier: str, run_id: str) -> None:
     user = _user_id(row)
     if user not in personas:
-        raise row.error("user_id", f"no persona {user!r} in persona/*.jsonl")
+        raise row.error("user_id", f"no persona '{clip(user)}' in persona/*.jsonl")
     question = row.text("question")
     chosen = row.text("chosen")
     reject = row.text("reject")

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from personagap.human_data._jsonl import DataError, Row, read_jsonl
+from personagap.human_data import _jsonl
+from personagap.human_data._jsonl import DataError, Row, cut, no_rows, read_bytes, read_jsonl
 from personagap.records import Item, Label, Run, User, item_id
-from personagap.store import ImportBatch, git_sha, now
+from personagap.store import ImportBatch
 
 DATASET = "prism-judge"
 HUMAN_RATER = "prism-participant"
@@ -123,22 +124,34 @@ class ResponseImport:
     """Per file, recorded judge answers that did not parse (imported as failures)."""
 
     def render(self, db: str | Path) -> str:
-        """Plain-text summary for the terminal."""
+        """Plain-text summary for the terminal (with what the write changed, once written)."""
         lines = [f"Imported {len(self.files)} files into {db}:"]
         for path, rows in self.files.items():
             fail = self.failures.get(path, 0)
             lines.append(f"  {path}: {rows} rows" + (f" ({fail} unparseable judge answers kept as failures)"
                                                      if fail else ""))
-        lines.append("  written: " + ", ".join(f"{n} {table}" for table, n in self.batch.counts().items()))
+        lines.append(write_line(self.batch))
         return "\n".join(lines)
 
 
-def import_run(path: Path, rater: str | None, parameters: dict[str, Any] | None = None) -> Run:
-    """The ``runs`` row of an imported file, keyed by a hash of its bytes (re-imports replace it)."""
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return Run(run_id=f"import-{digest}", kind="import", source=str(path), rater=rater, git_sha=git_sha(),
-               started_at=now(), finished_at=now(), status="finished",
-               parameters={"sha256_prefix": digest} | (parameters or {}))
+def write_line(batch: ImportBatch) -> str:
+    """The summary line of what writing ``batch`` changed (inserted / updated / removed / unchanged)."""
+    if batch.written is None:
+        return "  read (not written): " + ", ".join(f"{n} {table}" for table, n in batch.counts().items())
+    return "  database: " + batch.written.render()
+
+
+def import_run(path: Path, rater: str | None, parameters: dict[str, Any] | None = None,
+               data: bytes | None = None) -> Run:
+    """The ``runs`` row of an imported file; its id derives from the file's path (see ``_jsonl.run_id_for``).
+
+    Args:
+        path: The file.
+        rater: The rater its labels come from, if one.
+        parameters: Recorded with the run.
+        data: The file's bytes, if already read (else read here; an unreadable file is a DataError).
+    """
+    return _jsonl.import_run(path, read_bytes(path) if data is None else data, rater, parameters)
 
 
 class _PairBuilder:
@@ -161,11 +174,11 @@ class _PairBuilder:
         split = row.text("conversation_type", optional=True)
         truth = row.get("ground_truth", str)
         if truth not in _GROUND_TRUTH:
-            raise row.error("ground_truth", f"unknown value {truth!r}; expected A, B or C (tie)")
+            raise row.error("ground_truth", f"unknown value {cut(truth)}; expected A, B or C (tie)")
         answer = row.get("answer", str)
         acc = row.get("acc", bool)
         if acc != (answer == truth):
-            raise row.error("acc", f"is {acc} but answer {answer!r} vs ground_truth {truth!r} says {not acc}")
+            raise row.error("acc", f"is {acc} but answer {cut(answer)} vs ground_truth {cut(truth)} says {not acc}")
         certainty = row.get("certainty", str, optional=True)
 
         iid = item_id(DATASET, "response", question, answer_a, answer_b)
@@ -174,7 +187,7 @@ class _PairBuilder:
         if iid in self.human:
             first, first_where = self.human[iid]
             if first != human:
-                raise row.error("ground_truth", f"{truth!r} conflicts with the same answer pair at {first_where}")
+                raise row.error("ground_truth", f"{cut(truth)} conflicts with the same answer pair at {first_where}")
         else:
             self.human[iid] = (human, where)
             self.batch.labels.append(Label(item_id=iid, rater=HUMAN_RATER, rater_kind="human", label=human,
@@ -182,12 +195,12 @@ class _PairBuilder:
         if split is not None:
             known = self.splits.setdefault(iid, split)
             if known != split:
-                raise row.error("conversation_type", f"{split!r} conflicts with {known!r} for the same pair")
+                raise row.error("conversation_type", f"{cut(split)} conflicts with {cut(known)} for the same pair")
         self.profiles.setdefault(iid, {})[protocol.profile] = profile
 
         key = (iid, protocol.model, protocol.condition)
         if key in self.seen:
-            raise row.error("answer", f"duplicate answer by {protocol.model!r} for this pair "
+            raise row.error("answer", f"duplicate answer by {cut(protocol.model)} for this pair "
                                       f"(first seen at {self.seen[key]})")
         self.seen[key] = where
         label, error = parse_answer(answer, with_tie=protocol.with_tie)
@@ -238,17 +251,16 @@ def load_prism(path: str | Path) -> ResponseImport:
     result = ResponseImport()
     builder = _PairBuilder(result)
     for file in files:
-        if not file.exists():
-            raise DataError(file, None, None, "no such file")
         protocol = parse_file_name(file)
-        run = import_run(file, protocol.model, {"condition": protocol.condition})
+        data = read_bytes(file)
+        run = import_run(file, protocol.model, {"condition": protocol.condition}, data)
         result.batch.runs.append(run)
         count = failures = 0
-        for row in read_jsonl(file):
+        for row in read_jsonl(file, data):
             failures += builder.add_row(row, protocol, run.run_id)
             count += 1
         if count == 0:
-            raise DataError(file, None, None, "file holds no rows")
+            raise no_rows(file)
         result.files[str(file)] = count
         result.failures[str(file)] = failures
     builder.finish()

@@ -15,16 +15,17 @@ written until every file has been read and checked; then one transaction writes 
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from personagap.human_data._jsonl import DataError, Row, read_jsonl
-from personagap.records import Attribute, Item, Prompt, RaterKind, Run, Stage, User, item_id, item_ids
-from personagap.store import ImportBatch, git_sha, now
+from personagap.analysis.comparable import ANCHORED_MAJORITY, BLIND, CONVERTED_SHOWN_LLM, SHOWN_LLM, SHOWN_LLM_RATING
+from personagap.analysis.comparable import majority_label as _majority_label
+from personagap.human_data._jsonl import DataError, Row, clip, cut, import_run, no_rows, read_bytes, read_jsonl
+from personagap.records import Attribute, Item, Prompt, RaterKind, Stage, User, item_id, item_ids
+from personagap.store import ImportBatch
 
 STAGE2 = "recenter-stage2"
 PILOT = "recenter-pilot"
@@ -34,6 +35,9 @@ TASK2_RATINGS = ("none", "unnecessary", "forbidden", "optional", "necessary_impl
 TASK1_JUDGMENTS = ("ok", "bad", "unsure")
 UNPARSEABLE_LLM = "unparseable: the file records no relevant value"
 _JOINED = ("human_majority", "llm")  # the rater kinds whose join coverage an import reports
+CONVERTED_NOTE = "[converted from task2]"
+"""A pilot task-3 row's note (stripped) when the row copies the annotator's task-2 labels (given after seeing
+an LLM's label): stored under :data:`~personagap.analysis.comparable.CONVERTED_SHOWN_LLM`, never as blind."""
 _ANNOTATION_FILE = re.compile(r"^(?P<annotator>.+)_task(?P<task>[123])\.jsonl$")
 
 
@@ -67,6 +71,12 @@ class RecenterImport:
     coverage: list[Coverage] = field(default_factory=list)
     unanswered: dict[str, int] = field(default_factory=dict)
     """Per file, human judgments left unanswered (null) and therefore not imported."""
+    undecided: dict[str, int] = field(default_factory=dict)
+    """Per file, human majorities that are ties (e.g. 2 yes, 2 no): no majority label is stored."""
+    converted: dict[str, int] = field(default_factory=dict)
+    """Per file, pilot task-3 judgments copied from task 2 (stored as anchored, not blind)."""
+    anchored_majorities: dict[str, int] = field(default_factory=dict)
+    """Per file, human majorities whose votes include an anchored label (stored as anchored-majority)."""
 
 
 class _Builder:
@@ -82,15 +92,12 @@ class _Builder:
         """(rater kind, dataset, rater) -> relevance items it labelled, for human majority and LLMs: the join
         coverage, kept as labels arrive (a pass over 10^6 labels afterwards costs seconds)."""
 
-    def run_for(self, path: Path, rater: str | None) -> str:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        # The path is part of the id: two files with identical bytes are still two imports.
-        run_id = "import-" + hashlib.sha256(f"{path.resolve()}\0{digest}".encode()).hexdigest()[:16]
-        self.batch.runs.append(Run(
-            run_id=run_id, kind="import", source=str(path), rater=rater, git_sha=git_sha(),
-            started_at=now(), finished_at=now(), status="finished", parameters={"sha256_prefix": digest},
-        ))
-        return run_id
+    def read(self, path: Path, rater: str | None) -> tuple[str, Iterator[Row]]:
+        """Read ``path`` once: its run (id from the path; see ``_jsonl.run_id_for``) and its rows."""
+        data = read_bytes(path)
+        run = import_run(path, data, rater)
+        self.batch.runs.append(run)
+        return run.run_id, read_jsonl(path, data)
 
     def relevance_item(self, dataset: str, user: str, prompt_index: int, attribute: str) -> str:
         return self.relevance_items(dataset, user, prompt_index, [attribute])[0]
@@ -125,7 +132,8 @@ class _Builder:
         self._seen[key] = (row.path, row.line)
         self._append(iid, rater, kind, condition, value, run_id, extra)
         item = self.batch.items.get(iid)
-        if not condition and kind in _JOINED and item is not None and item.stage == "relevance":
+        if condition in (BLIND, ANCHORED_MAJORITY) and kind in _JOINED and item is not None \
+                and item.stage == "relevance":
             self.labelled.setdefault((kind, item.dataset, rater), set()).add(iid)
 
     def labels_for_row(self, row: Row, field: str, prompt_key: tuple[str, str, int], texts: list[str],
@@ -202,20 +210,20 @@ def load_recenter(root: str | Path) -> RecenterImport:
 def _load_stage2(folder: Path, b: _Builder) -> None:
     profiles = _load_task5(_require(folder / "task5_items.jsonl"), b)
     task6 = folder / "task6_items.jsonl"
-    if task6.exists():
+    if task6.exists() or task6.is_symlink():
         _load_task6(task6, b, profiles)
     for path in _jsonl_files(folder / "llm_relevance"):
         _load_llm_file(path, b, STAGE2, profiles=profiles, prompt_of_sample=None)
 
 
 def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], frozenset[str]]:
-    run_id = b.run_for(path, None)
+    run_id, rows = b.read(path, None)
     profiles: dict[tuple[str, int], frozenset[str]] = {}
     user_profile: dict[str, frozenset[str]] = {}
     count = 0
-    for row in read_jsonl(path):
+    for row in rows:
         user = row.text("user_id")
-        prompt_index = row.get("prompt_index", int)
+        prompt_index = row.integer("prompt_index")
         if (user, prompt_index) in profiles:
             raise row.error("prompt_index", f"duplicate (user_id, prompt_index) = ({user}, {prompt_index})")
         raw_attrs = row.data.get("profile_attributes")
@@ -227,14 +235,14 @@ def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], frozenset[str]
         if known is None:
             if len(set(texts)) != len(texts):
                 dup = next(t for t in texts if texts.count(t) > 1)
-                raise row.error("profile_attributes", f"attribute listed twice: {dup[:60]!r}")
+                raise row.error("profile_attributes", f"attribute listed twice: {cut(dup)}")
             # A user's profile is the same on every prompt line: build its records once.
             b.batch.users[(STAGE2, user)] = User(dataset=STAGE2, user_id=user)
             for a in row.objects("profile_attributes", allow_empty=False):
                 b.batch.attributes[(STAGE2, user, a.text("attribute"))] = Attribute(
                     dataset=STAGE2, user_id=user, attribute=a.text("attribute"),
                     reason=a.text("reason", optional=True, allow_empty=True),
-                    confidence=a.get("confidence", float, optional=True),
+                    confidence=a.number("confidence", optional=True),
                 )
             known = user_profile[user] = frozenset(texts)
         elif known != frozenset(texts) or len(set(texts)) != len(texts):
@@ -247,28 +255,30 @@ def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], frozenset[str]
             if cand is not None:
                 # The pipeline's candidate score is context for the case view, not a label.
                 b.batch.items[iid] = b.batch.items[iid].model_copy(update={"payload": {
-                    "pipeline_relevance": cand.get("relevance", float, optional=True),
+                    "pipeline_relevance": cand.number("relevance", optional=True),
                     "expected_behavior": cand.text("expected_behavior", optional=True, allow_empty=True),
                 }})
         count += 1
     del run_id  # task5 holds no labels; its run row records that it was imported.
+    if not count:
+        raise no_rows(path)
     b.result.files[str(path)] = count
     return profiles
 
 
 def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], frozenset[str]]) -> None:
-    run_id = b.run_for(path, HUMAN_MAJORITY)
+    run_id, rows = b.read(path, HUMAN_MAJORITY)
     human: dict[tuple[str, int], tuple[dict[str, bool], str]] = {}
     count = 0
-    for row in read_jsonl(path):
+    for row in rows:
         user = row.text("user_id")
         prompt_id = row.text("prompt_id")
         prefix, _, index_text = prompt_id.rpartition("_")
-        if prefix != user or not index_text.isdigit():
-            raise row.error("prompt_id", f"expected '<user_id>_<prompt_index>', got {prompt_id!r}")
+        if prefix != user or not index_text.isascii() or not index_text.isdigit() or len(index_text) > 9:
+            raise row.error("prompt_id", f"expected '<user_id>_<prompt_index>', got {cut(prompt_id)}")
         prompt_index = int(index_text)
         if (user, prompt_index) not in profiles:
-            raise row.error("prompt_id", f"no task5 profile for user {user} prompt {prompt_index}")
+            raise row.error("prompt_id", f"no task5 profile for user {clip(user)} prompt {prompt_index}")
         model_tag = row.text("model_tag")
         columns = _columns(row.data.get("attributes"), _TASK6_FIELDS)
         if columns is None:
@@ -281,7 +291,7 @@ def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], frozens
         if not profile.issuperset(texts):
             i = next(i for i, t in enumerate(texts) if t not in profile)
             raise Row(row.data, path, row.line, f"attributes[{i}].").error(
-                "attribute", f"not in user {user}'s profile: {texts[i][:60]!r}")
+                "attribute", f"not in user {clip(user)}'s profile: {cut(texts[i])}")
         known = human.get((user, prompt_index))
         if known is None:
             human[(user, prompt_index)] = (dict(zip(texts, relevant, strict=True)), f"{path}:{row.line}")
@@ -310,24 +320,26 @@ def _load_task6(path: Path, b: _Builder, profiles: dict[tuple[str, int], frozens
             "response_personalized": row.text("response_personalized"),
         })
         count += 1
+    if not count:
+        raise no_rows(path)
     b.result.files[str(path)] = count
 
 
 def _load_llm_file(path: Path, b: _Builder, dataset: str, *, profiles: dict[tuple[str, int], frozenset[str]] | None,
                    prompt_of_sample: dict[int, int] | None) -> None:
     rater = path.stem
-    run_id = b.run_for(path, rater)
+    run_id, rows = b.read(path, rater)
     count = 0
-    for row in read_jsonl(path):
+    for row in rows:
         user = row.text("user_id")
-        prompt_index = row.get("prompt_index", int, optional=True)
+        prompt_index = row.integer("prompt_index", optional=True)
         if prompt_index is None:
-            sample = row.get("sample_index", int)
+            sample = row.integer("sample_index")
             if prompt_of_sample is None or sample not in prompt_of_sample:
                 raise row.error("prompt_index", f"missing, and sample_index {sample} is not in task3_relevance_clf")
             prompt_index = prompt_of_sample[sample]
         if profiles is not None and (user, prompt_index) not in profiles:
-            raise row.error("prompt_index", f"no task5 profile for user {user} prompt {prompt_index}")
+            raise row.error("prompt_index", f"no task5 profile for user {clip(user)} prompt {prompt_index}")
         columns = _columns(row.data.get("items"), _LLM_FIELDS)
         if columns is None:
             _check_llm_items(row)  # raises the located error the fast check could not name
@@ -338,7 +350,7 @@ def _load_llm_file(path: Path, b: _Builder, dataset: str, *, profiles: dict[tupl
         if profile is not None and not profile.issuperset(texts):
             i = next(i for i, t in enumerate(texts) if t not in profile)
             raise Row(items[i], path, row.line, f"items[{i}].").error(
-                "attribute", f"not in user {user}'s profile: {texts[i][:60]!r}")
+                "attribute", f"not in user {clip(user)}'s profile: {cut(texts[i])}")
         # Column-wise per row: this loop runs once per label of 10^6-label imports.
         iids = b.relevance_items(dataset, user, prompt_index, texts)
         b.labels_for_row(row, "items", (dataset, user, prompt_index), texts, iids, rater, "llm", run_id,
@@ -346,6 +358,8 @@ def _load_llm_file(path: Path, b: _Builder, dataset: str, *, profiles: dict[tupl
                          raws=raws, reasons=reasons, errors=[UNPARSEABLE_LLM if r is None else None for r in relevant])
         b.prompt(dataset, user, prompt_index, None)
         count += 1
+    if not count:
+        raise no_rows(path)
     b.result.files[str(path)] = count
 
 
@@ -356,10 +370,12 @@ def _load_pilot(folder: Path, b: _Builder) -> None:
     llm_files = list(_jsonl_files(folder / "llm_relevance"))
     user_of_sample = _users_of_samples(llm_files)
     prompt_of_sample: dict[int, int] = {}
-    if clf_path.exists():
-        prompt_of_sample = _load_clf(clf_path, b, user_of_sample)
+    majorities: list[_Majority] = []
+    if clf_path.exists() or clf_path.is_symlink():
+        prompt_of_sample, majorities = _load_clf(clf_path, b, user_of_sample)
     for path in llm_files:
         _load_llm_file(path, b, PILOT, profiles=None, prompt_of_sample=prompt_of_sample)
+    blind_votes: dict[str, list[str]] = {}
     for path in _jsonl_files(folder / "annotations"):
         match = _ANNOTATION_FILE.match(path.name)
         if match is None:
@@ -368,7 +384,10 @@ def _load_pilot(folder: Path, b: _Builder) -> None:
         if task == "1":
             _load_task1(path, b)
         else:
-            _load_relevance_annotations(path, b, task)
+            _load_relevance_annotations(path, b, task, blind_votes)
+    # Only now is it known which majorities blind labels alone can account for.
+    for m in majorities:
+        _add_majority(m, b, blind_votes)
 
 
 def _users_of_samples(paths: Iterable[Path]) -> dict[int, str]:
@@ -376,47 +395,91 @@ def _users_of_samples(paths: Iterable[Path]) -> dict[int, str]:
     users: dict[int, str] = {}
     for path in paths:
         for row in read_jsonl(path):
-            sample, user = row.get("sample_index", int), row.text("user_id")
+            sample, user = row.integer("sample_index"), row.text("user_id")
             if users.setdefault(sample, user) != user:
                 raise row.error("user_id", f"sample_index {sample} names another user on an earlier line/file")
     return users
 
 
-def _load_clf(path: Path, b: _Builder, user_of_sample: dict[int, str]) -> dict[int, int]:
-    run_id = b.run_for(path, HUMAN_MAJORITY)
+@dataclass(frozen=True)
+class _Majority:
+    """A pilot human majority read from task3_relevance_clf, stored once the annotations are read."""
+
+    row: Row
+    iid: str
+    label: str
+    n_annotators: int
+    yes_votes: int
+    run_id: str
+
+
+def _load_clf(path: Path, b: _Builder, user_of_sample: dict[int, str]) -> tuple[dict[int, int], list[_Majority]]:
+    """Read the pilot majorities; ties are counted as undecided and get no label (comparable.majority_label)."""
+    run_id, rows = b.read(path, HUMAN_MAJORITY)
     prompt_of_sample: dict[int, int] = {}
+    majorities: list[_Majority] = []
     count = 0
-    for row in read_jsonl(path):
-        sample = row.get("sample_index", int)
-        prompt_index = row.get("prompt_index", int)
+    for row in rows:
+        sample = row.integer("sample_index")
+        prompt_index = row.integer("prompt_index")
         if prompt_of_sample.setdefault(sample, prompt_index) != prompt_index:
             raise row.error("prompt_index", f"sample_index {sample} has another prompt_index on an earlier line")
         user = user_of_sample.get(sample)
         if user is None:
             raise row.error("sample_index", f"sample {sample} has no user_id in pilot/llm_relevance/*.jsonl")
-        label = row.get("label", int)
-        if label not in (0, 1):
-            raise row.error("label", f"unknown value {label!r}; expected 0 or 1")
-        yes_rate = row.get("human_yes_rate", float)
-        n_annotators = row.get("n_annotators", int)
+        label = row.integer("label", 0, 1)
+        yes_rate = row.number("human_yes_rate")
+        n_annotators = row.integer("n_annotators", 1, 10_000)
+        yes_votes = round(yes_rate * n_annotators)
+        if abs(yes_votes - yes_rate * n_annotators) > 1e-6:
+            raise row.error("human_yes_rate", f"{yes_rate} is not a share of {n_annotators} annotators")
+        # The one majority rule (analysis/comparable.py): a tie is undecided, whatever the file codes it as.
+        majority = _majority_label(["yes"] * yes_votes + ["no"] * (n_annotators - yes_votes))
+        if majority is not None and majority != ("yes" if label else "no"):
+            raise row.error("label", f"{label} contradicts human_yes_rate {yes_rate} of {n_annotators} annotators")
         iid = b.relevance_item(PILOT, user, prompt_index, row.text("attribute"))
         b.batch.items[iid] = b.batch.items[iid].model_copy(update={"payload": {
             "human_yes_rate": yes_rate, "n_annotators": n_annotators, "split": row.text("split"),
         }})
         b.prompt(PILOT, user, prompt_index, row.text("prompt_text"))
-        b.label(row, "attribute", iid, HUMAN_MAJORITY, "human_majority", "yes" if label else "no", run_id)
+        if majority is None:
+            b.result.undecided[str(path)] = b.result.undecided.get(str(path), 0) + 1
+        else:
+            majorities.append(_Majority(row, iid, majority, n_annotators, yes_votes, run_id))
         count += 1
+    if not count:
+        raise no_rows(path)
     b.result.files[str(path)] = count
-    return prompt_of_sample
+    return prompt_of_sample, majorities
 
 
-def _load_relevance_annotations(path: Path, b: _Builder, task: str) -> None:
-    run_id = b.run_for(path, None)
+def _add_majority(m: _Majority, b: _Builder, blind_votes: dict[str, list[str]]) -> None:
+    """Store a pilot majority: blind only if the release's blind task-3 labels alone reproduce it.
+
+    The file does not say whose votes it aggregates. Its majorities rest on 3-4 annotators while the
+    release holds blind task-3 labels from two annotators only (the others' task-3 rows copy their
+    task-2 labels, given after seeing an LLM's): a majority counts as blind only when exactly
+    ``n_annotators`` blind labels exist for the item with the same yes count; otherwise its votes
+    include anchored labels and it is stored under ``ANCHORED_MAJORITY``.
+    """
+    votes = blind_votes.get(m.iid, [])
+    blind = len(votes) == m.n_annotators and votes.count("yes") == m.yes_votes
+    if not blind:
+        path = str(m.row.path)
+        b.result.anchored_majorities[path] = b.result.anchored_majorities.get(path, 0) + 1
+    b.label(m.row, "attribute", m.iid, HUMAN_MAJORITY, "human_majority", m.label, m.run_id,
+            condition=BLIND if blind else ANCHORED_MAJORITY)
+
+
+def _load_relevance_annotations(path: Path, b: _Builder, task: str, blind_votes: dict[str, list[str]]) -> None:
+    run_id, rows = b.read(path, None)
     count = 0
-    for row in read_jsonl(path):
+    for row in rows:
         annotator = row.text("annotator")
         user = row.text("user_id")
-        prompt_index = row.get("prompt_index", int)
+        prompt_index = row.integer("prompt_index")
+        note = row.get("note", str, optional=True)
+        converted = note is not None and note.strip() == CONVERTED_NOTE
         for j in row.objects("relevance_judgments"):
             iid = b.relevance_item(PILOT, user, prompt_index, j.text("attribute"))
             if task == "3":
@@ -425,25 +488,34 @@ def _load_relevance_annotations(path: Path, b: _Builder, task: str) -> None:
                     # The annotation tool stores an unanswered judgment as null: no label, not a "no".
                     b.result.unanswered[str(path)] = b.result.unanswered.get(str(path), 0) + 1
                     continue
-                b.label(j, "attribute", iid, annotator, "human", "yes" if value else "no", run_id)
+                label = "yes" if value else "no"
+                if converted:
+                    # A copy of the task-2 label, given after seeing an LLM's: anchored, never blind.
+                    b.result.converted[str(path)] = b.result.converted.get(str(path), 0) + 1
+                    b.label(j, "attribute", iid, annotator, "human", label, run_id, condition=CONVERTED_SHOWN_LLM)
+                else:
+                    blind_votes.setdefault(iid, []).append(label)
+                    b.label(j, "attribute", iid, annotator, "human", label, run_id)
                 continue
             # Task 2 showed the annotator an LLM's label first: a separate condition, never mixed with blind labels.
             value = j.get("is_relevant", bool)
-            b.label(j, "attribute", iid, annotator, "human", "yes" if value else "no", run_id, condition="shown-llm")
+            b.label(j, "attribute", iid, annotator, "human", "yes" if value else "no", run_id, condition=SHOWN_LLM)
             rating = j.choice("rating", TASK2_RATINGS)
             if rating != "none":
-                b.label(j, "attribute", iid, annotator, "human", rating, run_id, condition="shown-llm-rating")
+                b.label(j, "attribute", iid, annotator, "human", rating, run_id, condition=SHOWN_LLM_RATING)
         b.prompt(PILOT, user, prompt_index, None)
         count += 1
+    if not count:
+        raise no_rows(path)
     b.result.files[str(path)] = count
 
 
 def _load_task1(path: Path, b: _Builder) -> None:
-    run_id = b.run_for(path, None)
+    run_id, rows = b.read(path, None)
     count = 0
-    for row in read_jsonl(path):
+    for row in rows:
         annotator = row.text("annotator")
-        index = row.get("index", int)
+        index = row.integer("index")
         # The release omits the attribute texts and user ids of stage 1: items are (user position, attribute position).
         user = f"pilot-user-{index}"
         b.batch.users.setdefault((PILOT, user), User(dataset=PILOT, user_id=user))
@@ -453,6 +525,8 @@ def _load_task1(path: Path, b: _Builder) -> None:
             b.label(j, "judgment", iid, annotator, "human", j.choice("judgment", TASK1_JUDGMENTS), run_id,
                     reason=j.get("note", str, optional=True) or None)
         count += 1
+    if not count:
+        raise no_rows(path)
     b.result.files[str(path)] = count
 
 
@@ -494,12 +568,13 @@ def _check_llm_items(row: Row) -> None:
 
 
 def _require(path: Path) -> Path:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise DataError(path, None, None, "required file is missing")
     return path
 
 
 def _jsonl_files(folder: Path) -> list[Path]:
+    # Every *.jsonl entry, directories and broken links included: reading one names what is wrong with it.
     return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
 
 

@@ -17,10 +17,9 @@ A JSON file has no useful line numbers, so errors name the JSON path instead:
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
-from personagap.human_data._jsonl import DataError, Row
+from personagap.human_data._jsonl import DataError, Row, cut, parse_json, read_bytes
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import Item, Label, User, item_id
 
@@ -71,19 +70,13 @@ def load_usr(path: str | Path) -> ResponseImport:
     file = Path(path)
     if file.is_dir():
         file = file / FILE_NAME
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(file, None, None, f"cannot read: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(file, exc.lineno, None, f"malformed JSON ({exc.msg} at column {exc.colno})") from exc
-    except UnicodeDecodeError as exc:
-        raise DataError(file, None, None, f"not UTF-8 text ({exc.reason})") from exc
+    raw = read_bytes(file)
+    data = parse_json(file, raw)
     if not isinstance(data, list) or not data:
         raise DataError(file, None, None, "expected a non-empty JSON list of contexts")
 
     result = ResponseImport()
-    run = import_run(file, None)
+    run = import_run(file, None, data=raw)
     result.batch.runs.append(run)
     seen: dict[str, str] = {}
     for index, entry in enumerate(data):
@@ -101,7 +94,7 @@ def load_usr(path: str | Path) -> ResponseImport:
         if len(annotators) < 1 or not all(isinstance(a, str) and a.strip() for a in annotators):
             raise row.error("annotators", "expected a non-empty list of annotator names")
         if len(set(annotators)) != len(annotators):
-            raise row.error("annotators", f"lists a rater twice: {annotators}")
+            raise row.error("annotators", f"lists a rater twice: {cut(annotators)}")
         user = context_user(context)
         result.batch.users[(DATASET, user)] = User(dataset=DATASET, user_id=user, profile_text="\n".join(facts))
         responses = row.objects("responses", allow_empty=False)
@@ -110,7 +103,7 @@ def load_usr(path: str | Path) -> ResponseImport:
             response = r.text("response")
             iid = item_id(DATASET, "response", context, model)
             if iid in seen:
-                raise r.error("model", f"a second response by {model!r} for this context (first at {seen[iid]})")
+                raise r.error("model", f"a second response by {cut(model)} for this context (first at {seen[iid]})")
             seen[iid] = f"{where}.{r.prefix.rstrip('.')}"
             result.batch.items[iid] = Item(item_id=iid, dataset=DATASET, stage="response", user_id=user,
                                            position=position_in_context, payload={
@@ -122,7 +115,7 @@ def load_usr(path: str | Path) -> ResponseImport:
                     raise r.error(key, f"has {len(values)} ratings for {len(annotators)} annotators")
                 for position, (rater, value) in enumerate(zip(annotators, values, strict=True)):
                     if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
-                        raise r.error(f"{key}[{position}]", f"unknown value {value!r}; expected one of "
+                        raise r.error(f"{key}[{position}]", f"unknown value {cut(value)}; expected one of "
                                                             f"{', '.join(map(str, allowed))}")
                     label = ("yes" if value else "no") if key == USES_KNOWLEDGE else str(value)
                     result.batch.labels.append(Label(item_id=iid, rater=rater, rater_kind="human",

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
-from personagap import __version__
+from personagap import __version__, store
 from personagap.human_data import DataError
+from personagap.human_data._jsonl import one_line
 from personagap.store import DEFAULT_DB, StoreError
 
 if TYPE_CHECKING:
@@ -20,8 +21,24 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-db_option = click.option("--db", type=click.Path(dir_okay=False), default=DEFAULT_DB, show_default=True,
-                         help="DuckDB file to read/write (created on first import).")
+_db_path_option = click.option("--db", type=click.Path(dir_okay=False), default=DEFAULT_DB, show_default=True,
+                               help="DuckDB file to read/write (created on first import).")
+
+
+def _set_force_schema(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    # Set on every invocation (also to False), so one command's flag never outlives it.
+    store.FORCE_SCHEMA = value
+
+
+_force_schema_option = click.option(
+    "--force-schema", is_flag=True, expose_value=False, callback=_set_force_schema,
+    help="Add PersonaGap's tables to a DuckDB file that already holds another program's tables "
+         "(refused without this flag).")
+
+
+def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ``--db FILE`` option (and ``--force-schema``) of every command that opens the store."""
+    return _db_path_option(_force_schema_option(fn))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -73,12 +90,21 @@ def demo_step(title: str) -> Callable[[Callable[[Path, Path], str]], Callable[[P
     return add
 
 
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (DataError, StoreError)
+"""The errors a user can cause (bad input files, an unusable database): one line each, never a traceback.
+Anything else is a bug and keeps its traceback."""
+
+
 def run_or_exit(action: Callable[[], T]) -> T:
-    """Run ``action``; print data and store errors as one clear line and exit 2 instead of a traceback."""
+    """Run ``action``; print an expected error as one line and exit 2 instead of a traceback.
+
+    The line reads ``FILE[:LINE]: field 'NAME': what is wrong`` (or what to do), as the
+    importers and the store phrase it; control characters are escaped so it stays one line.
+    """
     try:
         return action()
-    except (DataError, StoreError) as exc:
-        click.echo(f"error: {exc}", err=True)
+    except EXPECTED_ERRORS as exc:
+        click.echo(one_line(str(exc)), err=True)
         sys.exit(2)
 
 

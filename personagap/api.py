@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
 from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.stages.relevance import RelevanceReport, relevance_report
-from personagap.store import StoreError, gc_paused, load_labels, opened, write_batch
+from personagap.store import StoreError, WriteSummary, gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -19,21 +20,34 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ImportSummary:
-    """What an import wrote and how the LLM files join the human labels."""
+    """What an import read, what it changed in the database, and how the LLM files join the human labels."""
 
     db: str
     files: dict[str, int]
-    written: dict[str, int]
+    written: WriteSummary
+    """Rows inserted / updated / removed / unchanged per table."""
     coverage: list[Coverage]
     unanswered: dict[str, int]
+    undecided: dict[str, int] = field(default_factory=dict)
+    converted: dict[str, int] = field(default_factory=dict)
+    anchored_majorities: dict[str, int] = field(default_factory=dict)
 
     def render(self) -> str:
         """Plain-text summary for the terminal."""
         lines = [f"Imported {len(self.files)} files into {self.db}:"]
         lines += [f"  {path}: {rows} rows" for path, rows in self.files.items()]
-        lines.append("  written: " + ", ".join(f"{n} {table}" for table, n in self.written.items()))
+        lines.append("  database: " + self.written.render())
         for path, n in self.unanswered.items():
             lines.append(f"  note: {path}: {n} judgments left unanswered (null) by the annotator; not imported")
+        for path, n in self.converted.items():
+            lines.append(f"  note: {path}: {n} judgments copied from task 2 (given after seeing an LLM's label): "
+                         f"stored as anchored ({CONVERTED_SHOWN_LLM!r}), not blind")
+        for path, n in self.undecided.items():
+            lines.append(f"  note: {path}: {n} human majorities are ties: undecided, no majority label stored "
+                         "(rule: the unique most frequent label; a tie is no majority)")
+        for path, n in self.anchored_majorities.items():
+            lines.append(f"  note: {path}: {n} human majorities include anchored votes: stored as "
+                         f"{ANCHORED_MAJORITY!r}, not as the blind reference")
         if self.coverage:
             lines.append("Join coverage (LLM pairs vs human-majority pairs, key = user_id, prompt_index, attribute):")
             for c in self.coverage:
@@ -46,15 +60,18 @@ class ImportSummary:
 def import_recenter(path: str | Path, db: str | Path) -> ImportSummary:
     """Validate a Re-Centering release folder and write it to ``db`` in one transaction.
 
-    Re-importing the same files replaces rows by their keys, so it never duplicates.
+    Re-importing replaces what the same files wrote before: rows are matched by their keys (never
+    duplicated), and labels a file no longer holds are removed in the same transaction.
 
     Raises:
         personagap.human_data.DataError: The release deviates from its format; nothing is written.
+        StoreError: The database cannot be opened or written; nothing is written.
     """
     result = load_recenter(path)
     written = write_batch(db, result.batch)
     return ImportSummary(db=str(db), files=result.files, written=written, coverage=result.coverage,
-                         unanswered=result.unanswered)
+                         unanswered=result.unanswered, undecided=result.undecided, converted=result.converted,
+                         anchored_majorities=result.anchored_majorities)
 
 
 def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,

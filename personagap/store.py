@@ -15,6 +15,7 @@ import gc
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -88,76 +89,141 @@ class StoreError(RuntimeError):
     """The database file cannot be used (newer schema, held by a writer too long, ...)."""
 
 
-def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 10.0) -> duckdb.DuckDBPyConnection:
+FORCE_SCHEMA = False
+"""Add PersonaGap's tables to a DuckDB file that already holds other tables (set by ``--force-schema``)."""
+
+# Never reach the network: a SQLite or other foreign file would otherwise make DuckDB download an extension.
+_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# Errors that come from the file (damaged, truncated, unwritable), not from our SQL.
+_FILE_ERRORS: tuple[type[BaseException], ...] = (
+    duckdb.IOException, duckdb.SerializationException, duckdb.InternalException, duckdb.FatalException,
+    duckdb.PermissionException)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= 200 else line[:200] + "…"
+
+
+def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 10.0,
+            force_schema: bool | None = None) -> duckdb.DuckDBPyConnection:
     """Open the store, creating the schema when writable.
 
     Retries while another process holds the file, because a writer here holds it
-    only for one short batch.
+    only for one short batch. Extension autoloading is off, so opening a foreign file never
+    reaches the network.
 
     Args:
         path: The DuckDB file.
         read_only: Open read-only (the dashboard and reports do).
         wait_seconds: How long to retry on a lock conflict before giving up.
+        force_schema: Add PersonaGap's tables to a DuckDB file holding other tables
+            (default :data:`FORCE_SCHEMA`); otherwise such a file is refused.
 
     Returns:
         An open connection.
 
     Raises:
-        StoreError: The file is missing (read-only), locked for longer than
-            ``wait_seconds``, or written by a newer PersonaGap.
+        StoreError: The file is missing (read-only), not a DuckDB database, damaged, locked
+            for longer than ``wait_seconds``, another program's database, or of a schema
+            version this PersonaGap does not read.
     """
     path = Path(path)
     if read_only and not path.exists():
         raise StoreError(f"{path}: no such database; import data first (see `personagap import --help`)")
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory; give a database file")
     deadline = time.monotonic() + wait_seconds
     delay = 0.02
     while True:
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only, config=dict(_CONFIG))
             break
-        except duckdb.IOException as exc:
-            if not any(m in str(exc) for m in _LOCK_MARKERS) or time.monotonic() > deadline:
-                raise StoreError(f"{path}: {exc}") from exc
+        except duckdb.Error as exc:
+            locked = isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in _LOCK_MARKERS)
+            if not locked or time.monotonic() > deadline:
+                raise StoreError(f"{path}: cannot open as a PersonaGap database: {_first_line(exc)}") from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
-    if not read_only:
-        _ensure_schema(con, path)
-    else:
-        _check_version(con, path)
+    try:
+        _ensure_schema(con, path, read_only=read_only,
+                       force=FORCE_SCHEMA if force_schema is None else force_schema)
+    except StoreError:
+        con.close()
+        raise
+    except _FILE_ERRORS as exc:
+        con.close()
+        raise StoreError(f"{path}: {_first_line(exc)}") from exc
     return con
 
 
 @contextlib.contextmanager
 def opened(path: str | Path, *, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Context manager around :func:`connect` that always closes the file."""
+    """Context manager around :func:`connect` that always closes the file.
+
+    Errors the file itself raises inside the block (a damaged or truncated file, a folder
+    that cannot be written) become a :class:`StoreError` naming the file; errors in our
+    own SQL stay what they are, so bugs are not hidden.
+    """
     con = connect(path, read_only=read_only)
     try:
         yield con
+    except _FILE_ERRORS as exc:
+        raise StoreError(f"{path}: {_first_line(exc)}") from exc
     finally:
-        con.close()
+        with contextlib.suppress(duckdb.Error):
+            con.close()
 
 
-def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                       "AND schema_name = 'main' AND NOT temporary").fetchall()
+    return {r[0] for r in rows}
+
+
+def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: bool, force: bool) -> None:
     # Writers reconnect for every batch: skip the DDL when the schema is already there.
-    has_meta = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchall()[0][0]
-    if has_meta:
-        _check_version(con, path)
+    tables = _tables(con)
+    if "meta" in tables:
+        _check_version(con, path, tables)
         return
+    if read_only:
+        raise StoreError(f"{path}: not a PersonaGap database (no meta table)")
+    if tables and not force:
+        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+        raise StoreError(f"{path}: another program's DuckDB database (tables: {shown}); PersonaGap will not add "
+                         "its tables to it: give another --db file, or --force-schema to add them anyway")
     con.execute("BEGIN TRANSACTION")
     con.execute(_SCHEMA)
     con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING", [str(SCHEMA_VERSION)])
     con.execute("COMMIT")
-    _check_version(con, path)
+    _check_version(con, path, _tables(con))
 
 
-def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+def _check_version(con: duckdb.DuckDBPyConnection, path: Path, tables: set[str]) -> None:
     try:
         rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
     except duckdb.CatalogException as exc:
         raise StoreError(f"{path}: not a PersonaGap database (no meta table)") from exc
-    found = int(rows[0][0]) if rows else None
-    if found is None or found > SCHEMA_VERSION:
-        raise StoreError(f"{path}: schema version {found} is not supported (this PersonaGap reads {SCHEMA_VERSION})")
+    if not rows:
+        raise StoreError(f"{path}: not a PersonaGap database (no schema_version in its meta table)")
+    text = str(rows[0][0]).strip()
+    if not text.isdigit():
+        raise StoreError(f"{path}: schema version {text[:40]!r} is not a number: not a PersonaGap database, "
+                         "or a damaged one; give another --db file")
+    found = int(text)
+    if found > SCHEMA_VERSION:
+        raise StoreError(f"{path}: schema version {found} is newer than this PersonaGap reads ({SCHEMA_VERSION}); "
+                         "upgrade PersonaGap")
+    if found < SCHEMA_VERSION:
+        # No PersonaGap release wrote an older schema, so there is nothing to migrate from: refuse.
+        raise StoreError(f"{path}: schema version {found} predates this PersonaGap ({SCHEMA_VERSION}) and cannot "
+                         "be migrated; import into a new --db file")
+    missing = sorted(set(TABLES) - tables)
+    if missing:
+        raise StoreError(f"{path}: damaged PersonaGap database: missing table(s) {', '.join(missing)}; "
+                         "import into a new --db file")
 
 
 def git_sha() -> str | None:
@@ -215,6 +281,50 @@ def _rows_table(table: str, rows: Sequence[dict[str, Any]]) -> pa.Table:
     return columns_table(table, {c: [r.get(c) for r in rows] for c in names})
 
 
+@dataclass(frozen=True)
+class TableCounts:
+    """What a write did to one table."""
+
+    inserted: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+    @property
+    def changed(self) -> bool:
+        """Whether any row was inserted, updated or removed."""
+        return bool(self.inserted or self.updated or self.removed)
+
+    def render(self) -> str:
+        """E.g. ``3 inserted, 1 updated, 2 removed, 14,899 unchanged`` (zero counts left out)."""
+        parts = [f"{n:,} {what}" for what, n in (("inserted", self.inserted), ("updated", self.updated),
+                                                  ("removed", self.removed), ("unchanged", self.unchanged)) if n]
+        return ", ".join(parts) or "nothing"
+
+
+@dataclass
+class WriteSummary:
+    """What :func:`write_batch` did, per table: rows inserted, updated, removed and left unchanged."""
+
+    tables: dict[str, TableCounts] = field(default_factory=dict)
+
+    def __getitem__(self, table: str) -> TableCounts:
+        """The counts of one table (all zero for a table the batch did not touch)."""
+        return self.tables.get(table, TableCounts())
+
+    @property
+    def changed(self) -> bool:
+        """Whether the write changed anything at all."""
+        return any(c.changed for c in self.tables.values())
+
+    def render(self) -> str:
+        """One line for the terminal: ``unchanged (...)`` when nothing changed, else the counts per table."""
+        if not self.changed:
+            total = sum(c.unchanged for c in self.tables.values())
+            return f"unchanged: the database already held all {total:,} rows"
+        return "; ".join(f"{table} {c.render()}" for table, c in self.tables.items() if c.changed or c.unchanged)
+
+
 def upsert(con: duckdb.DuckDBPyConnection, table: str,
            rows: Sequence[dict[str, Any]] | pd.DataFrame | pa.Table) -> int:
     """Insert rows, replacing any row with the same natural key.
@@ -229,11 +339,27 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str,
     Returns:
         The number of rows written.
     """
+    counts = upsert_counted(con, table, rows)
+    return counts.inserted + counts.updated + counts.unchanged
+
+
+def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
+                   rows: Sequence[dict[str, Any]] | pd.DataFrame | pa.Table,
+                   ignore: frozenset[str] = frozenset()) -> TableCounts:
+    """:func:`upsert`, saying how many rows were inserted, updated and left unchanged.
+
+    Args:
+        con: Open writable connection.
+        table: One of :data:`TABLES`.
+        rows: Dicts, a DataFrame or an Arrow table with exactly the table's columns.
+        ignore: Columns whose difference alone does not make a row "updated" (e.g. an import
+            run's timestamps: an unchanged re-import rewrites nothing).
+    """
     columns, key = TABLES[table]
     frame = rows if isinstance(rows, pd.DataFrame | pa.Table) else _rows_table(table, rows)
     n = frame.num_rows if isinstance(frame, pa.Table) else len(frame)
     if n == 0:
-        return 0
+        return TableCounts()
     view = f"_incoming_{table}"
     con.register(view, frame)
     try:
@@ -243,20 +369,22 @@ def upsert(con: duckdb.DuckDBPyConnection, table: str,
         col_list = ", ".join(columns)
         if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchall()[0][0]:
             con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {view}").fetchall()
-            return n
+            return TableCounts(inserted=n)
         on = " AND ".join(f"t.{k} = v.{k}" for k in key)
-        differs = " OR ".join(f"t.{c} IS DISTINCT FROM v.{c}" for c in columns if c not in key) or "FALSE"
+        differs = " OR ".join(f"t.{c} IS DISTINCT FROM v.{c}" for c in columns
+                              if c not in key and c not in ignore) or "FALSE"
         changed = f"_changed_{table}"
         # fetchall: DuckDB 2 refuses further work on a connection until a result is consumed.
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT v.* FROM {view} v "
-                    f"LEFT JOIN {table} t ON {on} WHERE t.{key[0]} IS NULL OR {differs}").fetchall()
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {changed} AS SELECT v.*, t.{key[0]} IS NULL AS _is_new "
+                    f"FROM {view} v LEFT JOIN {table} t ON {on} WHERE t.{key[0]} IS NULL OR {differs}").fetchall()
+        inserted, total = con.execute(f"SELECT count(*) FILTER (WHERE _is_new), count(*) FROM {changed}").fetchall()[0]
         match = " AND ".join(f"{table}.{k} = {changed}.{k}" for k in key)
         con.execute(f"DELETE FROM {table} USING {changed} WHERE {match}").fetchall()
         con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {changed}").fetchall()
         con.execute(f"DROP TABLE {changed}").fetchall()
     finally:
         con.unregister(view)
-    return n
+    return TableCounts(inserted=int(inserted), updated=int(total - inserted), unchanged=int(n - total))
 
 
 class ImportBatch:
@@ -272,6 +400,8 @@ class ImportBatch:
         self.labels: list[Label | LabelRow] = []
         self.label_columns = LabelColumns()
         """Bulk labels, column-wise (what large adapters append to); written together with ``labels``."""
+        self.written: WriteSummary | None = None
+        """What :func:`write_batch` did with this batch, once it has been written."""
 
     def counts(self) -> dict[str, int]:
         """Return how many rows of each kind the batch holds."""
@@ -356,34 +486,108 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def write_batch(path: str | Path, batch: ImportBatch) -> dict[str, int]:
-    """Write an import batch to the store in a single transaction.
+_IMPORT_RUN_VOLATILE = frozenset({"started_at", "finished_at", "git_sha"})
+"""Run columns that differ on every import of the same file: alone, they do not make the run 'updated'."""
 
-    Either every row lands or none does: a failure rolls the whole batch back.
+
+def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
+    """Write an import batch to the store in a single transaction, replacing what its files wrote before.
+
+    Either every row lands or none does: a failure rolls the whole batch back. For each run of
+    ``batch.runs`` (one per imported file; its id derives from the file's path), labels that run
+    wrote earlier and the batch no longer holds are removed in the same transaction, so a
+    re-import leaves exactly what the files now hold. Items that only those labels referenced,
+    and then the prompts and users that only those items referenced, are removed with them.
 
     Args:
         path: The DuckDB file (created if missing).
         batch: The validated rows.
 
     Returns:
-        Row counts written per table.
+        Rows inserted / updated / removed / unchanged per table (also kept as ``batch.written``).
+
+    Raises:
+        StoreError: The file cannot be opened or written (nothing is changed).
     """
+    summary = WriteSummary()
     with opened(path) as con:
         con.execute("BEGIN TRANSACTION")
         try:
-            upsert(con, "runs", [r.model_dump() for r in batch.runs])
-            upsert(con, "users", [u.model_dump() for u in batch.users.values()])
-            upsert(con, "attributes", [a.model_dump() for a in batch.attributes.values()])
-            upsert(con, "prompts", [p.model_dump() for p in batch.prompts.values()])
-            upsert(con, "items", _records_table("items", list(batch.items.values())))
+            t = summary.tables
+            t["runs"] = upsert_counted(con, "runs", [r.model_dump() for r in batch.runs], _IMPORT_RUN_VOLATILE)
+            t["users"] = upsert_counted(con, "users", [u.model_dump() for u in batch.users.values()])
+            t["attributes"] = upsert_counted(con, "attributes", [a.model_dump() for a in batch.attributes.values()])
+            t["prompts"] = upsert_counted(con, "prompts", [p.model_dump() for p in batch.prompts.values()])
+            items = _records_table("items", list(batch.items.values()))
+            t["items"] = upsert_counted(con, "items", items)
             bulk = batch.label_columns.columns
-            upsert(con, "labels", columns_table("labels", {
-                c: [getattr(lab, c) for lab in batch.labels] + bulk[c] for c in TABLES["labels"][0]}))
+            labels = columns_table("labels", {
+                c: [getattr(lab, c) for lab in batch.labels] + bulk[c] for c in TABLES["labels"][0]})
+            t["labels"] = upsert_counted(con, "labels", labels)
+            _remove_stale(con, summary, [r.run_id for r in batch.runs], labels, items)
             con.execute("COMMIT")
         except BaseException:
-            con.execute("ROLLBACK")
+            # A failed ROLLBACK (e.g. the folder became unwritable) must not hide the first error.
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
             raise
-    return batch.counts()
+    batch.written = summary
+    return summary
+
+
+def _remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids: list[str],
+                  labels: pa.Table, items: pa.Table) -> None:
+    """Delete what the batch's runs wrote before and the batch no longer holds (inside the transaction)."""
+    if not run_ids:
+        return
+    con.register("_batch_labels", labels.select(["item_id", "rater", "condition"]))
+    con.register("_batch_items", items.select(["item_id"]))
+    try:
+        removed = con.execute("""
+            DELETE FROM labels l WHERE l.run_id IN (SELECT unnest(?))
+              AND NOT EXISTS (SELECT 1 FROM _batch_labels b
+                              WHERE b.item_id = l.item_id AND b.rater = l.rater AND b.condition = l.condition)
+            RETURNING l.item_id
+        """, [run_ids]).fetchall()
+        if not removed:
+            return
+        summary.tables["labels"] = replace(summary["labels"], removed=len(removed))
+        con.register("_touched", pa.table({"item_id": pa.array(sorted({r[0] for r in removed}), pa.string())}))
+        # An item is removed only when nothing refers to it any more: not this batch, not any label.
+        gone = con.execute("""
+            DELETE FROM items i WHERE i.item_id IN (SELECT item_id FROM _touched)
+              AND i.item_id NOT IN (SELECT item_id FROM _batch_items)
+              AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.item_id = i.item_id)
+            RETURNING i.dataset, i.user_id, i.prompt_index
+        """).fetchall()
+        con.unregister("_touched")
+        if not gone:
+            return
+        summary.tables["items"] = replace(summary["items"], removed=len(gone))
+        con.register("_gone", pa.table({"dataset": pa.array([g[0] for g in gone], pa.string()),
+                                        "user_id": pa.array([g[1] for g in gone], pa.string()),
+                                        "prompt_index": pa.array([g[2] for g in gone], pa.int64())}))
+        prompts = con.execute("""
+            DELETE FROM prompts p WHERE EXISTS (SELECT 1 FROM _gone g WHERE g.dataset = p.dataset
+                                                AND g.user_id = p.user_id AND g.prompt_index = p.prompt_index)
+              AND NOT EXISTS (SELECT 1 FROM items i WHERE i.dataset = p.dataset AND i.user_id = p.user_id
+                              AND i.prompt_index = p.prompt_index)
+            RETURNING 1
+        """).fetchall()
+        users = con.execute("""
+            DELETE FROM users u WHERE EXISTS (SELECT 1 FROM _gone g WHERE g.dataset = u.dataset
+                                              AND g.user_id = u.user_id)
+              AND NOT EXISTS (SELECT 1 FROM items i WHERE i.dataset = u.dataset AND i.user_id = u.user_id)
+              AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.dataset = u.dataset AND p.user_id = u.user_id)
+              AND NOT EXISTS (SELECT 1 FROM attributes a WHERE a.dataset = u.dataset AND a.user_id = u.user_id)
+            RETURNING 1
+        """).fetchall()
+        con.unregister("_gone")
+        summary.tables["prompts"] = replace(summary["prompts"], removed=len(prompts))
+        summary.tables["users"] = replace(summary["users"], removed=len(users))
+    finally:
+        con.unregister("_batch_labels")
+        con.unregister("_batch_items")
 
 
 def _records_table(table: str, records: Sequence[BaseModel | LabelRow]) -> pa.Table:

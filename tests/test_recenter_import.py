@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from personagap.analysis.comparable import CONVERTED_SHOWN_LLM
 from personagap.api import import_recenter
 from personagap.human_data import DataError, load_recenter
 from personagap.human_data.recenter import PILOT, STAGE2
@@ -65,7 +66,10 @@ def test_pilot_is_imported_per_annotator(shared_data: Path) -> None:
     # annotator_12 left every judgment null: it must not appear as a rater, and the skip is reported.
     assert "annotator_12" not in task3_raters
     assert any("annotator_12_task3" in p for p in result.unanswered)
-    assert {"annotator_06", "annotator_07", "annotator_08", "annotator_10"} <= task3_raters
+    # Only annotator_08's task-3 rows are blind; 06, 07, 09 and 10 copied their task-2 (LLM-anchored) labels.
+    assert task3_raters == {"annotator_08"}
+    converted = {lab.rater for lab in pilot_labels if lab.condition == CONVERTED_SHOWN_LLM}
+    assert converted == {"annotator_06", "annotator_07", "annotator_09", "annotator_10"}
     stage1 = [lab for lab in pilot_labels if result.batch.items[lab.item_id].stage == "extraction"]
     expected = sum(len(r["attr_judgments"]) for f in (shared_data / "recenter/pilot/annotations").glob("*_task1.jsonl")
                    for r in _jsonl(f))
