@@ -1,0 +1,225 @@
+"""Bring your own labels from Python: import a DataFrame or files, load every label back as one tidy frame.
+
+A notebook user never touches SQL::
+
+    from personagap.api import import_labels, load_labels
+    import_labels(df, stage="relevance", dataset="our-team", db="team.duckdb")
+    frame = load_labels("team.duckdb", dataset="our-team")
+
+The format (columns, scales, context per stage) is in :mod:`personagap.human_data.labels` and
+``docs/formats.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import orjson
+import pandas as pd
+
+from personagap.human_data._jsonl import DataError
+from personagap.human_data.labels import (
+    LabelImport,
+    LabelSpec,
+    Origin,
+    Scale,
+    Source,
+    load_label_sources,
+)
+from personagap.records import Stage
+from personagap.store import (
+    _IMPORT_RUN_VOLATILE,
+    TABLES,
+    WriteSummary,
+    _remove_stale,
+    columns_table,
+    gc_paused,
+    git_sha,
+    now,
+    opened,
+    upsert_counted,
+)
+
+ORIGINS: tuple[str, ...] = ("real", "synthetic")
+DEFAULT_ORIGIN = "real"
+#: Order in which an import's tables are written (labels last: they reference items).
+_WRITE_ORDER = ("runs", "users", "attributes", "prompts", "items", "labels")
+
+
+@dataclass(frozen=True)
+class LabelsSummary:
+    """What ``import labels`` read and wrote."""
+
+    db: str
+    stage: str
+    dataset: str
+    origin: str
+    files: dict[str, int]
+    written: WriteSummary
+
+    def render(self) -> str:
+        """Plain-text summary for the terminal."""
+        lines = [f"Imported {len(self.files)} label file(s) into {self.db} "
+                 f"(stage {self.stage}, dataset {self.dataset!r}, {self.origin}):"]
+        lines += [f"  {p}: {n} rows" for p, n in self.files.items()]
+        lines.append("  " + self.written.render())
+        return "\n".join(lines)
+
+
+def _sources(data: pd.DataFrame | str | Path | Sequence[str | Path], source_name: str) -> list[Source]:
+    if isinstance(data, pd.DataFrame):
+        return [Source(name=source_name, kind="frame", frame=data)]
+    if isinstance(data, str | Path):
+        return [Source.of_path(data)]
+    return [Source.of_path(p) for p in data]
+
+
+@gc_paused()
+def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, stage: Stage, dataset: str,
+                  db: str | Path, scale: Scale = "nominal", categories: Sequence[str] | None = None,
+                  origin: Origin = "real", source_name: str = "dataframe") -> LabelsSummary:
+    """Validate labels in the generic format and write them to ``db`` in one transaction.
+
+    Re-importing the same file (or a DataFrame under the same ``source_name``) replaces exactly the rows
+    it held before: labels it no longer has are removed in the same transaction.
+
+    Args:
+        data: A DataFrame, or one or more .jsonl/.csv/.parquet files.
+        stage: ``extraction``, ``relevance`` or ``response``.
+        dataset: Dataset key the items are filed under (``--dataset``).
+        db: The DuckDB file (created if missing).
+        scale: ``nominal`` (categories) or ``ordinal`` (numbers).
+        categories: Fix the allowed labels (nominal), or the allowed numbers (ordinal).
+        origin: ``real`` users or ``synthetic`` personas (recorded per dataset, shown side by side).
+        source_name: What a DataFrame is called in errors and which earlier rows it replaces.
+
+    Returns:
+        What was read and written.
+
+    Raises:
+        DataError: The data deviates from the format (file, line or row, column named); nothing is written.
+        ValueError: Unknown stage, scale or origin.
+    """
+    if origin not in ORIGINS:
+        raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, not {origin!r}")
+    if scale not in ("nominal", "ordinal"):
+        raise ValueError(f"scale must be nominal or ordinal, not {scale!r}")
+    if not dataset.strip():
+        raise DataError("--dataset", None, None, "the dataset name is empty")
+    cats = None
+    if categories is not None:
+        cats = tuple(c.strip() for c in categories if c.strip())
+        if len(set(cats)) != len(cats) or not cats:
+            raise DataError("--categories", None, None, "give distinct, non-empty categories, e.g. yes,no")
+    spec = LabelSpec(stage=stage, dataset=dataset.strip(), scale=scale, categories=cats, origin=origin)
+    result = load_label_sources(_sources(data, source_name), spec)
+    return write_label_import(db, result)
+
+
+def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
+    """Write a validated import in one transaction, replacing what its sources wrote before (issue 1's rule).
+
+    The tables are Arrow already (a million labels never become Python objects), so this writes them with
+    the store's own upsert and stale-row removal, the same steps :func:`personagap.store.write_batch` takes.
+    """
+    spec = result.spec
+    started = now()
+    runs = [{"run_id": run_id, "kind": "import", "source": name, "rater": None, "judge_version": None,
+             "git_sha": git_sha(), "started_at": started, "finished_at": now(), "status": "finished",
+             "parameters": {"adapter": "labels", "dataset": spec.dataset, "rows": result.files[name], **spec.meta()}}
+            for name, run_id in result.run_ids.items()]
+    tables = dict(result.tables)
+    tables["runs"] = columns_table("runs", {c: [r[c] for r in runs] for c in TABLES["runs"][0]})
+    summary = WriteSummary()
+    with opened(db) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for table in _WRITE_ORDER:
+                summary.tables[table] = upsert_counted(con, table, tables[table],
+                                                       _IMPORT_RUN_VOLATILE if table == "runs" else frozenset())
+            _remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
+            set_meta(con, {f"origin:{spec.dataset}": spec.origin,
+                           f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode()})
+            con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
+            raise
+    return LabelsSummary(db=str(db), stage=spec.stage, dataset=spec.dataset, origin=spec.origin,
+                         files=result.files, written=summary)
+
+
+def set_meta(con: duckdb.DuckDBPyConnection, values: dict[str, str]) -> None:
+    """Insert or replace meta entries (within the caller's transaction)."""
+    for key, value in values.items():
+        con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    [key, value]).fetchall()
+
+
+def dataset_origins(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Every dataset in the store -> ``real`` or ``synthetic`` (untagged datasets are ``real``).
+
+    Args:
+        con: An open connection (read-only is fine).
+
+    Returns:
+        Dataset key -> origin, sorted by dataset.
+    """
+    tagged = dict(con.execute("SELECT substr(key, 8), value FROM meta WHERE key LIKE 'origin:%'").fetchall())
+    datasets = [d for (d,) in con.execute("SELECT DISTINCT dataset FROM items ORDER BY dataset").fetchall()]
+    return {d: str(tagged.get(d, DEFAULT_ORIGIN)) for d in sorted(set(datasets) | set(tagged))}
+
+
+#: Columns of :func:`load_labels`, in order.
+TIDY_COLUMNS: tuple[str, ...] = (
+    "dataset", "stage", "origin", "item_id", "user_id", "rater", "rater_kind", "condition", "label", "reason",
+    "error", "run_id", "attribute", "prompt", "profile", "response_a", "response_b", "response", "stored_item_id")
+
+
+def load_labels(db: str | Path, *, stage: Stage | None = None, dataset: str | None = None,
+                rater_kind: str | None = None, condition: str | None = None,
+                include_failures: bool = True) -> pd.DataFrame:
+    """Every stored label as one tidy DataFrame: one row per (item, rater, condition), with the item's context.
+
+    ``item_id`` is the id the labels were imported under (your own id for data imported with
+    :func:`import_labels`; the stored id for releases); ``stored_item_id`` is the store's key.
+
+    Args:
+        db: The DuckDB file (opened read-only).
+        stage: Keep one stage.
+        dataset: Keep one dataset.
+        rater_kind: Keep one rater kind (``human``, ``human_majority``, ``llm``, ``trained``, ``baseline``).
+        condition: Keep one condition (``''`` is the blind protocol).
+        include_failures: Keep rows whose answer could not be parsed (``label`` null, ``error`` says why).
+
+    Returns:
+        Columns :data:`TIDY_COLUMNS`.
+    """
+    where, params = ["TRUE"], []
+    for col, value in (("i.stage", stage), ("i.dataset", dataset), ("l.rater_kind", rater_kind),
+                       ("l.condition", condition)):
+        if value is not None:
+            where.append(f"{col} = ?")
+            params.append(value)
+    if not include_failures:
+        where.append("l.label IS NOT NULL")
+    with opened(db, read_only=True) as con:
+        origins = dataset_origins(con)
+        frame = con.execute(f"""
+            SELECT i.dataset, i.stage, coalesce(i.payload ->> '$.source_id', i.item_id) AS item_id, i.user_id,
+                   l.rater, l.rater_kind, l.condition, l.label, l.reason, l.error, l.run_id, i.attribute,
+                   coalesce(p.prompt_text, i.payload ->> '$.question', i.payload ->> '$.context') AS prompt,
+                   coalesce(i.payload ->> '$.profile', u.profile_text) AS profile,
+                   i.payload ->> '$.answer_a' AS response_a, i.payload ->> '$.answer_b' AS response_b,
+                   i.payload ->> '$.response' AS response, l.item_id AS stored_item_id
+            FROM labels l JOIN items i USING (item_id)
+            LEFT JOIN prompts p ON p.dataset = i.dataset AND p.user_id = i.user_id AND p.prompt_index = i.prompt_index
+            LEFT JOIN users u ON u.dataset = i.dataset AND u.user_id = i.user_id
+            WHERE {' AND '.join(where)}
+            ORDER BY i.dataset, i.stage, item_id, l.rater, l.condition""", params).df()
+    frame.insert(2, "origin", frame["dataset"].map(lambda d: origins.get(d, DEFAULT_ORIGIN)))
+    return frame[list(TIDY_COLUMNS)]
