@@ -1,0 +1,383 @@
+"""Prevalence-robust agreement: AC1, PABAK, MCC, balanced accuracy, prevalence and bias indices.
+
+Kappa answers "can this judge replace the humans?" badly when one label dominates: at a 19% human
+"yes" rate a judge that always says "no" is 81% accurate with kappa 0, and a judge that agrees on 90%
+of items can still have a kappa near zero (the "kappa paradox", Feinstein & Cicchetti 1990). The
+figures here sit beside kappa so a reader can see *why* kappa is low:
+
+* **Gwet's AC1** — chance agreement from the pooled class shares ``pi_k`` as
+  ``sum_k pi_k (1 - pi_k) / (K - 1)``, which stays small when one class dominates (Gwet 2008).
+* **PABAK** — prevalence- and bias-adjusted kappa, ``(K * p_o - 1) / (K - 1)`` (Byrt, Bishop & Carlin
+  1993; for K classes it is Brennan–Prediger's coefficient).
+* **Matthews correlation** (multi-class: Gorodkin's R_K, as scikit-learn) and **balanced accuracy**
+  (mean per-class recall of the human classes, as scikit-learn).
+* **Prevalence index** ``(both yes - both no) / n`` and **bias index** ``(judge yes - human yes) / n``
+  for binary labels (Byrt et al. 1993). Our bias index is signed: positive = the judge says "yes"
+  more often than humans (Byrt's BI is its absolute value). With them kappa is exactly
+  ``(PABAK - PI^2 + BI^2) / (1 - PI^2 + BI^2)``, which the tests check.
+
+Every figure is a function of confusion tables ``(..., K, K)`` (``table[h, j]``: human class ``h``,
+judge class ``j``, as in :mod:`personagap.analysis.agreement`) registered with
+:func:`~personagap.analysis.agreement.register_metric`, so
+``estimate(tables, "ac1", weights)`` gives the same user-clustered bootstrap CI as kappa.
+
+The tidy-frame helpers (:func:`human_reference`, :func:`judge_labels`) are shared by
+:mod:`~personagap.analysis.alt_test` and :mod:`~personagap.analysis.estimates`; which labels count is
+decided by :mod:`personagap.analysis.comparable` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    FloatArray,
+    _div,
+    ci_list,
+    estimate,
+    get_metric,
+    indexed_tables,
+    register_metric,
+    resample_weights,
+)
+from personagap.analysis.comparable import (
+    ANCHORED,
+    ANCHORED_MAJORITY,
+    CONVERTED_SHOWN_LLM,
+    SHOWN_LLM,
+    SHOWN_LLM_RATING,
+    anchored_human_mask,
+    blind_human_mask,
+    comparable_judge_mask,
+    majority_label,
+)
+
+HumanSet = Literal["blind", "anchored"]
+"""Which human labels a figure uses: blind (the reference) or anchored (saw an LLM label first)."""
+
+PANEL_METRICS: tuple[str, ...] = ("ac1", "pabak", "mcc", "balanced_accuracy")
+"""Panel figures reported with a CI (``<name>_ci``)."""
+PANEL_POINT_ONLY: tuple[str, ...] = ("prevalence_index", "bias_index")
+"""Panel figures reported as a point value only (binary tables; None for K > 2)."""
+BASE_RATE_JUDGE = "base-rate (human majority class)"
+"""Display name of the chance-level row: a judge that always gives the humans' most common label."""
+
+
+# --------------------------------------------------------------------------- metrics on tables
+
+def _parts(tables: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, int]:
+    # n, observed agreement count, human (row) totals, judge (column) totals, K.
+    t = np.asarray(tables, dtype=float)
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
+        raise ValueError(f"confusion tables must be (..., K, K), got shape {t.shape}")
+    return t.sum(axis=(-2, -1)), np.trace(t, axis1=-2, axis2=-1), t.sum(axis=-1), t.sum(axis=-2), t.shape[-1]
+
+
+@register_metric("ac1", higher_is_better=True, binary_only=False,
+                 description="Gwet's AC1: agreement beyond chance, with chance that stays small when one label "
+                             "dominates (robust to prevalence).")
+def ac1_from_tables(tables: FloatArray) -> FloatArray:
+    """Gwet's AC1 of confusion tables ``(..., K, K)``; NaN with no items or K < 2.
+
+    ``pe = sum_k pi_k (1 - pi_k) / (K - 1)`` with ``pi_k`` the share of class ``k`` over both raters'
+    labels; ``AC1 = (po - pe) / (1 - pe)``.
+    """
+    n, agree, rows, cols, k = _parts(tables)
+    if k < 2:
+        return np.full(np.shape(n), np.nan)
+    pi = _div(rows + cols, 2.0 * n[..., None])
+    pe = (pi * (1.0 - pi)).sum(axis=-1) / (k - 1)
+    return _div(_div(agree, n) - pe, 1.0 - pe)
+
+
+@register_metric("pabak", higher_is_better=True, binary_only=False,
+                 description="Prevalence- and bias-adjusted kappa (K*po - 1)/(K - 1): kappa if both raters used "
+                             "every class equally often.")
+def pabak_from_tables(tables: FloatArray) -> FloatArray:
+    """PABAK ``(K * po - 1) / (K - 1)`` of confusion tables ``(..., K, K)``; NaN with no items or K < 2."""
+    n, agree, _, _, k = _parts(tables)
+    if k < 2:
+        return np.full(np.shape(n), np.nan)
+    out: FloatArray = (k * _div(agree, n) - 1.0) / (k - 1)
+    return out
+
+
+@register_metric("mcc", higher_is_better=True, binary_only=False,
+                 description="Matthews correlation between judge and human labels (0 = no better than chance, "
+                             "also for a judge that always gives one label).")
+def mcc_from_tables(tables: FloatArray) -> FloatArray:
+    """Matthews correlation (Gorodkin's R_K for K > 2) of confusion tables ``(..., K, K)``.
+
+    As in scikit-learn, 0 where a rater used a single class (the correlation's denominator is 0); NaN
+    only with no items.
+    """
+    n, agree, rows, cols, _ = _parts(tables)
+    cov_hj = agree * n - (rows * cols).sum(axis=-1)
+    cov_jj = n * n - (cols * cols).sum(axis=-1)
+    cov_hh = n * n - (rows * rows).sum(axis=-1)
+    denom = np.sqrt(cov_jj * cov_hh)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mcc = np.where(denom == 0, 0.0, cov_hj / np.where(denom == 0, 1.0, denom))
+    out: FloatArray = np.where(n == 0, np.nan, mcc)
+    return out
+
+
+@register_metric("balanced_accuracy", higher_is_better=True, binary_only=False,
+                 description="Mean over the humans' classes of the share the judge got right (0.5 = chance for "
+                             "two classes, whatever the prevalence).")
+def balanced_accuracy_from_tables(tables: FloatArray) -> FloatArray:
+    """Balanced accuracy: mean per-class recall over classes the humans used (as scikit-learn)."""
+    _, _, rows, _, _ = _parts(tables)
+    diag = np.diagonal(np.asarray(tables, dtype=float), axis1=-2, axis2=-1)
+    used = rows > 0
+    recall = np.where(used, diag / np.where(used, rows, 1.0), 0.0)
+    return _div(recall.sum(axis=-1), used.sum(axis=-1))
+
+
+def _binary(tables: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    t = np.asarray(tables, dtype=float)
+    if t.shape[-2:] != (2, 2):
+        raise ValueError(f"binary index needs 2x2 tables, got {t.shape[-2:]}")
+    return t[..., 1, 1], t[..., 0, 1], t[..., 1, 0], t[..., 0, 0], t.sum(axis=(-2, -1))
+
+
+@register_metric("prevalence_index", higher_is_better=None,
+                 description="(both yes - both no) / n: near -1 or 1 when one label dominates, where kappa is "
+                             "unstable (Byrt et al. 1993).")
+def prevalence_index_from_tables(tables: FloatArray) -> FloatArray:
+    """Byrt's prevalence index ``(a - d) / n`` of 2x2 tables (a: both yes, d: both no)."""
+    both_yes, _, _, both_no, n = _binary(tables)
+    return _div(both_yes - both_no, n)
+
+
+@register_metric("bias_index", higher_is_better=None,
+                 description="(judge yes - human yes) / n: positive when the judge says yes more often than humans.")
+def bias_index_from_tables(tables: FloatArray) -> FloatArray:
+    """Signed bias index: judge yes-rate minus human yes-rate (``|BI|`` is Byrt's bias index)."""
+    _, judge_only, human_only, _, n = _binary(tables)
+    return _div(judge_only - human_only, n)
+
+
+# --------------------------------------------------------------------------- the panel
+
+def panel_fields(tables: FloatArray, weights: FloatArray, level: float = 0.95) -> dict[str, Any]:
+    """The robust-agreement fields of one judge row, from per-user tables and bootstrap weights.
+
+    Pass the same ``tables`` and ``weights`` the row's kappa used (``resample_weights(U, B, seed)``) and
+    every CI comes from the same resampled users.
+
+    Args:
+        tables: Per-user confusion tables ``(U, K, K)``.
+        weights: Cluster-bootstrap weights ``(B, U)`` from :func:`resample_weights`.
+        level: Confidence level.
+
+    Returns:
+        ``ac1``, ``ac1_ci``, ``pabak``, ``pabak_ci``, ``mcc``, ``mcc_ci``, ``balanced_accuracy``,
+        ``balanced_accuracy_ci``, ``prevalence_index``, ``bias_index`` (the last two NaN unless K = 2).
+        NaN marks an undefined figure; ``json_safe`` turns it into null.
+    """
+    t = np.asarray(tables, dtype=float)
+    out: dict[str, Any] = {}
+    for name in PANEL_METRICS:
+        e = estimate(t, name, weights, level)
+        out[name], out[f"{name}_ci"] = e.value, ci_list(e)
+    binary = t.shape[-2:] == (2, 2)
+    for name in PANEL_POINT_ONLY:
+        out[name] = float(get_metric(name).fn(t.sum(axis=0))) if binary else float("nan")
+    return out
+
+
+def base_rate_tables(tables: FloatArray) -> tuple[FloatArray, int]:
+    """Per-user tables of the base-rate judge: every item labelled with the humans' most common class.
+
+    Args:
+        tables: Per-user confusion tables ``(U, K, K)`` of any judge on the reference items (only the
+            human side, the row totals, is used).
+
+    Returns:
+        The base-rate judge's tables ``(U, K, K)`` and the class it always gives (ties: the lowest code).
+    """
+    t = np.asarray(tables, dtype=float)
+    human = t.sum(axis=-1)  # (U, K): each user's human class counts
+    majority = int(np.argmax(human.sum(axis=0))) if t.size else 0
+    out = np.zeros_like(t)
+    out[..., :, majority] = human
+    return out, majority
+
+
+def base_rate_panel(tables: FloatArray, weights: FloatArray, level: float = 0.95) -> dict[str, Any]:
+    """:func:`panel_fields` plus kappa and accuracy of the base-rate judge (always the majority class).
+
+    This is what chance-level looks like at the data's prevalence: kappa 0, MCC 0, balanced accuracy
+    1/K, AC1 and PABAK whatever the prevalence gives them.
+    """
+    t, majority = base_rate_tables(tables)
+    kappa = estimate(t, "kappa", weights, level)
+    accuracy = estimate(t, "accuracy", weights, level)
+    return {"kappa": kappa.value, "kappa_ci": ci_list(kappa), "accuracy": accuracy.value,
+            "majority_class": majority, **panel_fields(t, weights, level)}
+
+
+# --------------------------------------------------------------------------- tidy labels
+
+def judge_name(rater: str, condition: str) -> str:
+    """Display name of a judge: the rater, plus ``[condition]`` when the protocol is not the default."""
+    return f"{rater} [{condition}]" if condition else rater
+
+
+def human_reference(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.DataFrame:
+    """The human reference label of every item that has one.
+
+    Per item: the stored ``human_majority`` label where there is one, otherwise
+    :func:`~personagap.analysis.comparable.majority_label` of the individual humans (a tie gives no
+    reference). ``humans`` picks blind labels (the reference) or anchored ones (reported apart, never
+    mixed with blind ones), by :mod:`~personagap.analysis.comparable`'s rule.
+
+    Args:
+        labels: Tidy labels (``item_id``, ``rater``, ``rater_kind``, ``condition``, ``label``, ``user_id``).
+        humans: ``"blind"`` or ``"anchored"``.
+
+    Returns:
+        Frame indexed by ``item_id`` with ``label`` and ``user_id``, sorted by item.
+    """
+    rows = _human_rows(labels, humans)
+    stored = rows[rows["rater_kind"] == "human_majority"].drop_duplicates("item_id")
+    # One vote per person and item (an anchored annotator can have a task-2 label and its task-3 copy).
+    votes = rows[(rows["rater_kind"] == "human") & ~rows["item_id"].isin(stored["item_id"])]
+    votes = votes.drop_duplicates(["item_id", "rater"])
+    voted = votes.groupby("item_id", sort=True)["label"].agg(lambda s: majority_label(s.astype(str).tolist()))
+    voted = voted[voted.notna()]
+    users = rows.drop_duplicates("item_id").set_index("item_id")["user_id"]
+    ref = pd.concat([stored.set_index("item_id")["label"].astype(str), voted.astype(str)]).sort_index()
+    return pd.DataFrame({"label": ref, "user_id": users.reindex(ref.index)})
+
+
+# Anchored conditions in order of preference when one person has several labels of an item: the label given
+# after the reveal, then its task-3 copy, then an anchored majority. The three-way rating (necessary / optional /
+# unnecessary) answers another question than a judge's yes/no and is left out.
+_ANCHORED_ORDER = {c: i for i, c in enumerate((SHOWN_LLM, CONVERTED_SHOWN_LLM, ANCHORED_MAJORITY))}
+
+
+def _human_rows(labels: pd.DataFrame, humans: HumanSet) -> pd.DataFrame:
+    if humans == "blind":
+        return labels[blind_human_mask(labels) & labels["label"].notna()]
+    rows = labels[anchored_human_mask(labels) & labels["label"].notna() & (labels["condition"] != SHOWN_LLM_RATING)]
+    rank = rows["condition"].map(lambda c: _ANCHORED_ORDER.get(c, len(ANCHORED)))
+    return rows.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
+
+
+def individual_humans(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.DataFrame:
+    """Per-person human labels (kind ``human``), one per (item, rater), blind or anchored.
+
+    Returns:
+        Columns ``item_id``, ``rater``, ``label`` (str), ``user_id``.
+    """
+    rows = _human_rows(labels, humans)
+    rows = rows[rows["rater_kind"] == "human"].drop_duplicates(["item_id", "rater"])
+    return rows.assign(label=rows["label"].astype(str))[["item_id", "rater", "label", "user_id"]]
+
+
+@dataclass(frozen=True)
+class JudgeLabels:
+    """One judge's parsed, comparable labels on one dataset."""
+
+    judge: str
+    """Display name (:func:`judge_name`)."""
+    rater: str
+    rater_kind: str
+    condition: str
+    labels: pd.Series
+    """Label (str) indexed by ``item_id``."""
+    users: pd.Series
+    """User id indexed by ``item_id``."""
+
+
+def judge_labels(labels: pd.DataFrame) -> Iterator[JudgeLabels]:
+    """Every comparable judge's parsed labels, one entry per (rater, kind, condition), in name order.
+
+    In-sample labels of trained judges and unparsed answers (label null) are left out; judge kinds are
+    never merged.
+    """
+    rows = labels[comparable_judge_mask(labels) & labels["label"].notna()]
+    rows = rows.assign(condition=rows["condition"].fillna("").astype(str))
+    for (rater, kind, condition), g in rows.groupby(["rater", "rater_kind", "condition"], sort=True):
+        g = g.drop_duplicates("item_id").set_index("item_id")
+        yield JudgeLabels(judge_name(str(rater), str(condition)), str(rater), str(kind), str(condition),
+                          g["label"].astype(str), g["user_id"])
+
+
+def code_labels(categories: list[str], *columns: pd.Series) -> list[np.ndarray[Any, np.dtype[np.int64]]]:
+    """Integer codes of label columns over a fixed category list (code i = ``categories[i]``)."""
+    lookup = {c: i for i, c in enumerate(categories)}
+    return [np.fromiter((lookup[v] for v in col), dtype=np.int64, count=len(col)) for col in columns]
+
+
+def user_tables(human: pd.Series, judge: pd.Series, users: pd.Series,
+                categories: list[str]) -> tuple[FloatArray, np.ndarray[Any, Any]]:
+    """Per-user confusion tables ``(U, K, K)`` of aligned human and judge labels, users in sorted order.
+
+    Users are coded in sorted id order (as :func:`~personagap.analysis.agreement.cluster_tables`), so
+    the bootstrap does not depend on row order.
+    """
+    h, j = code_labels(categories, human, judge)
+    ids, index = np.unique(users.astype(str).to_numpy(), return_inverse=True)
+    return indexed_tables(h, j, index.astype(np.int64), len(ids), len(categories)), ids
+
+
+def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind",
+               n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+               level: float = 0.95) -> list[dict[str, Any]]:
+    """The robust panel of every judge of ``dataset`` against the human reference, plus a base-rate row.
+
+    Args:
+        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets are ignored.
+        dataset: Dataset key.
+        humans: Reference from blind (default) or anchored human labels (labelled in each row).
+        n_resamples: Bootstrap resamples over users.
+        seed: Bootstrap seed (the same as the row's kappa gives the same resampled users).
+        level: Confidence level.
+
+    Returns:
+        One dict per judge: ``judge``, ``rater``, ``rater_kind``, ``condition``, ``dataset``, ``humans``,
+        ``n``, ``n_users``, ``kappa``, ``kappa_ci`` and the :func:`panel_fields` keys; the last row is the
+        base-rate judge (``rater_kind`` ``"base-rate"``) on every reference item. Empty without a reference.
+        Class 1 of the binary indices is the later label in sorted order ("yes", "1").
+    """
+    frame = labels[labels["dataset"] == dataset]
+    ref = human_reference(frame, humans)
+    if ref.empty:
+        return []
+    judges = list(judge_labels(frame))
+    categories = sorted(set(ref["label"]).union(*(set(j.labels) for j in judges)))
+    if len(categories) < 2:
+        categories = sorted(set(categories) | {"__other__"})  # one observed class: keep 2x2 tables defined
+    out: list[dict[str, Any]] = []
+    for j in judges:
+        shared = j.labels.index.intersection(ref.index)
+        if shared.empty:
+            continue
+        tables, ids = user_tables(ref.loc[shared, "label"], j.labels.loc[shared], ref.loc[shared, "user_id"],
+                                  categories)
+        out.append(_row(j.judge, j.rater, j.rater_kind, j.condition, dataset, humans, tables, len(shared),
+                        n_resamples, seed, level))
+    tables, ids = user_tables(ref["label"], ref["label"], ref["user_id"], categories)
+    base, _ = base_rate_tables(tables)
+    out.append(_row(BASE_RATE_JUDGE, BASE_RATE_JUDGE, "base-rate", "", dataset, humans, base, len(ref),
+                    n_resamples, seed, level))
+    return out
+
+
+def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, humans: HumanSet, tables: FloatArray,
+         n: int, n_resamples: int, seed: int, level: float) -> dict[str, Any]:
+    weights = resample_weights(tables.shape[0], n_resamples, seed)
+    kappa = estimate(tables, "kappa", weights, level)
+    return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
+            "humans": humans, "n": n, "n_users": int(tables.shape[0]), "kappa": kappa.value,
+            "kappa_ci": ci_list(kappa), **panel_fields(tables, weights, level)}
