@@ -1,1 +1,89 @@
 """`personagap optimize`: DSPy optimisation of a judge toward human agreement (issue 16)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from personagap._cli_base import RunSettings, cli, db_option, llm_judge_options, require_lm, run_or_exit
+from personagap.analysis.agreement import DEFAULT_RESAMPLES
+
+if TYPE_CHECKING:
+    from personagap.judges.runner import LMConfig
+
+_OPTIMIZERS = ("bootstrap-fewshot", "mipro", "simba")
+_METRICS = ("kappa", "ac1", "balanced-accuracy")
+_DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
+
+
+@cli.command("optimize")
+@click.argument("stage", type=click.Choice(["relevance", "response"]))
+@click.option("--judge", "judge_name", type=click.Choice(["relevance-per-attribute", "pairwise", "persona-use"]),
+              default=None, help="Judge to optimise [default: relevance-per-attribute for relevance, pairwise for "
+              "response].")
+@click.option("--optimizer", type=click.Choice(_OPTIMIZERS), default="bootstrap-fewshot", show_default=True,
+              help="DSPy optimiser proposing programs from the train users.")
+@click.option("--metric", type=click.Choice(_METRICS), default="kappa", show_default=True,
+              help="Corpus-level metric that selects among the candidates on the dev users.")
+@click.option("--budget", type=click.IntRange(min=0), default=200, show_default=True,
+              help="At most this many LLM calls for the optimiser (dev and test evaluation are bounded by the plan).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Where to save the program (DSPy JSON; sidecar PROGRAM.meta.json beside it) "
+                   "[default: optimized-STAGE.json].")
+@click.option("--dry-run", is_flag=True, help="Print the plan (split sizes, most calls, cost estimate) and exit.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the user split (recorded).")
+@click.option("--users", "n_users", type=click.IntRange(min=3), default=None,
+              help="Use a seeded subset of this many users (a quick or cheap run).")
+@click.option("--candidates", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Programs the optimiser proposes (each is scored on dev).")
+@click.option("--max-demos", type=click.IntRange(min=0), default=8, show_default=True,
+              help="Most demonstrations in a program.")
+@click.option("--dataset", "datasets", multiple=True, help="Only these imported datasets (repeatable).")
+@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
+              help="Bootstrap resamples (whole users) for every 95% CI.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@llm_judge_options()
+@db_option
+def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric: str, budget: int, out: str | None,
+                     dry_run: bool, seed: int, n_users: int | None, candidates: int, max_demos: int,
+                     datasets: tuple[str, ...], resamples: int, as_json: bool, lm: LMConfig | None,
+                     run: RunSettings, db: str) -> None:
+    """Optimise a judge's DSPy program toward agreement with humans; report before/after on held-out users.
+
+    Users (never items) are split into train / dev / test with --seed. The optimiser sees train users only,
+    scored per example by a class-balanced metric; candidates are selected on dev users by --metric; kappa,
+    AC1 and over-selection before/after (with user-clustered 95% CIs and the CI of the difference) come from
+    test users only. Run the saved program as a judge: personagap judge STAGE --program PROGRAM.
+    """
+    from personagap.judges.optimize import OptimizeError, OptimizeSettings, optimize, plan_run
+
+    judge = judge_name or _DEFAULT_JUDGE[stage]
+    llm = require_lm(lm, judge)
+    settings = OptimizeSettings(stage=stage, judge=judge, optimizer=optimizer, metric=metric,  # type: ignore[arg-type]
+                                budget=budget, seed=seed, n_users=n_users, candidates=candidates,
+                                max_demos=max_demos, max_bootstrapped=min(4, max_demos), threads=run.concurrency,
+                                n_resamples=resamples, datasets=datasets or None)
+    path = out or f"optimized-{stage}.json"
+
+    def go() -> Any:
+        try:
+            if dry_run:
+                return plan_run(db, settings, llm)[0]
+            return optimize(db, settings, llm, path, on_plan=lambda p: click.echo(p.render() + "\n", err=as_json),
+                            on_phase=lambda name: click.echo(f"[{name}]", err=True))
+        except OptimizeError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from exc
+
+    result = run_or_exit(go)
+    if dry_run:
+        click.echo(result.render())
+        click.echo("dry run: no LLM call made")
+    elif as_json:
+        click.echo(json.dumps(result.scores() | {"program": result.program_path, "program_id": result.program_id,
+                                                 "calls": result.calls, "cache_hits": result.cache_hits,
+                                                 "cost": result.cost}, indent=2))
+    else:
+        click.echo(result.render())

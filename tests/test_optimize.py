@@ -1,0 +1,295 @@
+"""`personagap optimize` against a demo-sensitive loopback server, on the real Re-Centering stage-2 data.
+
+The server (tests/demo_llm_server.py) answers YES to everything without demonstrations and copies the
+label of the nearest demonstration when there are some, so these tests fail if the optimised program does
+not carry its demos, if test users' items reach the optimiser or the selection, or if the reload loses them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sklearn.metrics import balanced_accuracy_score
+
+from personagap.analysis.comparable import IN_SAMPLE
+from personagap.cli import cli
+from personagap.judges import get_judge
+from personagap.judges.base import JudgeTask
+from personagap.judges.optimize import (
+    Example,
+    OptimizeError,
+    OptimizeResult,
+    OptimizeSettings,
+    _ac1,
+    _balanced_accuracy,
+    balanced_metric,
+    class_weights,
+    judge_with_program,
+    load_examples,
+    load_program,
+    optimize,
+    sidecar_path,
+    split_users,
+)
+from personagap.judges.runner import LMConfig
+from tests.demo_llm_server import DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
+
+N_USERS = 8
+KEEP_USERS = 10
+JUDGE = "relevance-per-attribute"
+
+
+@dataclass
+class Run:
+    result: OptimizeResult
+    log: list[Seen]
+    phase_start: dict[str, int]
+    requests: int
+    db: Path
+    program: Path
+    user_of: dict[str, str]
+    oracle: dict[str, bool]
+
+
+@pytest.fixture(scope="module")
+def opt_db(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real release, cut down to the stage-2 items of a few users (the tests stay quick)."""
+    target = tmp_path_factory.mktemp("optimize") / "recenter.duckdb"
+    shutil.copy(recenter_db, target)
+    con = duckdb.connect(str(target))
+    keep = [u for (u,) in con.execute("SELECT DISTINCT user_id FROM items WHERE dataset = 'recenter-stage2' "
+                                      "ORDER BY user_id").fetchall()][:KEEP_USERS]
+    con.execute("DELETE FROM labels WHERE item_id IN (SELECT item_id FROM items WHERE dataset = 'recenter-stage2' "
+                "AND user_id NOT IN (SELECT unnest(?)))", [keep])
+    con.execute("DELETE FROM items WHERE dataset = 'recenter-stage2' AND user_id NOT IN (SELECT unnest(?))", [keep])
+    con.close()
+    return target
+
+
+@pytest.fixture(scope="module")
+def data(opt_db: Path) -> tuple[dict[str, str], dict[str, bool]]:
+    """item key (the inputs the server sees) -> user, and -> human says yes, from the real data."""
+    examples, _, _ = load_examples(opt_db, get_judge(JUDGE))
+    user_of = {item_key(e.task.inputs): e.user_id for e in examples}
+    oracle = {item_key(e.task.inputs): e.human == "yes" for e in examples}
+    return user_of, oracle
+
+
+def _settings(**kw: object) -> OptimizeSettings:
+    base = dict(stage="relevance", judge=JUDGE, n_users=N_USERS, budget=60, candidates=2, n_resamples=300, seed=3)
+    return OptimizeSettings(**(base | kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def run(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    user_of, oracle = data
+    program = tmp_path_factory.mktemp("program") / "prog.json"
+    phase_start: dict[str, int] = {}
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = LMConfig(model="openai/demo", api_base=server.base_url)
+        result = optimize(opt_db, _settings(), lm, program,
+                          on_phase=lambda name: phase_start.setdefault(name, len(server.log)))
+        yield Run(result, list(server.log), phase_start, server.count, opt_db, program, user_of, oracle)
+
+
+def _users_seen(seen: list[Seen], user_of: dict[str, str]) -> tuple[set[str], set[str]]:
+    """Users of the items asked about, and of the demonstrations shown, in these requests."""
+    asked = {user_of[item_key(s.inputs)] for s in seen if s.label_field}
+    shown = {user_of[item_key(d)] for s in seen for d in s.demos}
+    return asked, shown
+
+
+def test_demo_sensitive_judge_improves_on_test_users(run: Run) -> None:
+    kappa = run.result.test["kappa"]
+    assert run.result.chosen != "unoptimised"
+    assert kappa.before.value == pytest.approx(0.0)  # YES to everything: no agreement beyond chance
+    assert kappa.difference.ci[0] > 0.2  # the paired-bootstrap CI of the gain excludes zero
+    assert kappa.before.ci[0] <= kappa.before.value <= kappa.before.ci[1]
+    assert kappa.after.ci[0] <= kappa.after.value <= kappa.after.ci[1]
+    over = run.result.test["over_selection"]
+    assert over.before.value > 3 and abs(over.after.value - 1) < abs(over.before.value - 1)
+    assert run.result.test["ac1"].after.value > run.result.test["ac1"].before.value
+    text = run.result.render()
+    assert "test users only" in text and "after - before" in text
+
+
+def test_no_test_user_in_train_or_dev(run: Run) -> None:
+    meta = json.loads(sidecar_path(run.program).read_text())
+    train, dev, test = (set(meta["users"][k]) for k in ("train", "dev", "test"))
+    assert train and dev and test and not (train & dev) and not (train & test) and not (dev & test)
+    assert len(train | dev | test) == N_USERS and meta["split_seed"] == 3
+    # What the optimiser actually sent: only train users' items were asked about or shown as demos.
+    optimise = run.log[run.phase_start["optimise"]:run.phase_start["dev"]]
+    asked, shown = _users_seen(optimise, run.user_of)
+    assert asked and shown and asked <= train and shown <= train
+    # Dev selection asked about dev users only and showed train users' demos only.
+    asked, shown = _users_seen(run.log[run.phase_start["dev"]:run.phase_start["test"]], run.user_of)
+    assert asked == dev and shown <= train
+
+
+def test_selection_never_touched_test_data(run: Run) -> None:
+    meta = json.loads(sidecar_path(run.program).read_text())
+    test = set(meta["users"]["test"])
+    before_test = run.log[:run.phase_start["test"]]
+    asked, shown = _users_seen(before_test, run.user_of)
+    assert not (asked & test) and not (shown & test)
+    asked, shown = _users_seen(run.log[run.phase_start["test"]:], run.user_of)
+    assert asked == test and not (shown & test)  # the test phase only asks about test users
+    # Every request the run made is in the server's log, counted by phase.
+    assert sum(run.result.calls.values()) == run.requests == len(run.log)
+    assert run.result.calls["optimise"] == run.phase_start["dev"] - run.phase_start["optimise"]
+
+
+def test_saved_program_carries_its_demos(run: Run, data: tuple[dict[str, str], dict[str, bool]]) -> None:
+    import dspy
+
+    raw = json.loads(run.program.read_text())  # DSPy's own save format: predictor state with demos
+    (state,) = raw.values() if "demos" not in raw else (raw,)
+    assert state["demos"]
+    saved = load_program(run.program)
+    assert saved.judge.name == f"{JUDGE}@{run.result.program_id}"
+    demos = saved.judge.demos()  # type: ignore[attr-defined]
+    assert len(demos) == len(state["demos"])
+    train = set(saved.meta["users"]["train"])
+    assert {run.user_of[item_key({k: d[k] for k in ("prompt", "attribute")})] for d in demos} <= train
+    # Reloaded, the program sends its demos: the server sees them (and answers from them).
+    _, oracle = data
+    example = next(e for e in load_examples(run.db, get_judge(JUDGE))[0] if e.user_id in saved.meta["users"]["test"])
+    program = dspy.Predict(saved.judge.signature)
+    program.load(str(run.program))
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = dspy.LM("openai/demo", api_base=server.base_url, api_key="x", cache=False)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            program(**example.task.inputs)
+    (seen,) = server.log
+    assert len(seen.demos) == len(demos) and all(lab in ("yes", "no") for lab in seen.demo_labels)
+
+
+def test_judging_with_the_program_stores_in_sample_labels(run: Run, tmp_path: Path) -> None:
+    db = tmp_path / "judge.duckdb"
+    shutil.copy(run.db, db)
+    saved = load_program(run.program)
+    with DemoSensitiveServer(DemoSensitiveModel(run.oracle)) as server:
+        lm = LMConfig(model="openai/demo", api_base=server.base_url)
+        summary = judge_with_program(db, run.program, lm, progress=False, concurrency=4)
+        log = list(server.log)
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT l.condition, i.user_id FROM labels l JOIN items i USING (item_id) WHERE l.rater = ?",
+                       [summary.rater]).fetchall()
+    con.close()
+    assert summary.rater.startswith(f"{JUDGE}@{run.result.program_id}/v1/")
+    inside = saved.in_sample_users
+    assert rows and all((cond == IN_SAMPLE) == (user in inside) for cond, user in rows)
+    assert {c for c, _ in rows} == {IN_SAMPLE, ""}
+    assert log and all(len(s.demos) == len(saved.judge.demos()) for s in log)  # type: ignore[attr-defined]
+
+
+def test_budget_caps_the_optimiser_calls(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
+                                         tmp_path: Path) -> None:
+    _, oracle = data
+    starts: dict[str, int] = {}
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = LMConfig(model="openai/demo-budget", api_base=server.base_url)
+        result = optimize(opt_db, _settings(budget=2, candidates=3), lm, tmp_path / "p.json",
+                          on_phase=lambda name: starts.setdefault(name, server.count))
+    assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 2
+    assert result.budget_exhausted
+
+
+def test_rerun_answers_from_the_cache(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
+                                      tmp_path: Path) -> None:
+    _, oracle = data
+    settings = _settings(n_users=5, candidates=1, n_resamples=50)
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = LMConfig(model="openai/demo-cache", api_base=server.base_url)
+        first = optimize(opt_db, settings, lm, tmp_path / "a.json")
+        sent = server.count
+        second = optimize(opt_db, settings, lm, tmp_path / "b.json")
+        assert server.count == sent  # nothing sent twice
+    assert sum(first.calls.values()) == sent and sum(second.calls.values()) == 0
+    assert second.cache_hits >= sent
+    assert second.test["kappa"].after.value == first.test["kappa"].after.value
+
+
+def test_dry_run_prints_the_plan_and_sends_nothing(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]]) -> None:
+    _, oracle = data
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        result = CliRunner().invoke(cli, ["optimize", "relevance", "--model", "openai/demo", "--api-base",
+                                          server.base_url, "--dry-run", "--users", "9", "--db", str(opt_db)])
+        assert server.count == 0
+    assert result.exit_code == 0, result.output
+    assert "train 4, dev 2, test 3" in result.output and "LLM calls at most: optimiser 200" in result.output
+
+
+def test_cli_runs_end_to_end(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]], tmp_path: Path) -> None:
+    _, oracle = data
+    out = tmp_path / "cli.json"
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        result = CliRunner().invoke(cli, ["optimize", "relevance", "--model", "openai/demo-cli", "--api-base",
+                                          server.base_url, "--users", "6", "--candidates", "1", "--budget", "20",
+                                          "--resamples", "50", "--metric", "ac1", "--out", str(out),
+                                          "--db", str(opt_db)])
+    assert result.exit_code == 0, result.output
+    assert "test users only" in result.output and "calls used: optimiser" in result.output
+    meta = json.loads(sidecar_path(out).read_text())
+    assert meta["metric"] == "ac1" and meta["optimizer"] == "bootstrap-fewshot" and len(meta["data_fingerprint"]) == 64
+
+
+def test_bad_program_file_is_one_line(tmp_path: Path, opt_db: Path) -> None:
+    bad = tmp_path / "p.json"
+    bad.write_text("{}")
+    with pytest.raises(OptimizeError, match="sidecar is missing"):
+        load_program(bad)
+    sidecar_path(bad).write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(OptimizeError, match="field 'format'"):
+        load_program(bad)
+
+
+# --------------------------------------------------------------------------- pure parts
+
+def test_split_is_by_user_and_seeded() -> None:
+    users = [f"u{i}" for i in range(20)]
+    a, b = split_users(users, 7), split_users(users, 7)
+    assert a == b and split_users(users, 8) != a
+    assert sorted(a.train + a.dev + a.test) == sorted(users)
+    assert (len(a.train), len(a.dev), len(a.test)) == (10, 5, 5)
+    with pytest.raises(OptimizeError):
+        split_users(["u1", "u2"], 0)
+
+
+def test_class_weights_balance_the_classes() -> None:
+    task = JudgeTask(key="k", targets=("k",), inputs={})
+    examples = [Example(f"i{i}", "u", task, "yes" if i < 2 else "no") for i in range(10)]
+    w = class_weights(examples, ("no", "yes"))
+    assert w == {"yes": pytest.approx(10 / (2 * 2)), "no": pytest.approx(10 / (2 * 8))}
+    # Each class carries the same total weight: always-"no" scores 0.5 on average, not 0.8.
+    judge = get_judge(JUDGE)
+    tasks = {e.item_id: JudgeTask(key=e.item_id, targets=(e.item_id,), inputs={}) for e in examples}
+    examples = [Example(e.item_id, "u", tasks[e.item_id], e.human) for e in examples]
+    metric = balanced_metric(judge, examples, w)
+    always_no = np.mean([metric({"item_id": e.item_id}, {"answer": "NO", "reason": "r"}) for e in examples])
+    assert always_no == pytest.approx(0.5)
+    assert metric({"item_id": "i0"}, {"answer": "maybe", "reason": "r"}) == 0.0  # unparseable scores nothing
+
+
+def test_local_table_metrics_match_references() -> None:
+    rng = np.random.default_rng(0)
+    h = rng.integers(0, 2, 200)
+    j = np.where(rng.random(200) < 0.7, h, 1 - h)
+    table = np.zeros((2, 2))
+    np.add.at(table, (h, j), 1)
+    assert float(_balanced_accuracy(table)) == pytest.approx(balanced_accuracy_score(h, j))
+    # Gwet's AC1 by hand: pi = mean share of "yes" over both raters; pe = 2 pi (1 - pi).
+    po = float(np.mean(h == j))
+    pi = (h.mean() + j.mean()) / 2
+    pe = 2 * pi * (1 - pi)
+    assert float(_ac1(table)) == pytest.approx((po - pe) / (1 - pe))
