@@ -207,8 +207,10 @@ def import_run(path: str | Path, data: bytes, rater: str | None, parameters: dic
 
 def _decode_error(path: Path, line: int | None, exc: orjson.JSONDecodeError) -> DataError:
     msg = exc.msg
-    if "utf-8" in msg.lower() or "surrogate" in msg.lower():
-        what = "not valid UTF-8 text (or a lone surrogate escape)"
+    if "utf-8" in msg.lower():
+        what = "not valid UTF-8 text"
+    elif "surrogate" in msg.lower():
+        what = "a lone surrogate escape (\\ud800-\\udfff) is not text"
     elif "depth" in msg.lower() or "recursion" in msg.lower():
         what = "nested too deeply"
     else:

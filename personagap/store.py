@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -132,8 +133,7 @@ def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 
     path = Path(path)
     if read_only and not path.exists():
         raise StoreError(f"{path}: no such database; import data first (see `personagap import --help`)")
-    if path.is_dir():
-        raise StoreError(f"{path}: is a directory; give a database file")
+    _check_location(path, read_only=read_only)
     deadline = time.monotonic() + wait_seconds
     delay = 0.02
     while True:
@@ -174,6 +174,32 @@ def opened(path: str | Path, *, read_only: bool = False) -> Iterator[duckdb.Duck
     finally:
         with contextlib.suppress(duckdb.Error):
             con.close()
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_location(path: Path, *, read_only: bool) -> None:
+    """Refuse, with one clear line, what DuckDB would refuse with a confusing one (or try to download for)."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a directory; give a database file")
+    if path.is_file():
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(16)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot read the database: {exc.strerror or exc}") from exc
+        if head == _SQLITE_MAGIC:
+            raise StoreError(f"{path}: is a SQLite database, not a PersonaGap (DuckDB) one; give another --db file")
+    if read_only:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if folder.is_dir() and not os.access(folder, os.W_OK):
+        # DuckDB writes a .wal file beside the database: an unwritable folder fails the commit, after the work.
+        raise StoreError(f"{path}: cannot write here: the folder {folder} is read-only (DuckDB keeps a .wal file "
+                         "beside the database); give a --db file in a writable folder")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreError(f"{path}: the database file is read-only; give a writable --db file")
 
 
 def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -525,7 +551,12 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
                 c: [getattr(lab, c) for lab in batch.labels] + bulk[c] for c in TABLES["labels"][0]})
             t["labels"] = upsert_counted(con, "labels", labels)
             _remove_stale(con, summary, [r.run_id for r in batch.runs], labels, items)
-            con.execute("COMMIT")
+            try:
+                con.execute("COMMIT")
+            except (duckdb.TransactionException, duckdb.IOException) as exc:
+                # E.g. the .wal file cannot be created: the transaction is lost, the file unchanged.
+                raise StoreError(f"{path}: cannot write the database ({_first_line(exc)}); nothing was "
+                                 "changed") from exc
         except BaseException:
             # A failed ROLLBACK (e.g. the folder became unwritable) must not hide the first error.
             with contextlib.suppress(duckdb.Error):
