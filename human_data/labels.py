@@ -143,85 +143,67 @@ def _known(stage: Stage) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- reading
 
-def _read(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage: Stage) -> pa.Table:
-    """One source as an Arrow table of text columns plus ``_file``, ``_row`` and ``_bad``."""
+def _source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage: Stage) -> str:
+    """A query over one source giving every known column as text (NULL when absent), ``_bad``, ``_file``, ``_row``.
+
+    ``_bad`` names a row's structural problem (not an object, a nested value where text belongs, an
+    unknown key); ``_row`` is the 0-based data row in file order (DuckDB's ordinality / file row number).
+    """
     known = _known(stage)
-    try:
-        if source.kind == "jsonl":
-            table = _read_jsonl(con, source, known)
-        elif source.kind == "csv":
-            table = _read_tabular(con, source, known, _csv_sql(source, _csv_header(source)))
-        else:
-            table = _read_tabular(con, source, known, _frame_sql(con, source))
-    except duckdb.Error as exc:
-        raise _read_error(source, exc) from None
-    n = table.num_rows
-    if n == 0:
-        raise DataError(source.name, None, None, "the file holds no label rows")
-    table = table.append_column("_file", pa.array([index] * n, pa.int32()))
-    table = table.append_column("_row", pa.array(range(n), pa.int64()))
-    missing = [c for c in REQUIRED if c not in table.column_names]
-    if missing:
-        raise DataError(source.name, None, missing[0], f"missing column (required: {', '.join(REQUIRED)})")
-    return table
-
-
-def _read_jsonl(con: duckdb.DuckDBPyConnection, source: Source, known: tuple[str, ...]) -> pa.Table:
-    path = _quote(str(source.path))
-    objects = f"read_json_objects({path}, format='newline_delimited')"
-    keys = {k for (k,) in con.sql(f"SELECT DISTINCT unnest(json_keys(json)) FROM {objects} "
-                                  f"WHERE json_type(json) = 'OBJECT'").fetchall()}
-    unknown = sorted(keys - set(known))
-    if unknown:
-        first = con.sql(f"SELECT r FROM (SELECT row_number() OVER () - 1 AS r, json FROM {objects}) "
-                        f"WHERE list_contains(json_keys(json), {_quote(unknown[0])}) ORDER BY r LIMIT 1").fetchall()
-        raise _unknown_column(source, first[0][0] if first else None, unknown[0], known)
-    present = [c for c in known if c in keys]
-    # One column names the first problem of each row (NULL when none): JSON types DuckDB would coerce.
-    checks = ["WHEN json_type(json) <> 'OBJECT' THEN '(row)'"]
-    for c in present:
-        if c != "conversation":
-            checks.append(f"WHEN json_type(json, {_quote('$.' + c)}) NOT IN ({', '.join(map(_quote, _SCALAR_JSON))}, "
-                          f"'NULL') THEN {_quote(c)}")
-    cols = [f"json ->> {_quote('$.' + c)} AS {c}" for c in present]
-    sql = f"SELECT {', '.join(cols + ['CASE ' + ' '.join(checks) + ' END AS _bad'])} FROM {objects}"
-    return con.sql(sql).to_arrow_table()
-
-
-def _csv_sql(source: Source, header: list[str]) -> str:
-    columns = "{" + ", ".join(f"{_quote(c)}: 'VARCHAR'" for c in header) + "}"
-    return (f"SELECT * FROM read_csv({_quote(str(source.path))}, header=true, columns={columns}, delim=',', "
-            "quote='\"', escape='\"', strict_mode=true, auto_detect=false, encoding='utf-8')")
-
-
-def _frame_sql(con: duckdb.DuckDBPyConnection, source: Source) -> str:
-    if source.kind == "frame":
+    if source.kind == "jsonl":
+        return _jsonl_sql(source, index, known)
+    if source.kind == "csv":
+        types = {c: "VARCHAR" for c in _csv_header(source)}
+        columns = "{" + ", ".join(f"{_quote(c)}: 'VARCHAR'" for c in types) + "}"
+        base = (f"SELECT * FROM read_csv({_quote(str(source.path))}, header=true, columns={columns}, delim=',', "
+                "quote='\"', escape='\"', strict_mode=true, auto_detect=false, encoding='utf-8') WITH ORDINALITY")
+        row = "ordinality - 1"
+    elif source.kind == "frame":
         assert source.frame is not None
         try:
             arrow = pa.Table.from_pandas(source.frame, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise DataError(source.name, None, None,
                             f"a column mixes types Arrow cannot store together: {exc}") from None
-        con.register("_frame_source", arrow)
-        return "SELECT * FROM _frame_source"
-    return f"SELECT * FROM read_parquet({_quote(str(source.path))})"
-
-
-def _read_tabular(con: duckdb.DuckDBPyConnection, source: Source, known: tuple[str, ...], base: str) -> pa.Table:
-    if source.kind == "csv":
-        types = {c: "VARCHAR" for c in _csv_header(source)}
+        arrow = arrow.append_column("_frame_row", pa.array(range(arrow.num_rows), pa.int64()))
+        con.register(f"_frame_{index}", arrow)
+        base, row = f"SELECT * FROM _frame_{index}", "_frame_row"
     else:
-        types = {str(name): str(kind) for name, kind, *_ in con.sql(f"DESCRIBE {base}").fetchall()}
+        base = f"SELECT * FROM read_parquet({_quote(str(source.path))}, file_row_number=true)"
+        row = "file_row_number"
+    if source.kind != "csv":
+        types = {str(n): str(k) for n, k, *_ in con.sql(f"DESCRIBE {base}").fetchall()
+                 if n not in ("_frame_row", "file_row_number")}
     unknown = [c for c in types if c not in known]
     if unknown:
         raise _unknown_column(source, None, unknown[0], known)
+    missing = [c for c in REQUIRED if c not in types]
+    if missing:
+        raise DataError(source.name, None, missing[0], f"missing column (required: {', '.join(REQUIRED)})")
     cols = []
-    for c, kind in types.items():
-        nested = kind.endswith("]") or kind.startswith(("STRUCT", "MAP", "UNION", "JSON"))
-        if nested and c != "conversation":
+    for c in known:
+        kind = types.get(c)
+        nested = kind is not None and (kind.endswith("]") or kind.startswith(("STRUCT", "MAP", "UNION", "JSON")))
+        if kind is None:
+            cols.append(f"NULL::VARCHAR AS {c}")
+        elif nested and c != "conversation":
             raise DataError(source.name, None, c, f"has type {kind}; expected text or numbers")
-        cols.append(f"to_json({c})::VARCHAR AS {c}" if nested else f"CAST({c} AS VARCHAR) AS {c}")
-    return con.sql(f"SELECT {', '.join(cols)}, NULL::VARCHAR AS _bad FROM ({base})").to_arrow_table()
+        else:
+            cols.append(f"to_json({c})::VARCHAR AS {c}" if nested else f"CAST({c} AS VARCHAR) AS {c}")
+    return f"SELECT {', '.join(cols)}, NULL::VARCHAR AS _bad, {index} AS _file, {row} AS _row FROM ({base})"
+
+
+def _jsonl_sql(source: Source, index: int, known: tuple[str, ...]) -> str:
+    path = _quote(str(source.path))
+    keys = "[" + ", ".join(map(_quote, known)) + "]"
+    scalar = ", ".join(map(_quote, (*_SCALAR_JSON, "NULL")))
+    checks = ["WHEN json_type(json) <> 'OBJECT' THEN '(row)'", f"WHEN NOT list_has_all({keys}, json_keys(json)) "
+              "THEN '(key)'"]
+    checks += [f"WHEN json_type(json, {_quote('$.' + c)}) NOT IN ({scalar}) THEN {_quote(c)}"
+               for c in known if c != "conversation"]
+    cols = [f"json ->> {_quote('$.' + c)} AS {c}" for c in known]
+    return (f"SELECT {', '.join(cols)}, CASE {' '.join(checks)} END AS _bad, {index} AS _file, ordinality - 1 AS _row "
+            f"FROM read_json_objects({path}, format='newline_delimited') WITH ORDINALITY")
 
 
 def _csv_header(source: Source) -> list[str]:
@@ -301,21 +283,6 @@ def _where(source: Source, row: int) -> int | str:
 
 # --------------------------------------------------------------------------- validating and building
 
-class _Checker:
-    """Runs the validation queries over the registered view ``v`` and turns a hit into a DataError."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, sources: Sequence[Source]) -> None:
-        self.con, self.sources = con, sources
-
-    def error(self, file: int, row: int, column: str | None, message: str) -> DataError:
-        source = self.sources[file]
-        return DataError(source.name, _where(source, row), column, message)
-
-    def first(self, sql: str) -> tuple[Any, ...] | None:
-        rows = self.con.sql(sql + " ORDER BY _file, _row LIMIT 1").fetchall()
-        return rows[0] if rows else None
-
-
 def load_label_sources(sources: Sequence[Source], spec: LabelSpec) -> LabelImport:
     """Read and validate label sources; build the store rows (nothing is written).
 
@@ -337,106 +304,179 @@ def load_label_sources(sources: Sequence[Source], spec: LabelSpec) -> LabelImpor
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise DataError(dup, None, None, "given twice")
-    con = duckdb.connect()
+    if spec.scale == "ordinal":
+        for c in spec.categories or ():
+            try:
+                float(c)
+            except ValueError:
+                raise DataError("--categories", None, None, f"{_short(c)} is not a number (ordinal scale)") from None
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
-        con.execute("SET autoinstall_known_extensions = false; "
-                    "SET autoload_known_extensions = false")
-        parts = [_read(con, s, i, spec.stage) for i, s in enumerate(sources)]
-        result = LabelImport(spec=spec, files={s.name: t.num_rows for s, t in zip(sources, parts, strict=True)},
-                             run_ids={s.name: run_id_for(s, spec) for s in sources})
-        columns = [c for c in _known(spec.stage) if any(c in t.column_names for t in parts)]
-        unified = pa.concat_tables([_with_columns(t, columns) for t in parts])
-        con.register("raw", unified)
-        con.execute(_normalised_view(columns, spec.stage))
+        queries = []
+        for i, source in enumerate(sources):
+            try:
+                queries.append(_source_sql(con, source, i, spec.stage))
+            except duckdb.Error as exc:
+                raise _read_error(source, exc) from None
+        _materialise(con, sources, queries, spec)
+        counts = dict(con.sql("SELECT _file, count(*) FROM vl GROUP BY _file").fetchall())
+        for i, source in enumerate(sources):
+            if not counts.get(i):
+                raise DataError(source.name, None, None, "the file holds no label rows")
         check = _Checker(con, sources)
         _check_rows(check, spec)
-        _check_items(check, spec, columns)
-        _check_labels(check, spec)
+        _check_items(check, spec)
         _check_duplicates(check)
+        result = LabelImport(spec=spec, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
+                             run_ids={s.name: run_id_for(s, spec) for s in sources})
         result.tables = _build(con, spec, sources, result.run_ids)
         return result
     finally:
         con.close()
 
 
-def _with_columns(table: pa.Table, columns: list[str]) -> pa.Table:
-    arrays = [table.column(c) if c in table.column_names else pa.nulls(table.num_rows, pa.string())
-              for c in columns]
-    extra = ["_file", "_row", "_bad"]
-    return pa.Table.from_arrays(arrays + [table.column(c).cast(pa.string()) if c == "_bad" else table.column(c)
-                                          for c in extra], names=columns + extra)
+def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queries: list[str],
+                 spec: LabelSpec) -> None:
+    """Read every source once into the temp table ``vl``: normalised text, the stored label, each row's problem.
+
+    One pass over the files: every per-row check is a column here, so validation costs one scan, not one
+    per rule.
+    """
+    norm = []
+    for c in _known(spec.stage):
+        # Empty text counts as absent (CSV has no null); ids, names and context are trimmed.
+        norm.append(f"nullif({c}, '') AS {c}" if c in ("conversation", "label", "reason")
+                    else f"nullif(trim({c}), '') AS {c}")
+    kinds = ", ".join(map(_quote, RATER_KINDS))
+    response_kind = ""
+    if spec.stage == "response":
+        allowed = ", ".join(map(_quote, RESPONSE_KINDS))
+        response_kind = (f"WHEN response_kind IS NOT NULL AND lower(response_kind) NOT IN ({allowed}) "
+                         "THEN 'response_kind'")
+    sql = f"""CREATE TEMP TABLE vl AS
+        SELECT *, {_label_sql(spec)} AS stored,
+            CASE WHEN _bad IS NOT NULL THEN _bad WHEN item_id IS NULL THEN 'missing:item_id'
+                 WHEN rater IS NULL THEN 'missing:rater' WHEN label IS NULL OR trim(label) = '' THEN 'missing:label'
+                 WHEN kind NOT IN ({kinds}) THEN 'rater_kind' {response_kind}
+                 WHEN stored IS NULL THEN '(scale)' END AS problem
+        FROM (SELECT *, {_shape_sql(spec)} FROM (
+            SELECT _file, _row, _bad, {', '.join(norm)}, _file::BIGINT * 4294967296 + _row AS _ord
+            FROM ({' UNION ALL '.join(queries)})
+        ) AS n, LATERAL (SELECT coalesce(n.user_id, n.item_id) AS user_key, coalesce(n.condition, '') AS cond,
+                                lower(coalesce(n.rater_kind, 'human')) AS kind)
+        WINDOW w AS (PARTITION BY item_id))"""
+    try:
+        con.execute(sql)
+    except duckdb.Error as exc:
+        for source, query in zip(sources, queries, strict=True):  # which file: read each alone
+            try:
+                con.sql(f"SELECT count(*) FROM ({query})").fetchall()
+            except duckdb.Error as file_exc:
+                raise _read_error(source, file_exc) from None
+        raise DataError(sources[0].name if len(sources) == 1 else "(label files)", None, None,
+                        str(exc).strip().splitlines()[0][:300]) from None
 
 
-def _normalised_view(columns: list[str], stage: Stage) -> str:
-    # Trimmed text; empty optional text counts as absent (CSV has no null). Ids and names are trimmed too.
-    out = []
-    for c in _known(stage):
-        if c not in columns:
-            out.append(f"NULL::VARCHAR AS {c}")
-        elif c in ("conversation", "label", "reason"):
-            out.append(f"nullif({c}, '') AS {c}")
-        else:
-            out.append(f"nullif(trim({c}), '') AS {c}")
-    return ("CREATE TEMP VIEW v AS SELECT *, coalesce(user_id, item_id) AS user_key, coalesce(condition, '') AS cond, "
-            "lower(coalesce(rater_kind, 'human')) AS kind, _file::BIGINT * 4294967296 + _row AS _ord "
-            f"FROM (SELECT _file, _row, _bad, {', '.join(out)} FROM raw)")
+class _Checker:
+    """Runs validation queries over ``vl`` and turns a hit into a located DataError."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, sources: Sequence[Source]) -> None:
+        self.con, self.sources = con, sources
+
+    def error(self, file: int, row: int, column: str | None, message: str) -> DataError:
+        source = self.sources[file]
+        return DataError(source.name, _where(source, row), column, message)
+
+    def at(self, file: int, row: int) -> str:
+        source = self.sources[file]
+        return f"{source.name}:{_where(source, row)}"
+
+    def first(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
+        rows = self.con.execute(sql + " ORDER BY _file, _row LIMIT 1", params or []).fetchall()
+        return rows[0] if rows else None
 
 
 def _check_rows(check: _Checker, spec: LabelSpec) -> None:
-    hit = check.first("SELECT _file, _row, _bad FROM v WHERE _bad IS NOT NULL")
-    if hit:
-        if hit[2] == "(row)":
-            raise check.error(hit[0], hit[1], None, "expected a JSON object")
-        raise check.error(hit[0], hit[1], hit[2], "expected a string or a number")
-    for c in REQUIRED:
-        hit = check.first(f"SELECT _file, _row FROM v WHERE {c} IS NULL OR trim({c}) = ''")
-        if hit:
-            raise check.error(hit[0], hit[1], c, "missing or empty (required)")
-    kinds = ", ".join(map(_quote, RATER_KINDS))
-    hit = check.first(f"SELECT _file, _row, kind FROM v WHERE kind NOT IN ({kinds})")
-    if hit:
-        raise check.error(hit[0], hit[1], "rater_kind", f"unknown rater kind {_short(hit[2])} "
-                                                        f"(one of {', '.join(RATER_KINDS)})")
-    if spec.stage == "response":
-        allowed = ", ".join(map(_quote, RESPONSE_KINDS))
-        hit = check.first(f"SELECT _file, _row, response_kind FROM v WHERE response_kind IS NOT NULL "
-                          f"AND lower(response_kind) NOT IN ({allowed})")
-        if hit:
-            raise check.error(hit[0], hit[1], "response_kind", f"{_short(hit[2])} is not personalised or generic")
+    response_kind = "response_kind" if spec.stage == "response" else "NULL"
+    hit = check.first(f"SELECT _file, _row, problem, label, is_pair, kind, {response_kind} FROM vl "
+                      "WHERE problem IS NOT NULL")
+    if not hit:
+        return
+    file, row, problem, label, is_pair, kind, response_kind = hit
+    if problem == "(row)":
+        raise check.error(file, row, None, "expected a JSON object")
+    if problem == "(key)":
+        raise _unknown_key(check, file, row, spec)
+    if problem.startswith("missing:"):
+        raise check.error(file, row, problem.split(":", 1)[1], "missing or empty (required)")
+    if problem == "rater_kind":
+        raise check.error(file, row, "rater_kind", f"unknown rater kind {_short(kind)} "
+                                                   f"(one of {', '.join(RATER_KINDS)})")
+    if problem == "response_kind":
+        raise check.error(file, row, "response_kind", f"{_short(response_kind)} is not personalised or generic")
+    if problem == "(scale)":
+        cats = PAIRWISE_LABELS if is_pair else _categories(spec)
+        expected = f"one of {', '.join(cats)}" if cats is not None else "a number"
+        scale = "pairwise" if is_pair else spec.scale
+        hint = "" if is_pair or spec.categories else _hint(spec)
+        raise check.error(file, row, "label",
+                          f"{_short(label)} is outside the {scale} scale (expected {expected}{hint})")
+    raise check.error(file, row, problem, "expected a string or a number")
 
 
-def _check_items(check: _Checker, spec: LabelSpec, columns: list[str]) -> None:
-    """Context and user are facts of the item: every row that gives them must agree."""
-    for c in ("user_key", *[c for c in CONTEXT[spec.stage] if c in columns]):
-        hit = check.first(f"""
-            SELECT v._file, v._row, v.item_id, f.ff, f.fr FROM v JOIN (
-                SELECT item_id, arg_min({c}, _ord) AS fv, arg_min(_file, _ord) AS ff, arg_min(_row, _ord) AS fr
-                FROM v WHERE {c} IS NOT NULL GROUP BY item_id HAVING min({c}) <> max({c})
-            ) f USING (item_id)
-            WHERE v.{c} IS NOT NULL AND v.{c} <> f.fv""")
-        if hit:
-            first = check.sources[hit[3]]
-            column = "user_id" if c == "user_key" else c
-            raise check.error(hit[0], hit[1], column, f"item {_short(hit[2])} has another {column} at "
-                                                      f"{first.name}:{_where(first, hit[4])}")
-    if spec.stage == "response":
-        hit = check.first("""
-            SELECT _file, _row, item_id, pair, single FROM (
-                SELECT *, bool_or(response_a IS NOT NULL OR response_b IS NOT NULL) OVER w AS pair,
-                       bool_or(response IS NOT NULL) OVER w AS single,
-                       bool_or(response_a IS NOT NULL) OVER w AS has_a, bool_or(response_b IS NOT NULL) OVER w AS has_b
-                FROM v WINDOW w AS (PARTITION BY item_id))
-            WHERE (pair AND single) OR (pair AND NOT (has_a AND has_b))""")
-        if hit:
-            column = "response" if hit[3] and hit[4] else "response_b"
-            message = ("gives both a single response and a pair (response_a/response_b)" if hit[3] and hit[4]
-                       else "gives only one of response_a/response_b (a pair needs both)")
-            raise check.error(hit[0], hit[1], column, f"item {_short(hit[2])} {message}")
-    if spec.stage == "extraction" and "conversation" in columns:
-        for file, row, text in check.con.sql(
-                "SELECT min_by(_file, (_file, _row)), min_by(_row, (_file, _row)), conversation FROM v "
-                "WHERE conversation IS NOT NULL GROUP BY conversation").fetchall():
-            parse_conversation(text, lambda msg, f=file, r=row: check.error(f, r, "conversation", msg))
+def _unknown_key(check: _Checker, file: int, row: int, spec: LabelSpec) -> DataError:
+    source = check.sources[file]
+    line = _where(source, row)
+    key = "?"
+    if source.path is not None and isinstance(line, int):
+        with source.path.open("rb") as handle:
+            text = next(t for n, t in enumerate(handle, start=1) if n == line)
+        key = next((k for k in orjson.loads(text) if k not in _known(spec.stage)), "?")
+    return _unknown_column(source, row, key, _known(spec.stage))
+
+
+def _check_items(check: _Checker, spec: LabelSpec) -> None:
+    """Context and user are facts of the item: every row that gives them must agree (checked on ``it``)."""
+    con = check.con
+    context = CONTEXT[spec.stage]
+    sid = _item_hash(_quote(spec.dataset), _quote(spec.stage), "item_id")
+    con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid, min(user_key) AS user_id,
+        {', '.join(f'max({c}) AS {c}' for c in context)},
+        [{', '.join(f"coalesce(min({c}) <> max({c}), FALSE)" for c in ('user_key', *context))}] AS conflicts,
+        bool_or(is_pair) AS is_pair, bool_or(is_yes_no) AS is_yes_no, min(_ord) AS first_at,
+        {_pair_conflict_sql(spec)} AS pair_conflict
+        FROM vl GROUP BY item_id""")
+    hit = con.execute("SELECT source_id, conflicts, pair_conflict FROM it "
+                      "WHERE list_bool_or(conflicts) OR pair_conflict IS NOT NULL ORDER BY first_at LIMIT 1").fetchall()
+    if not hit:
+        if spec.stage == "extraction":
+            for file, row, text in con.sql("SELECT arg_min(_file, _ord), arg_min(_row, _ord), conversation FROM vl "
+                                           "WHERE conversation IS NOT NULL GROUP BY conversation").fetchall():
+                parse_conversation(text, lambda msg, f=file, r=row: check.error(f, r, "conversation", msg))
+        return
+    item, conflicts, pair_conflict = hit[0]
+    if pair_conflict is not None:
+        column, message = pair_conflict.split(":", 1)
+        file, row = check.first(f"SELECT _file, _row FROM vl WHERE item_id = ? AND {column} IS NOT NULL", [item]) \
+            or check.first("SELECT _file, _row FROM vl WHERE item_id = ?", [item]) or (0, 0)
+        raise check.error(file, row, column, f"item {_short(item)} {message}")
+    c = ("user_key", *context)[conflicts.index(True)]
+    rows = con.execute(f"SELECT _file, _row, {c} FROM vl WHERE item_id = ? AND {c} IS NOT NULL ORDER BY _ord",
+                       [item]).fetchall()
+    first = rows[0]
+    file, row, _ = next(r for r in rows if r[2] != first[2])
+    column = "user_id" if c == "user_key" else c
+    raise check.error(file, row, column, f"item {_short(item)} has another {column} at {check.at(first[0], first[1])}")
+
+
+def _pair_conflict_sql(spec: LabelSpec) -> str:
+    """Per item, 'column:message' when stage-3 context mixes a pair with a single response or half a pair."""
+    if spec.stage != "response":
+        return "NULL::VARCHAR"
+    a, b, one = ("bool_or(response_a IS NOT NULL)", "bool_or(response_b IS NOT NULL)", "bool_or(response IS NOT NULL)")
+    return (f"CASE WHEN ({a} OR {b}) AND {one} THEN 'response:gives both a single response and a pair "
+            f"(response_a/response_b)' WHEN {a} <> {b} THEN 'response_b:gives only one of response_a/response_b "
+            "(a pair needs both)' END")
 
 
 def parse_conversation(text: str, fail: Any) -> list[dict[str, str]]:
@@ -509,43 +549,27 @@ def _shape_sql(spec: LabelSpec) -> str:
     return f"{is_pair} AS is_pair, (NOT {is_pair} AND {yes_no}) AS is_yes_no"
 
 
-def _check_labels(check: _Checker, spec: LabelSpec) -> None:
-    check.con.execute(f"CREATE TEMP TABLE vl AS SELECT *, {_label_sql(spec)} AS stored FROM "
-                      f"(SELECT *, {_shape_sql(spec)} FROM v WINDOW w AS (PARTITION BY item_id))")
-    if spec.scale == "ordinal":
-        for c in spec.categories or ():
-            try:
-                float(c)
-            except ValueError:
-                raise DataError("--categories", None, None, f"{_short(c)} is not a number (ordinal scale)") from None
-    hit = check.first("SELECT _file, _row, label, is_pair FROM vl WHERE stored IS NULL")
-    if hit:
-        cats = PAIRWISE_LABELS if hit[3] else _categories(spec)
-        expected = (f"one of {', '.join(cats)}" if cats is not None else "a number")
-        scale = "pairwise" if hit[3] else spec.scale
-        raise check.error(hit[0], hit[1], "label", f"{_short(hit[2])} is outside the {scale} scale (expected "
-                                                   f"{expected}{'' if hit[3] or spec.categories else _hint(spec)})")
-
-
 def _hint(spec: LabelSpec) -> str:
     return "; --categories changes them" if spec.stage in STAGE_CATEGORIES and spec.scale == "nominal" else ""
 
 
 def _check_duplicates(check: _Checker) -> None:
-    dup = check.con.sql("SELECT count(*) FROM (SELECT 1 FROM v GROUP BY item_id, rater, cond HAVING count(*) > 1)")
+    # Hashing the key first: a group-by over one integer, not three strings, on the (usual) clean path.
+    dup = check.con.sql("SELECT count(*) FROM (SELECT hash(item_id, rater, cond) AS h FROM vl GROUP BY h "
+                        "HAVING count(*) > 1)")
     if not dup.fetchall()[0][0]:
         return
     hit = check.first("""
         SELECT _file, _row, item_id, rater, cond, first_file, first_row FROM (
             SELECT *, row_number() OVER w AS n, first_value(_file) OVER w AS first_file,
                    first_value(_row) OVER w AS first_row
-            FROM v WINDOW w AS (PARTITION BY item_id, rater, cond ORDER BY _file, _row))
+            FROM vl WINDOW w AS (PARTITION BY item_id, rater, cond ORDER BY _ord))
         WHERE n = 2""")
-    assert hit is not None
-    first = check.sources[hit[5]]
+    if hit is None:
+        return  # two keys shared a hash: no duplicate
     cond = f" under condition {_short(hit[4])}" if hit[4] else ""
     raise check.error(hit[0], hit[1], "rater", f"rater {_short(hit[3])} labels item {_short(hit[2])}{cond} twice "
-                                               f"(first at {first.name}:{_where(first, hit[6])})")
+                                               f"(first at {check.at(hit[5], hit[6])})")
 
 
 def _item_hash(*parts: str) -> str:
@@ -559,19 +583,13 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
     runs = pa.table({"_file": pa.array(range(len(sources)), pa.int32()),
                      "run_id": [run_ids[s.name] for s in sources]})
     con.register("file_runs", runs)
-    sid = _item_hash(ds, st, "item_id")
-    con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid,
-        any_value(user_key ORDER BY _file, _row) AS user_id,
-        {', '.join(f'max({c}) AS {c}' for c in CONTEXT[spec.stage])},
-        bool_or(is_pair) AS is_pair, bool_or(is_yes_no) AS is_yes_no, min(_ord) AS first_at,
-        arg_min(_file, _ord) AS first_file, arg_min(_row, _ord) AS first_row
-        FROM vl GROUP BY item_id""")
     tables: dict[str, pa.Table] = {}
-    tables["labels"] = con.sql(f"""
-        SELECT {sid} AS item_id, trim(rater) AS rater, kind AS rater_kind, cond AS condition, stored AS label,
+    tables["labels"] = con.sql("""
+        SELECT it.sid AS item_id, rater, kind AS rater_kind, cond AS condition, stored AS label,
                CASE WHEN stored IS DISTINCT FROM label THEN label END AS raw, reason, NULL::VARCHAR AS error,
                r.run_id, NULL::VARCHAR AS meta
-        FROM vl JOIN file_runs r USING (_file) ORDER BY _file, _row""").to_arrow_table()
+        FROM vl JOIN it ON vl.item_id = it.source_id JOIN file_runs r USING (_file)
+        ORDER BY it.sid, rater, cond""").to_arrow_table()
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
     has_prompt = spec.stage in ("relevance", "response")
@@ -581,12 +599,12 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
                {prompt_index if has_prompt else 'NULL::INTEGER'} AS prompt_index,
                {'attribute' if spec.stage != 'response' else 'NULL::VARCHAR'} AS attribute,
                NULL::BIGINT AS position, {payload} AS payload
-        FROM it ORDER BY first_at""").to_arrow_table()
+        FROM it ORDER BY sid""").to_arrow_table()
     profile = "profile" if spec.stage != "extraction" else "NULL::VARCHAR"
     # A profile is the item's context (kept in its payload); the user's profile only when all its items agree.
     tables["users"] = con.sql(f"""SELECT {ds} AS dataset, user_id,
                         CASE WHEN count(DISTINCT {profile}) = 1 THEN max({profile}) END AS profile_text
-                        FROM it GROUP BY user_id ORDER BY min(first_at)""").to_arrow_table()
+                        FROM it GROUP BY user_id""").to_arrow_table()
     tables["prompts"] = con.sql(f"""
         SELECT DISTINCT {ds} AS dataset, user_id, {prompt_index} AS prompt_index, prompt AS prompt_text FROM it
         WHERE prompt IS NOT NULL""").to_arrow_table() if has_prompt else _empty("prompts")

@@ -141,7 +141,8 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
             for table in _WRITE_ORDER:
                 summary.tables[table] = upsert_counted(con, table, tables[table],
                                                        _IMPORT_RUN_VOLATILE if table == "runs" else frozenset())
-            _remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
+            if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
+                _remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
             set_meta(con, {f"origin:{spec.dataset}": spec.origin,
                            f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode()})
             con.execute("COMMIT")

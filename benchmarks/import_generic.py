@@ -1,0 +1,97 @@
+"""Benchmark: import 1,000,000 label rows in the generic format, from Parquet and from JSONL, beside the floor.
+
+The floor is DuckDB's own reader loading the same file into a bare table of a fresh database file
+(``CREATE TABLE t AS SELECT * FROM read_parquet(...)`` / ``read_json(...)``): no validation, no keys, no
+ids: the least any import of that file can cost here. PersonaGap's import (read, validate every row,
+hash item ids, build items/users, write with primary keys in one transaction) is timed into a fresh
+database file too, and the ratio to the floor is printed. Target (issue 14): <= 3x.
+
+The rows are made up (no human data): 200,000 items of 40,000 users, four human annotators and one LLM
+per item, yes/no labels, a reason on the LLM's rows.
+
+Run: python benchmarks/import_generic.py [--rows 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from personagap.labels_api import import_labels
+
+RATERS = ("ann-1", "ann-2", "ann-3", "ann-4", "gpt-x")
+
+
+def make_rows(n_rows: int) -> pa.Table:
+    """``n_rows`` labels: items of 5 raters each (4 human, 1 LLM), 5 items per user."""
+    n_items = n_rows // len(RATERS)
+    item = [f"item-{i:07d}" for i in range(n_items) for _ in RATERS]
+    user = [f"user-{i // 5:06d}" for i in range(n_items) for _ in RATERS]
+    rater = list(RATERS) * n_items
+    kind = ["human", "human", "human", "human", "llm"] * n_items
+    label = ["yes" if (i * 7 + k * 3) % 5 < 2 else "no" for i in range(n_items) for k in range(len(RATERS))]
+    reason = [None, None, None, None, "made-up reason"] * n_items
+    return pa.table({"item_id": item, "user_id": user, "rater": rater, "rater_kind": kind, "label": label,
+                     "reason": reason})
+
+
+def timed(fn: Callable[[], object], repeat: int, fresh: Callable[[], None]) -> float:
+    """Median wall time of ``repeat`` runs, each after ``fresh()`` (outside the timing)."""
+    times = []
+    for _ in range(repeat):
+        fresh()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (the median is printed)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        table = make_rows(args.rows)
+        files = {"parquet": root / "labels.parquet", "jsonl": root / "labels.jsonl"}
+        pq.write_table(table, files["parquet"])
+        with duckdb.connect() as con:
+            con.register("t", table)
+            con.execute(f"COPY t TO '{files['jsonl']}' (FORMAT json)")
+        floor_db, ours_db = root / "floor.duckdb", root / "ours.duckdb"
+
+        def fresh() -> None:
+            for db in (floor_db, ours_db):
+                for p in (db, db.with_suffix(".duckdb.wal")):
+                    p.unlink(missing_ok=True)
+
+        print(f"{table.num_rows:,} label rows ({table.num_rows // len(RATERS):,} items, {len(RATERS)} raters each)")
+        print(f"{'format':<9}{'size MB':>9}{'floor s':>10}{'import s':>10}{'ratio':>8}")
+        for fmt, path in files.items():
+            reader = f"read_parquet('{path}')" if fmt == "parquet" else f"read_json('{path}')"
+
+            def floor(reader: str = reader) -> None:
+                with duckdb.connect(str(floor_db)) as con:
+                    con.execute(f"CREATE TABLE t AS SELECT * FROM {reader}")
+
+            def ours(path: Path = path) -> None:
+                import_labels(path, stage="relevance", dataset="bench", db=ours_db)
+
+            t_floor = timed(floor, args.repeat, fresh)
+            t_ours = timed(ours, args.repeat, fresh)
+            print(f"{fmt:<9}{path.stat().st_size / 1e6:>9.1f}{t_floor:>10.2f}{t_ours:>10.2f}"
+                  f"{t_ours / t_floor:>7.1f}x")
+        print("target: <= 3x the floor")
+
+
+if __name__ == "__main__":
+    main()
