@@ -22,5 +22,8 @@ navigation = st.navigation({
         st.Page("page_disagreements.py", title="Disagreements", url_path="disagreements"),
         st.Page("page_runs.py", title="Runs", url_path="runs"),
     ],
+    "Collect": [
+        st.Page("page_annotate.py", title="Annotate", icon=":material/edit_note:", url_path="annotate"),
+    ],
 })
 navigation.run()

@@ -27,6 +27,7 @@ def _stamp(db: str) -> tuple[int, int]:
 def start(db: str, n_resamples: int, seed: int) -> None:
     """Compute the diagnosis of ``db`` in a background thread (errors are left to the page to report)."""
     from personagap.analysis.diagnosis import diagnose_db
+    from personagap.dashboard import access
 
     key = (db, n_resamples, seed)
     done = threading.Event()
@@ -34,7 +35,8 @@ def start(db: str, n_resamples: int, seed: int) -> None:
 
     def work() -> None:
         try:
-            box["result"] = diagnose_db(db, n_resamples=n_resamples, seed=seed)
+            with access.reading():
+                box["result"] = diagnose_db(db, n_resamples=n_resamples, seed=seed)
         except Exception:  # noqa: BLE001 - the page recomputes and shows the error itself
             box["result"] = None
         finally:

@@ -11,14 +11,19 @@ Every filter is a bound parameter. The SQL text is static: optional filters use 
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pandas as pd
 
+from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql
 from personagap.analysis.diagnosis import REFERENCE_SQL
+from personagap.dashboard import access
 from personagap.store import opened
 
 #: Disagreement kinds offered by the browser: key -> (label, SQL meaning documented in _DISAGREEMENT_SQL).
@@ -43,9 +48,16 @@ class DisagreementFilter:
     text: str | None = None
 
 
+@contextlib.contextmanager
+def read_only(db: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the store read-only for one batch of queries, through this process's gate (see :mod:`.access`)."""
+    with access.reading(), opened(db, read_only=True) as con:
+        yield con
+
+
 def db_state(db: str | Path) -> dict[str, int]:
     """Return row counts of the main tables (all zero for a fresh store)."""
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         row = con.execute("""
             SELECT (SELECT count(*) FROM items), (SELECT count(*) FROM labels), (SELECT count(*) FROM runs),
                    (SELECT count(*) FROM users)
@@ -55,18 +67,18 @@ def db_state(db: str | Path) -> dict[str, int]:
 
 def filter_options(db: str | Path) -> dict[str, list[str]]:
     """Distinct stages, datasets and judges present, for filter widgets."""
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         stages = [r[0] for r in con.execute("SELECT DISTINCT stage FROM items ORDER BY 1").fetchall()]
         datasets = [r[0] for r in con.execute("SELECT DISTINCT dataset FROM items ORDER BY 1").fetchall()]
         judges = [r[0] for r in con.execute(
-            "SELECT DISTINCT rater FROM labels WHERE rater_kind IN ('llm', 'trained', 'baseline') ORDER BY 1"
+            f"SELECT DISTINCT rater FROM labels l WHERE {comparable_judge_sql('l')} ORDER BY 1"
         ).fetchall()]
     return {"stage": stages, "dataset": datasets, "judge": judges}
 
 
 def stage_inventory(db: str | Path, stage: str) -> pd.DataFrame:
     """Labels of one stage counted per dataset, rater kind, rater and condition."""
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         return con.execute("""
             SELECT i.dataset, l.rater_kind, l.rater, l.condition, count(*) AS labels,
                    count(*) FILTER (WHERE l.label IS NULL) AS failures, count(DISTINCT i.user_id) AS users
@@ -76,63 +88,58 @@ def stage_inventory(db: str | Path, stage: str) -> pd.DataFrame:
         """, [stage]).df()
 
 
-def bias_table(db: str | Path, stage: str) -> pd.DataFrame:
-    """Yes-rate (or first-answer rate) per judge and the human reference, by position and by length.
+def bias_labels(db: str | Path, stage: str) -> pd.DataFrame:
+    """Yes/no labels of every comparable judge and the blind human reference, with position and length.
 
-    Rows: ``rater``, ``factor`` ('attribute length' quartile, 'position', 'swapped'), ``bucket``,
-    ``n`` and ``rate``. Binary labels give the yes-rate; A/B labels give the share choosing A.
+    Rows: ``rater``, ``who`` ('humans' | 'judge'), ``user_id``, ``position`` (the attribute's place in
+    its list, where the release keys by it), ``length`` (characters of the attribute) and ``hit`` (1 = yes).
     """
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         return con.execute(f"""
-            WITH {REFERENCE_SQL},
-            rated AS (
-                SELECT l.rater, l.label, i.attribute, i.position,
-                       try_cast(json_extract_string(l.meta, '$.swapped') AS BOOLEAN) AS swapped
-                FROM labels l JOIN items i USING (item_id)
-                WHERE i.stage = ? AND l.rater_kind IN ('llm', 'trained', 'baseline') AND l.label IS NOT NULL
-                UNION ALL
-                SELECT 'human reference' AS rater, r.human AS label, i.attribute, i.position, NULL AS swapped
-                FROM reference r JOIN items i USING (item_id)
-                WHERE i.stage = ?
-            ),
-            coded AS (
-                SELECT *, CASE WHEN label IN ('yes', 'A') THEN 1.0 WHEN label IN ('no', 'B') THEN 0.0 END AS hit,
-                       ntile(4) OVER (ORDER BY length(attribute)) AS len_q
-                FROM rated
-            )
-            SELECT rater, 'attribute length' AS factor, 'Q' || len_q AS bucket, count(*) AS n, avg(hit) AS rate
-            FROM coded WHERE attribute IS NOT NULL AND hit IS NOT NULL GROUP BY ALL
+            WITH {REFERENCE_SQL}
+            SELECT CASE WHEN l.condition = '' THEN l.rater ELSE l.rater || ' [' || l.condition || ']' END AS rater,
+                   'judge' AS who, i.user_id, i.position, length(i.attribute) AS length,
+                   CASE l.label WHEN 'yes' THEN 1 ELSE 0 END AS hit
+            FROM labels l JOIN items i USING (item_id)
+            WHERE i.stage = ? AND {comparable_judge_sql('l')} AND l.label IN ('yes', 'no')
             UNION ALL
-            SELECT rater, 'position', CAST(position AS TEXT), count(*), avg(hit)
-            FROM coded WHERE position IS NOT NULL AND hit IS NOT NULL GROUP BY ALL
-            UNION ALL
-            SELECT rater, 'swapped', CAST(swapped AS TEXT), count(*), avg(hit)
-            FROM coded WHERE swapped IS NOT NULL AND hit IS NOT NULL GROUP BY ALL
-            ORDER BY 1, 2, 3
+            SELECT 'humans (reference)', 'humans', i.user_id, i.position, length(i.attribute),
+                   CASE r.human WHEN 'yes' THEN 1 ELSE 0 END
+            FROM reference r JOIN items i USING (item_id)
+            WHERE i.stage = ? AND r.human IN ('yes', 'no')
         """, [stage, stage]).df()
+
+
+# Raters of the agreement matrix (comparable.py's rule): blind humans, and every comparable judge label,
+# a judge under a non-default condition shown as its own rater ("gpt [no-profile]").
+_MATRIX_RATERS = f"""
+    SELECT l.item_id, l.rater_kind, l.label, i.stage, i.dataset, i.user_id,
+           CASE WHEN l.condition = '' THEN l.rater ELSE l.rater || ' [' || l.condition || ']' END AS rater
+    FROM labels l JOIN items i USING (item_id)
+    WHERE l.label IS NOT NULL AND ({blind_human_sql('l')} OR {comparable_judge_sql('l')})
+"""
 
 
 def agreement_labels(db: str | Path, stage: str, dataset: str) -> pd.DataFrame:
     """Long labels (item_id, rater, rater_kind, label, cluster) of one dataset for the pairwise matrix.
 
-    Only the default protocol (condition '') and parsed labels: failures are never verdicts.
+    Blind human labels and comparable judge labels only (:mod:`personagap.analysis.comparable`); failures
+    are never verdicts.
     """
-    with opened(db, read_only=True) as con:
-        return con.execute("""
-            SELECT l.item_id, l.rater, l.rater_kind, l.label, i.user_id AS cluster
-            FROM labels l JOIN items i USING (item_id)
-            WHERE i.stage = ? AND i.dataset = ? AND l.condition = '' AND l.label IS NOT NULL
+    with read_only(db) as con:
+        return con.execute(f"""
+            SELECT item_id, rater, rater_kind, label, user_id AS cluster FROM ({_MATRIX_RATERS})
+            WHERE stage = ? AND dataset = ?
         """, [stage, dataset]).df()
 
 
 def matrix_choices(db: str | Path) -> pd.DataFrame:
     """(stage, dataset) pairs with at least two raters, with rater and label counts."""
-    with opened(db, read_only=True) as con:
-        return con.execute("""
-            SELECT i.stage, i.dataset, count(DISTINCT l.rater) AS raters, count(*) AS labels
-            FROM labels l JOIN items i USING (item_id)
-            WHERE l.condition = '' AND l.label IS NOT NULL
-            GROUP BY ALL HAVING count(DISTINCT l.rater) >= 2 ORDER BY 1, 2
+    with read_only(db) as con:
+        return con.execute(f"""
+            SELECT stage, dataset, count(DISTINCT rater) AS raters, count(*) AS labels
+            FROM ({_MATRIX_RATERS})
+            GROUP BY ALL HAVING count(DISTINCT rater) >= 2 ORDER BY 1, 2
         """).df()
 
 
@@ -142,7 +149,7 @@ _DISAGREEMENT_SQL = f"""
         SELECT i.stage, i.dataset, i.user_id, i.prompt_index, i.attribute, i.item_id, l.rater AS judge,
                l.condition, l.label AS judge_label, r.human AS human_label, l.error, l.reason, l.raw
         FROM labels l JOIN items i USING (item_id) JOIN reference r USING (item_id)
-        WHERE l.rater_kind IN ('llm', 'trained', 'baseline')
+        WHERE {comparable_judge_sql('l')}
           AND (CAST(? AS TEXT) IS NULL OR i.stage = ?)
           AND (CAST(? AS TEXT) IS NULL OR i.dataset = ?)
           AND (CAST(? AS TEXT) IS NULL OR l.rater = ?)
@@ -175,13 +182,13 @@ def _disagreement_params(f: DisagreementFilter) -> list[Any]:
 
 def count_disagreements(db: str | Path, f: DisagreementFilter) -> int:
     """Number of judge labels matching the filter."""
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         return int(con.execute(f"SELECT count(*) FROM ({_DISAGREEMENT_SQL})", _disagreement_params(f)).fetchall()[0][0])
 
 
 def disagreements_page(db: str | Path, f: DisagreementFilter, *, limit: int = 50, offset: int = 0) -> pd.DataFrame:
     """One page of judge labels matching the filter, in a stable order (paged in SQL)."""
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         return con.execute(
             f"SELECT * FROM ({_DISAGREEMENT_SQL}) "
             "ORDER BY stage, dataset, user_id, prompt_index, attribute, item_id, judge, condition LIMIT ? OFFSET ?",
@@ -196,7 +203,7 @@ def case_detail(db: str | Path, item_id: str) -> dict[str, Any] | None:
         ``item`` (dict, payload decoded), ``prompt_text``, ``profile_text``, ``profile`` (attributes frame)
         and ``labels`` (frame), or None when the item does not exist.
     """
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         items = con.execute("SELECT * FROM items WHERE item_id = ?", [item_id]).df()
         if items.empty:
             return None
@@ -237,7 +244,7 @@ def case_detail(db: str | Path, item_id: str) -> dict[str, Any] | None:
 
 def runs(db: str | Path) -> pd.DataFrame:
     """Every run with how many labels it wrote, newest first."""
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         return con.execute("""
             SELECT r.run_id, r.kind, r.rater, r.status, r.started_at, r.finished_at, r.judge_version, r.git_sha,
                    r.source, coalesce(c.labels, 0) AS labels, coalesce(c.failures, 0) AS failures,
@@ -250,6 +257,18 @@ def runs(db: str | Path) -> pd.DataFrame:
         """).df()
 
 
+def best_run_pair(db: str | Path) -> tuple[str, str] | None:
+    """The two runs that labelled the most items in common (the Runs page's default comparison)."""
+    with read_only(db) as con:
+        rows = con.execute("""
+            WITH r AS (SELECT DISTINCT run_id, item_id FROM labels)
+            SELECT a.run_id, b.run_id, count(*) AS shared
+            FROM r a JOIN r b ON a.item_id = b.item_id AND a.run_id < b.run_id
+            GROUP BY ALL ORDER BY shared DESC, 1, 2 LIMIT 1
+        """).fetchall()
+    return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+
 def compare_runs(db: str | Path, run_a: str, run_b: str) -> dict[str, Any]:
     """Compare the labels two runs wrote on the items both labelled.
 
@@ -257,7 +276,7 @@ def compare_runs(db: str | Path, run_a: str, run_b: str) -> dict[str, Any]:
         ``summary`` (one-row frame: labels of each run, shared items, agreeing items),
         ``crosstab`` (label of A x label of B counts) and ``differences`` (up to 200 differing items).
     """
-    with opened(db, read_only=True) as con:
+    with read_only(db) as con:
         shared_sql = """
             WITH a AS (SELECT item_id, condition, label FROM labels WHERE run_id = ?),
                  b AS (SELECT item_id, condition, label FROM labels WHERE run_id = ?),

@@ -130,3 +130,15 @@ def wait_rendered(page: Any, text: str, timeout_ms: int = 60_000) -> None:
         " return a && a.getAttribute('data-test-script-state') !== 'running'; }", timeout=timeout_ms)
     # Charts draw into canvas/svg after the script finishes; give them their frame.
     page.wait_for_timeout(300)
+
+
+def screenshot_whole(page: Any, path: Path) -> None:
+    """Screenshot the whole app: Streamlit scrolls inside its main container, so grow the viewport to fit it."""
+    height = page.evaluate(
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+        " return Math.ceil(Math.max(m ? m.scrollHeight : 0, document.body.scrollHeight)); }")
+    width = page.viewport_size["width"] if page.viewport_size else 1400
+    page.set_viewport_size({"width": width, "height": min(max(int(height) + 40, 800), 16000)})
+    page.wait_for_timeout(500)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)

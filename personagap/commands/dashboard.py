@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
@@ -32,7 +36,7 @@ def streamlit_command(db: str | Path, *, host: str = "127.0.0.1", port: int = 85
         sys.executable, "-m", "personagap.dashboard.serve",
         "--server.address", host, "--server.port", str(port), "--server.headless", "true",
         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false",
-        "--global.developmentMode", "false",
+        "--global.developmentMode", "false", "--client.toolbarMode", "viewer",
     ]
 
 
@@ -41,21 +45,79 @@ def dashboard_env(db: str | Path) -> dict[str, str]:
     return {**os.environ, DB_ENV: str(Path(db).resolve())}
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be served (in use, no such address), or None when a server can bind it.
+
+    Checked before the banner so that a busy port is one clear line, not a Streamlit traceback after a
+    banner that promised a dashboard.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return f"cannot bind {host}:{port}: {exc.strerror}"
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        # Streamlit's server (tornado) sets SO_REUSEADDR too: a port left in TIME_WAIT is free for it.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {port} on {host} is already in use; stop what serves it or pass --port N"
+            return f"cannot bind {host}:{port}: {exc.strerror}"
+    return None
+
+
+def serve(command: list[str], env: dict[str, str]) -> int:
+    """Run the Streamlit server as a child; forward SIGTERM/SIGHUP/SIGINT to it and wait for it to exit.
+
+    Without forwarding, a SIGTERM to this process would leave the child serving the port, re-parented to
+    init. Ctrl+C in a terminal reaches both processes already (same process group); forwarding it again is
+    harmless.
+
+    Returns:
+        The child's exit code (0 when it stopped on a forwarded signal).
+    """
+    child = subprocess.Popen(command, env=env)
+    forwarded: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        forwarded.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=15 if forwarded else None)
+                break
+            except subprocess.TimeoutExpired:
+                child.kill()  # asked to stop 15 s ago and still running: do not leave it behind
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if forwarded else code
+
+
 @cli.command()
 @db_option
 @click.option("--port", type=click.IntRange(1, 65535), default=8501, show_default=True, help="TCP port to serve on.")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind. Loopback by default; pass e.g. 0.0.0.0 to expose the dashboard on your network.")
 def dashboard(db: str, port: int, host: str) -> None:
-    """Open the Streamlit dashboard on a database (read-only; never calls an LLM)."""
+    """Open the Streamlit dashboard on a database (read-only, except labels people add on its Annotate page).
+
+    SIGTERM, SIGHUP and Ctrl+C stop the server and this command together.
+    """
+    problem = port_problem(host, port)
+    if problem is not None:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(2)
     if not Path(db).exists():
         click.echo(f"note: {db} does not exist yet; the dashboard will show how to import data.", err=True)
     click.echo(f"PersonaGap dashboard on http://{host}:{port}  (database {db}; Ctrl+C stops it)")
-    try:
-        code = subprocess.call(streamlit_command(db, host=host, port=port), env=dashboard_env(db))
-    except KeyboardInterrupt:
-        code = 0
-    sys.exit(code)
+    sys.exit(serve(streamlit_command(db, host=host, port=port), dashboard_env(db)))
 
 
 @cli.command()

@@ -1,0 +1,406 @@
+"""Collect human verdicts from the dashboard: the queue of items to label, and labels that are never lost.
+
+No Streamlit here: the Annotate page (:mod:`personagap.dashboard.annotate_page`) calls these functions.
+
+**Nothing lost.** DuckDB lets one process write a file at a time, and a judge run may hold it. So a
+label is first appended to a spool beside the database (``DB.pending-labels.jsonl``, one JSON line per
+label, written and fsync'ed under a file lock) and then written to the store in one short transaction
+when the file is free (:func:`flush`); the spool is emptied only after that transaction committed. The
+store's key (item, rater, condition) makes the write idempotent: a label flushed twice (a crash between
+commit and emptying the spool) or submitted twice is stored once.
+
+**Blind by default.** A label given before its author saw any judge's or other human's label on the item
+is stored under :data:`~personagap.analysis.comparable.BLIND`; one given after the reveal under
+:data:`~personagap.analysis.comparable.SHOWN_LLM`, so the comparable-labels rule keeps them apart.
+
+**Queue orders** (:data:`ORDERS`) are computed over every item of the chosen stage and dataset, then the
+items this person already labelled are dropped, so the order of what is left never shifts under them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import orjson
+import pandas as pd
+from pydantic import BaseModel, Field, ValidationError
+
+from personagap import store
+from personagap.analysis.comparable import BLIND, SHOWN_LLM, comparable_judge_sql
+from personagap.dashboard import access
+from personagap.dashboard.queries import read_only
+from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS, Label, Run
+
+Order = Literal["disagreement", "uncertain", "random"]
+ORDERS: dict[str, str] = {
+    "disagreement": "judges disagree with each other most",
+    "uncertain": "the best judge is least certain",
+    "random": "stratified random sample (unbiased estimates)",
+}
+#: Labels a stage takes when the dataset has none stored yet to learn its categories from.
+STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "extraction": VERIFICATION_LABELS, "relevance": RELEVANCE_LABELS, "response": PAIRWISE_LABELS,
+}
+MAX_NAME = 80
+MAX_NOTE = 2000
+SPOOL_SUFFIX = ".pending-labels.jsonl"
+#: Numeric certainty a judge may have stored in a label's meta (first found wins).
+CERTAINTY_KEYS = ("confidence", "certainty", "probability")
+
+
+class AnnotateError(ValueError):
+    """An annotator's input that cannot be stored (empty name, label outside the categories, ...)."""
+
+
+class PendingLabel(BaseModel):
+    """One spooled label with the run row of the session that gave it."""
+
+    id: str = Field(description="Unique per submission (for the record; the store's key decides identity).")
+    label: Label
+    run: Run
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    """What one :func:`flush` did."""
+
+    written: int
+    pending: int
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------- names, categories, records
+
+def clean_name(name: str) -> str:
+    """The annotator name as stored (stripped); :class:`AnnotateError` when empty or too long."""
+    name = " ".join(name.split())
+    if not name:
+        raise AnnotateError("enter your name first")
+    if len(name) > MAX_NAME:
+        raise AnnotateError(f"a name has at most {MAX_NAME} characters")
+    return name
+
+
+def sort_categories(values: Sequence[str]) -> list[str]:
+    """Categories in a stable reading order: numbers numerically, known vocabularies in their order."""
+    values = list(dict.fromkeys(values))
+    for vocab in STAGE_CATEGORIES.values():
+        if set(values) <= set(vocab):
+            return [v for v in vocab if v in values]
+    try:
+        return sorted(values, key=float)
+    except ValueError:
+        return sorted(values)
+
+
+def session_run(name: str, *, started: Any = None) -> Run:
+    """A new run row for one annotator's session on the Annotate page (one per page session and name)."""
+    started = started or store.now()
+    return Run(run_id=f"annotate-{uuid.uuid4().hex[:16]}", kind="import", source="dashboard Annotate page",
+               rater=name, git_sha=store.git_sha(), started_at=started, finished_at=started, status="finished",
+               parameters={"tool": "annotate", "annotator": name})
+
+
+def make_label(*, item_id: str, name: str, label: str, categories: Sequence[str], revealed: bool, run_id: str,
+               note: str | None = None, queue: dict[str, Any] | None = None) -> Label:
+    """The human label an annotator gave, under the blind or the shown-llm condition.
+
+    Args:
+        item_id: The item labelled.
+        name: The annotator (the rater).
+        label: One of ``categories``.
+        categories: The stage's categories on this dataset.
+        revealed: Whether the annotator had seen judges' or other humans' labels on this item first.
+        run_id: The annotator session's run.
+        note: Optional free text (stored as the label's reason).
+        queue: How the item was served (order, seed, rank, stratum), kept in the label's meta.
+    """
+    if label not in categories:
+        raise AnnotateError(f"label {label!r} is not one of {', '.join(categories)}")
+    note = (note or "").strip()
+    if len(note) > MAX_NOTE:
+        raise AnnotateError(f"a note has at most {MAX_NOTE} characters")
+    meta: dict[str, Any] = {"source": "annotate", "labelled_at": store.now().isoformat(timespec="seconds")}
+    if queue:
+        meta["queue"] = queue
+    return Label(item_id=item_id, rater=clean_name(name), rater_kind="human",
+                 condition=SHOWN_LLM if revealed else BLIND, label=label, raw=label, reason=note or None,
+                 run_id=run_id, meta=meta)
+
+
+# --------------------------------------------------------------------------- the spool
+
+def spool_path(db: str | Path) -> Path:
+    """The spool file of pending labels beside the database."""
+    return Path(str(db) + SPOOL_SUFFIX)
+
+
+@contextlib.contextmanager
+def _spool_lock(db: str | Path) -> Iterator[None]:
+    # One lock file for every process and thread touching the spool (flock is per open file description).
+    path = Path(str(spool_path(db)) + ".lock")
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _read_spool(db: str | Path) -> list[PendingLabel]:
+    path = spool_path(db)
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_bytes().split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            entries.append(PendingLabel.model_validate_json(line))
+        except ValidationError:
+            # Only a crash in the middle of an append leaves a torn line; its label was never confirmed.
+            continue
+    return entries
+
+
+def submit(db: str | Path, label: Label, run: Run) -> PendingLabel:
+    """Append a label to the spool (durably) and return the spooled entry; :func:`flush` writes it."""
+    entry = PendingLabel(id=uuid.uuid4().hex, label=label, run=run)
+    line = entry.model_dump_json().encode() + b"\n"
+    with _spool_lock(db), open(spool_path(db), "ab") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return entry
+
+
+def has_pending(db: str | Path) -> bool:
+    """Cheap check (no lock, no parsing) whether the spool holds anything to flush."""
+    path = spool_path(db)
+    return path.exists() and path.stat().st_size > 0
+
+
+def pending(db: str | Path) -> list[PendingLabel]:
+    """Labels submitted but not yet in the store."""
+    with _spool_lock(db):
+        return _read_spool(db)
+
+
+def flush(db: str | Path, *, wait_seconds: float = 0.5) -> FlushResult:
+    """Write every spooled label to the store in one transaction, if the file frees within ``wait_seconds``.
+
+    Safe to call from any thread or process at any time: the spool lock lets one flush run at a time,
+    and labels stay in the spool until their transaction committed.
+
+    Returns:
+        How many labels were written and how many are still pending (with why, when the write failed).
+    """
+    with _spool_lock(db):
+        entries = _read_spool(db)
+        if not entries:
+            return FlushResult(0, 0)
+        # Last submission wins per store key: the store keeps one label per (item, rater, condition).
+        labels = {(e.label.item_id, e.label.rater, e.label.condition): e.label for e in entries}
+        runs: dict[str, Run] = {}
+        for e in entries:
+            run = runs.get(e.run.run_id, e.run)
+            finished = max(run.finished_at or run.started_at, e.run.finished_at or e.run.started_at)
+            runs[e.run.run_id] = run.model_copy(update={"finished_at": finished})
+        with access.writing(timeout=wait_seconds) as free:
+            if not free:
+                return FlushResult(0, len(labels), "the dashboard is reading the database")
+            try:
+                con = store.connect(db, wait_seconds=wait_seconds)
+            except (store.StoreError, duckdb.Error) as exc:
+                return FlushResult(0, len(labels), _short(exc))
+            try:
+                con.execute("BEGIN TRANSACTION")
+                _write(con, list(runs.values()), list(labels.values()))
+                con.execute("COMMIT")
+            except duckdb.Error as exc:
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                return FlushResult(0, len(labels), _short(exc))
+            finally:
+                con.close()
+        # Committed: now (and only now) the spool may forget them. Nobody appended meanwhile (we hold the lock).
+        spool_path(db).write_bytes(b"")
+        return FlushResult(len(labels), 0)
+
+
+def _write(con: duckdb.DuckDBPyConnection, runs: list[Run], labels: list[Label]) -> None:
+    # A session's run row keeps its first start and its latest label time.
+    known = {r[0]: r[1] for r in con.execute(
+        "SELECT run_id, started_at FROM runs WHERE run_id IN (SELECT unnest(?))", [[r.run_id for r in runs]]
+    ).fetchall()}
+    rows = [r.model_copy(update={"started_at": min(known.get(r.run_id, r.started_at), r.started_at)}).model_dump()
+            for r in runs]
+    store.upsert(con, "runs", rows)
+    store.write_labels(con, labels)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "lock" in text.lower():
+        return "another process (a judge run or an import) is writing the database"
+    return text[:200]
+
+
+# --------------------------------------------------------------------------- the queue
+
+def _unit(*parts: object) -> float:
+    # A seeded uniform number per item that does not depend on which other items exist.
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _certainty(meta: Any) -> float | None:
+    if not isinstance(meta, str) or not meta:
+        return None
+    try:
+        data = orjson.loads(meta)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for key in CERTAINTY_KEYS:
+        value = data.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+            # A probability of the chosen label is as certain at 0.1 as at 0.9 of the other one.
+            return float(abs(2 * value - 1)) if key == "probability" else float(value)
+    return None
+
+
+def _modal(labels: pd.Series) -> tuple[str, float]:
+    counts = labels.value_counts()
+    return str(counts.index[0]), float(counts.iloc[0] / counts.sum())
+
+
+def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, *, best_judge: str | None = None,
+                seed: int = 0) -> pd.DataFrame:
+    """Order every item of a stage and dataset for annotation (pure).
+
+    Args:
+        items: Every item id of the chosen stage and dataset.
+        judge_labels: Comparable judge labels on them: ``item_id``, ``rater``, ``label`` (parsed only) and
+            optionally ``meta`` (JSON text; a numeric ``confidence``/``certainty``/``probability`` is used).
+        order: ``disagreement``: share of judge labels that differ from the item's most common judge label,
+            highest first. ``uncertain``: the best judge's stored certainty, lowest first; without one, how
+            inconsistent the best judge is across its conditions (orders, with/without profile), then how many
+            other judges contradict it. ``random``: a seeded random order stratified by the best judge's label
+            (every stratum interleaved in proportion to its size, so each prefix is a stratified sample).
+        best_judge: The judge with the highest agreement with humans on this dataset (``uncertain``/``random``).
+        seed: Seed of the random order and of every tie-break.
+
+    Returns:
+        One row per item, in queue order: ``item_id``, ``score`` (what the order sorts by), ``stratum``, ``rank``.
+    """
+    frame = pd.DataFrame({"item_id": list(dict.fromkeys(items))})
+    frame["tie"] = [_unit(seed, i) for i in frame["item_id"]]
+    frame["stratum"] = ""
+    labels = judge_labels[judge_labels["label"].notna()] if not judge_labels.empty else judge_labels
+    best = labels[labels["rater"] == best_judge] if best_judge and not labels.empty else labels.iloc[0:0]
+    best_modal = best.groupby("item_id")["label"].agg(_modal) if not best.empty else pd.Series(dtype=object)
+    if order == "disagreement":
+        if labels.empty:
+            frame["score"] = 0.0
+        else:
+            share = labels.groupby("item_id")["label"].agg(lambda s: 1.0 - _modal(s)[1])
+            frame["score"] = frame["item_id"].map(share).fillna(-1.0)
+        frame = frame.sort_values(["score", "tie"], ascending=[False, True])
+    elif order == "uncertain":
+        certainty = pd.Series(dtype=float)
+        if not best.empty and "meta" in best:
+            values = best.assign(c=best["meta"].map(_certainty)).dropna(subset=["c"])
+            certainty = values.groupby("item_id")["c"].mean()
+        inconsistency = best_modal.map(lambda m: 1.0 - m[1]) if not best_modal.empty else pd.Series(dtype=float)
+        contradicted = pd.Series(dtype=float)
+        if not best_modal.empty:
+            others = labels[labels["rater"] != best_judge].copy()
+            others["best"] = others["item_id"].map(best_modal.map(lambda m: m[0]))
+            others = others.dropna(subset=["best"])
+            if not others.empty:
+                contradicted = (others["label"] != others["best"]).groupby(others["item_id"]).mean()
+        has_best = frame["item_id"].isin(best_modal.index)
+        frame["score"] = (1.0 - frame["item_id"].map(certainty)).fillna(frame["item_id"].map(inconsistency))
+        frame["second"] = frame["item_id"].map(contradicted).fillna(0.0)
+        frame["has_best"] = has_best
+        frame = frame.sort_values(["has_best", "score", "second", "tie"], ascending=[False, False, False, True])
+        frame["score"] = frame["score"].fillna(0.0)
+        frame = frame.drop(columns=["second", "has_best"])
+    elif order == "random":
+        frame["stratum"] = frame["item_id"].map(best_modal.map(lambda m: m[0])).fillna("(no label)").astype(str) \
+            if not best_modal.empty else "(all)"
+        frame = frame.sort_values(["stratum", "tie"])
+        size = frame.groupby("stratum")["item_id"].transform("size")
+        position = frame.groupby("stratum").cumcount()
+        # Proportional interleaving: the k-th item of a stratum of n sits at (k + u) / n of the queue.
+        frame["score"] = (position + frame["tie"]) / size
+        frame = frame.sort_values(["score", "tie"])
+    else:
+        raise AnnotateError(f"unknown queue order {order!r}; one of {', '.join(ORDERS)}")
+    frame = frame.reset_index(drop=True)
+    frame["rank"] = range(len(frame))
+    return frame[["item_id", "score", "stratum", "rank"]]
+
+
+def queue_inputs(db: str | Path, stage: str, dataset: str) -> tuple[list[str], pd.DataFrame]:
+    """Every item id of a stage and dataset, and the comparable judge labels on them (one read-only batch)."""
+    with read_only(db) as con:
+        items = [r[0] for r in con.execute(
+            "SELECT item_id FROM items WHERE stage = ? AND dataset = ? ORDER BY item_id", [stage, dataset]).fetchall()]
+        labels = con.execute(f"""
+            SELECT l.item_id, l.rater, l.label, CAST(l.meta AS TEXT) AS meta
+            FROM labels l JOIN items i USING (item_id)
+            WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND {comparable_judge_sql('l')}
+        """, [stage, dataset]).df()
+    return items, labels
+
+
+def labelled_by(db: str | Path, name: str, stage: str, dataset: str) -> set[str]:
+    """Items of a stage and dataset this person labelled already: stored (any condition) or still pending."""
+    with read_only(db) as con:
+        done = {r[0] for r in con.execute("""
+            SELECT DISTINCT l.item_id FROM labels l JOIN items i USING (item_id)
+            WHERE l.rater = ? AND l.rater_kind = 'human' AND i.stage = ? AND i.dataset = ?
+        """, [name, stage, dataset]).fetchall()}
+    return done | {e.label.item_id for e in pending(db) if e.label.rater == name}
+
+
+def categories(db: str | Path, stage: str, dataset: str) -> list[str]:
+    """The categories humans and judges used on this dataset (the stage's vocabulary when none are stored)."""
+    with read_only(db) as con:
+        found = [r[0] for r in con.execute(f"""
+            SELECT DISTINCT l.label FROM labels l JOIN items i USING (item_id)
+            WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL
+              AND (l.rater_kind IN ('human', 'human_majority') AND l.condition = '{BLIND}'
+                   OR {comparable_judge_sql('l')})
+        """, [stage, dataset]).fetchall()]
+    return sort_categories(found) if found else list(STAGE_CATEGORIES.get(stage, RELEVANCE_LABELS))
+
+
+def choices(db: str | Path) -> pd.DataFrame:
+    """(stage, dataset) pairs that have items, with item counts, for the page's pickers."""
+    with read_only(db) as con:
+        return con.execute(
+            "SELECT stage, dataset, count(*) AS items FROM items GROUP BY ALL ORDER BY stage, dataset").df()
+
+
+def others_labels(db: str | Path, item_id: str, name: str) -> pd.DataFrame:
+    """Every other rater's labels on one item (what the reveal shows), judges and humans, failures included."""
+    with read_only(db) as con:
+        return con.execute("""
+            SELECT rater, rater_kind, condition, label, error, reason FROM labels
+            WHERE item_id = ? AND NOT (rater = ? AND rater_kind = 'human')
+            ORDER BY CASE WHEN rater_kind IN ('human', 'human_majority') THEN 0 ELSE 1 END, rater, condition
+        """, [item_id, name]).df()
+

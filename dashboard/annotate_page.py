@@ -1,0 +1,201 @@
+"""The Annotate page: a person labels a queue of items blind, then sees how judges and other humans labelled them.
+
+The logic (queue orders, the spool that never loses a label) is in :mod:`personagap.dashboard.annotate`;
+this module is only the Streamlit page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from personagap.analysis.comparable import SHOWN_LLM
+from personagap.analysis.diagnosis import STAGE_TITLES, STAGES
+from personagap.dashboard import annotate, render
+from personagap.store import StoreError
+
+FLUSH_EVERY_SECONDS = 2.0
+
+
+@st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Ordering the queue…")
+def _queue(db: str, stage: str, dataset: str, order: str, seed: int, best: str | None) -> pd.DataFrame:
+    items, judge_labels = annotate.queue_inputs(db, stage, dataset)
+    return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed)  # type: ignore[arg-type]
+
+
+@st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
+def _categories(db: str, stage: str, dataset: str) -> list[str]:
+    return annotate.categories(db, stage, dataset)
+
+
+@st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
+def _choices(db: str) -> pd.DataFrame:
+    return annotate.choices(db)
+
+
+def flush_pending(db: str) -> annotate.FlushResult:
+    """Write pending labels if the file is free; new labels clear every cached query so all pages show them."""
+    result = annotate.flush(db)
+    if result.written:
+        st.cache_data.clear()
+    return result
+
+
+def _pending_status(db: str) -> None:
+    result = flush_pending(db)
+    if result.pending:
+        st.warning(f"⏳ {result.pending} label(s) pending: {render.md(result.error or 'the database is busy')}. "
+                   "They are kept safely beside the database and written as soon as it frees.")
+    elif result.written:
+        st.success(f"✓ {result.written} pending label(s) written to the database.")
+
+
+pending_status = st.fragment(run_every=FLUSH_EVERY_SECONDS)(_pending_status)
+
+
+def _best_judge(stage: str, dataset: str) -> str | None:
+    try:
+        d = render._diag()
+    except StoreError:
+        return None
+    ranked = [j for j in d.stage(stage).judges if j.dataset == dataset and not render.missing(j.kappa)]
+    return ranked[0].rater if ranked else None
+
+
+def _name_form() -> str | None:
+    name = st.session_state.get("annotator")
+    if name:
+        c1, c2 = st.columns([4, 1])
+        c1.markdown(f"Labelling as **{render.md(name)}**")
+        if c2.button("Change name"):
+            for key in ("annotator", "annotate_run", "annotate_revealed"):
+                st.session_state.pop(key, None)
+            st.rerun()
+        return str(name)
+    with st.form("annotator_name"):
+        typed = st.text_input("Your name", help="Stored as the rater of every label you give here.")
+        if st.form_submit_button("Start labelling"):
+            try:
+                st.session_state["annotator"] = annotate.clean_name(typed)
+            except annotate.AnnotateError as exc:
+                st.error(str(exc))
+                return None
+            st.session_state["annotate_run"] = annotate.session_run(st.session_state["annotator"])
+            st.rerun()
+    return None
+
+
+def _save(db: str, label: Any) -> annotate.FlushResult:
+    annotate.submit(db, label, st.session_state["annotate_run"])
+    return flush_pending(db)
+
+
+def annotate_page() -> None:
+    """The Annotate page."""
+    st.title("Annotate — add your own verdicts")
+    if render.require_data() is None:
+        return
+    db = render.db_path()
+    pending_status(db)
+    name = _name_form()
+    if name is None:
+        st.caption("Enter your name once; it is kept while this page is open.")
+        return
+    choices = _choices(db)
+    stages = [s for s in STAGES if s in set(choices["stage"])]
+    c1, c2, c3, c4 = st.columns([2, 2, 3, 1])
+    stage = str(c1.selectbox("Stage", stages, index=stages.index("relevance") if "relevance" in stages else 0,
+                             format_func=lambda s: STAGE_TITLES[s], key="annotate_stage"))
+    datasets = [str(d) for d in choices[choices["stage"] == stage]["dataset"]]
+    dataset = str(c2.selectbox("Dataset", datasets, key="annotate_dataset"))
+    order = str(c3.selectbox("Which items first", list(annotate.ORDERS), format_func=annotate.ORDERS.__getitem__,
+                             key="annotate_order"))
+    seed = int(c4.number_input("Seed", min_value=0, value=0, step=1, key="annotate_seed",
+                               help="Seed of the random order and of every tie-break."))
+    best = _best_judge(stage, dataset)
+    queue = _queue(db, stage, dataset, order, seed, best)
+    done = annotate.labelled_by(db, name, stage, dataset)
+    revealed = st.session_state.get("annotate_revealed")
+    if revealed and revealed["item_id"] in set(queue["item_id"]):
+        _reveal(db, name, revealed)
+        return
+    todo = queue[~queue["item_id"].isin(done)]
+    st.caption(f"{len(done):,} labelled by you · {len(todo):,} left in this queue"
+               + (f" · best judge here: {render.md(best)}" if best else ""))
+    if todo.empty:
+        st.success("You have labelled every item of this dataset. Thank you!")
+        return
+    row = todo.iloc[0]
+    _label_form(db, name, stage, dataset, row, order, seed, best)
+
+
+def _label_form(db: str, name: str, stage: str, dataset: str, row: Any, order: str, seed: int,
+                best: str | None) -> None:
+    item_id = str(row["item_id"])
+    case = render._case(db, item_id)
+    if case is None:
+        st.warning("This item is no longer in the database; press Refresh.")
+        return
+    cats = _categories(db, stage, dataset)
+    with st.container(border=True):
+        st.subheader("Your verdict (blind: no judge's or other person's label is shown until you answer)")
+        render.show_item(case)
+    with st.form(f"label_{item_id}"):
+        choice = st.radio("Your label", cats, index=None, horizontal=True)
+        note = st.text_input("Note (optional)")
+        submitted = st.form_submit_button("Save label", type="primary")
+    if submitted:
+        if choice is None:
+            st.error("Pick a label first.")
+            return
+        queue_meta = {"order": order, "seed": seed, "rank": int(row["rank"]), "stratum": str(row["stratum"]),
+                      "best_judge": best}
+        label = annotate.make_label(item_id=item_id, name=name, label=str(choice), categories=cats, revealed=False,
+                                    run_id=st.session_state["annotate_run"].run_id, note=note, queue=queue_meta)
+        result = _save(db, label)
+        st.session_state["annotate_revealed"] = {"item_id": item_id, "label": str(choice), "stage": stage,
+                                                 "dataset": dataset, "categories": cats,
+                                                 "pending": result.pending > 0}
+        st.rerun()
+
+
+def _reveal(db: str, name: str, revealed: dict[str, Any]) -> None:
+    item_id = revealed["item_id"]
+    pending = {(e.label.item_id, e.label.condition) for e in annotate.pending(db) if e.label.rater == name}
+    status = "pending — written when the database frees" if (item_id, "") in pending else "saved"
+    st.success(f"Your label: **{render.md(revealed['label'])}** ({status}).")
+    if st.button("Next item →", type="primary", key=f"next_{item_id}"):
+        st.session_state.pop("annotate_revealed", None)
+        st.rerun()
+    case = render._case(db, item_id)
+    with st.container(border=True):
+        st.subheader("How judges and other people labelled it")
+        try:
+            others = annotate.others_labels(db, item_id, name)
+        except StoreError as exc:
+            st.warning(f"The other labels cannot be read right now: {render.md(exc)}")
+            others = None
+        if others is not None:
+            if others.empty:
+                st.caption("Nobody else has labelled this item yet.")
+            else:
+                render.show_labels(others)
+        if case is not None:
+            with st.expander("The item again"):
+                render.show_item(case)
+    with st.expander("Change your mind after seeing these? (stored apart, as a label given after the reveal)"):
+        with st.form(f"revise_{item_id}"):
+            choice = st.radio("Label after seeing the others", revealed["categories"], index=None, horizontal=True)
+            note = st.text_input("Note (optional)", key=f"revise_note_{item_id}")
+            if st.form_submit_button("Save the after-reveal label") and choice is not None:
+                label = annotate.make_label(item_id=item_id, name=name, label=str(choice),
+                                            categories=revealed["categories"], revealed=True,
+                                            run_id=st.session_state["annotate_run"].run_id, note=note)
+                result = _save(db, label)
+                st.info(f"Stored under condition '{SHOWN_LLM}' ({'pending' if result.pending else 'saved'}); "
+                        "it never counts as a blind label.")
+
+
+__all__ = ["annotate_page", "flush_pending"]
