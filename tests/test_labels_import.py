@@ -1,0 +1,263 @@
+"""`import labels`: a team's own labels for every stage, end to end, and every malformed file as one line.
+
+The label files are made up for these tests (tests/byo_data.py), in the three formats: several human
+annotators and one LLM per item. Expected figures are recomputed here from the rows the test wrote
+(scikit-learn's kappa on the test's own majority), never copied from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from sklearn.metrics import cohen_kappa_score
+
+from personagap.cli import cli
+from personagap.labels_api import dataset_origins, import_labels, load_labels
+from tests.byo_data import HUMANS, LLM, team_rows, write_rows
+from tests.llm_server import ScriptedOpenAIServer
+
+RESAMPLES = "50"
+
+
+def run(*args: str) -> Any:
+    result = CliRunner().invoke(cli, list(args))
+    return result
+
+
+def ok_json(*args: str) -> Any:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def expected_vs_majority(rows: list[dict[str, Any]], normalise: Any = str) -> tuple[int, float]:
+    """(n, Cohen's kappa) of the LLM against the strict human majority, from the written rows."""
+    humans: dict[str, list[str]] = {}
+    llm: dict[str, str] = {}
+    for r in rows:
+        label = normalise(r["label"])
+        if r.get("rater_kind") == "llm":
+            llm[r["item_id"]] = label
+        else:
+            humans.setdefault(r["item_id"], []).append(label)
+    pairs = []
+    for item, votes in humans.items():
+        top = Counter(votes).most_common()
+        if len(top) == 1 or top[0][1] > top[1][1]:
+            pairs.append((top[0][0], llm[item]))
+    return len(pairs), float(cohen_kappa_score([p[0] for p in pairs], [p[1] for p in pairs]))
+
+
+def test_relevance_jsonl_end_to_end(tmp_path: Path) -> None:
+    rows = team_rows("relevance")
+    db = str(tmp_path / "team.duckdb")
+    result = run("import", "labels", str(write_rows(tmp_path / "rel.jsonl", rows)), "--stage", "relevance",
+                 "--dataset", "team-rel", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert f"labels {len(rows)} inserted" in result.output
+
+    report = ok_json("report", "relevance", "--db", db, "--resamples", RESAMPLES)
+    (judge,) = [j for j in report["judges"] if j["dataset"] == "team-rel" and j["judge"] == LLM]
+    n, kappa = expected_vs_majority(rows)
+    assert judge["n"] == n and judge["n_users"] == 12
+    assert judge["kappa"] == pytest.approx(kappa)
+
+    diagnosis = ok_json("diagnose", "--db", db, "--resamples", RESAMPLES)
+    (stage,) = [s for s in diagnosis["stages"] if s["stage"] == "relevance"]
+    assert stage["n_items"] == 48 and stage["n_human_labels"] == 48 * len(HUMANS)
+    assert stage["best"]["judge"] == LLM and stage["best"]["kappa"] == pytest.approx(kappa)
+
+
+def test_relevance_items_are_judgeable_by_an_llm_over_http(tmp_path: Path) -> None:
+    """`judge relevance --dataset NAME` runs on imported items: the prompt and attribute reach the model."""
+    rows = team_rows("relevance", n_users=3, per_user=2)
+    db = str(tmp_path / "team.duckdb")
+    import_labels(write_rows(tmp_path / "rel.csv", rows), stage="relevance", dataset="team-rel", db=db)
+    attribute_of = {r["item_id"]: r["attribute"] for r in rows if "attribute" in r}
+    # The answer depends on which attribute the prompt carries: a label stored on the wrong item would show.
+    says_yes = {a: i % 2 == 0 for i, a in enumerate(sorted(set(attribute_of.values())))}
+
+    def answer(body: dict[str, Any]) -> str:
+        text = json.dumps(body["messages"])
+        (shown,) = [a for a in says_yes if a in text]
+        return json.dumps({"reason": "r", "answer": "YES" if says_yes[shown] else "NO"})
+
+    with ScriptedOpenAIServer(answer) as server:
+        result = run("judge", "relevance", "--model", "openai/scripted", "--api-base", server.base_url,
+                     "--dataset", "team-rel", "--no-progress", "--db", db)
+        assert result.exit_code == 0, result.output
+        assert server.count == 6
+    frame = load_labels(db, dataset="team-rel", rater_kind="llm")
+    judged = frame[frame["rater"] != LLM]
+    assert len(judged) == 6
+    assert {i: lab == "yes" for i, lab in zip(judged["item_id"], judged["label"], strict=True)} == {
+        i: says_yes[a] for i, a in attribute_of.items()}
+
+
+def test_response_pairwise_csv_and_single_parquet(tmp_path: Path) -> None:
+    pairs, singles = team_rows("response"), team_rows("response", shape="single")
+    db = str(tmp_path / "team.duckdb")
+    result = run("import", "labels", str(write_rows(tmp_path / "pairs.csv", pairs)),
+                 str(write_rows(tmp_path / "single.parquet", singles)), "--stage", "response",
+                 "--dataset", "team-resp", "--origin", "synthetic", "--db", db)
+    assert result.exit_code == 0, result.output
+
+    report = ok_json("report", "response", "--db", db, "--resamples", RESAMPLES)
+    pairwise = [j for j in report["judges"] if j["dataset"] == "team-resp" and j["reference"] == "human"]
+    assert [j["judge"] for j in pairwise] == [LLM]
+    n, kappa = expected_vs_majority(pairs)
+    assert pairwise[0]["n"] == n and pairwise[0]["kappa"] == pytest.approx(kappa)
+    # Single yes/no responses are "does it use the persona" items: the rater panel and the LLM vs the majority.
+    usr = report["usr"]
+    assert usr["raters"] == {h: 48 for h in HUMANS}
+    vs_majority = [v for v in usr["judges"] if v["judge"] == LLM and v["rater"] == "majority"]
+    n_single, kappa_single = expected_vs_majority(singles)
+    assert vs_majority[0]["n"] == n_single and vs_majority[0]["kappa"] == pytest.approx(kappa_single)
+
+    diagnosis = ok_json("diagnose", "--db", db, "--resamples", RESAMPLES)
+    (stage,) = [s for s in diagnosis["stages"] if s["stage"] == "response"]
+    assert stage["n_items"] == 96 and stage["n_judge_labels"] == 96
+    with duckdb.connect(db, read_only=True) as con:
+        assert dataset_origins(con) == {"team-resp": "synthetic"}
+
+
+def test_response_items_are_judgeable_pairwise(tmp_path: Path) -> None:
+    rows = team_rows("response", n_users=2, per_user=2)
+    db = str(tmp_path / "team.duckdb")
+    import_labels(write_rows(tmp_path / "pairs.jsonl", rows), stage="response", dataset="team-resp", db=db)
+    answers = {r["response_b"] for r in rows if "response_b" in r}
+    seen: list[str] = []
+
+    def answer(body: dict[str, Any]) -> str:
+        text = json.dumps(body["messages"])
+        seen.append(text)
+        return json.dumps({"reason": "r", "verdict": "A"})
+
+    with ScriptedOpenAIServer(answer) as server:
+        result = run("judge", "response", "--judge", "pairwise", "--model", "openai/scripted", "--api-base",
+                     server.base_url, "--dataset", "team-resp", "--no-progress", "--db", db)
+        assert result.exit_code == 0, result.output
+    assert len(seen) == 4 and all(any(json.dumps(a)[1:-1] in t for a in answers) for t in seen)
+    report = ok_json("report", "response", "--db", db, "--resamples", RESAMPLES)
+    assert any(j["judge"].startswith("pairwise/") and j["dataset"] == "team-resp" for j in report["judges"])
+
+
+def test_extraction_verdicts_end_to_end_and_in_the_dashboard(tmp_path: Path) -> None:
+    from personagap.dashboard.queries import DisagreementFilter, case_detail, disagreements_page
+
+    rows = team_rows("extraction")
+    db = str(tmp_path / "team.duckdb")
+    result = run("import", "labels", str(write_rows(tmp_path / "ext.jsonl", rows)), "--stage", "extraction",
+                 "--dataset", "team-ext", "--db", db)
+    assert result.exit_code == 0, result.output
+    report = ok_json("report", "extraction", "--db", db, "--resamples", RESAMPLES)
+    (agreement,) = [h for h in report["human_agreement"] if h["dataset"] == "team-ext"]
+    assert agreement["annotators"] == 3 and agreement["items"] == 48
+    (verifier,) = [v for v in report["verifiers"] if v["dataset"] == "team-ext"]
+    n, kappa = expected_vs_majority(rows)
+    assert verifier["verifier"] == LLM and verifier["n"] == n and verifier["kappa"] == pytest.approx(kappa)
+
+    page = disagreements_page(db, DisagreementFilter(dataset="team-ext"))
+    assert not page.empty and set(page["judge"]) == {LLM}
+    case = case_detail(db, str(page["item_id"].iloc[0]))
+    assert case is not None and case["item"]["payload"]["conversation"]
+    assert set(case["labels"]["rater"]) == {*HUMANS, LLM}
+
+
+def test_dataframe_api_matches_files_and_load_labels_is_tidy(tmp_path: Path) -> None:
+    rows = team_rows("relevance", n_users=4, per_user=2)
+    frame = pd.DataFrame(rows)
+    from_frame, from_file = tmp_path / "frame.duckdb", tmp_path / "file.duckdb"
+    import_labels(frame, stage="relevance", dataset="team", db=from_frame)
+    import_labels(write_rows(tmp_path / "rel.parquet", rows), stage="relevance", dataset="team", db=from_file)
+    a, b = load_labels(from_frame), load_labels(from_file)
+    assert len(a) == len(rows)
+    pd.testing.assert_frame_equal(a.drop(columns="run_id"), b.drop(columns="run_id"))
+    # Your own ids come back, with every row's context filled from the item.
+    assert set(a["item_id"]) == {r["item_id"] for r in rows}
+    first = a[a["item_id"] == rows[0]["item_id"]]
+    assert set(first["prompt"]) == {rows[0]["prompt"]} and set(first["attribute"]) == {rows[0]["attribute"]}
+    assert list(a.sort_values(["item_id", "rater"])["label"]) == [
+        r["label"] for r in sorted(rows, key=lambda r: (r["item_id"], r["rater"]))]
+
+
+def test_reimport_replaces_exactly_that_files_rows(tmp_path: Path) -> None:
+    rows = team_rows("relevance", n_users=2, per_user=2)
+    path = write_rows(tmp_path / "rel.jsonl", rows)
+    other = write_rows(tmp_path / "other.jsonl", [{"item_id": "x", "rater": "ann-9", "label": "no"}])
+    db = tmp_path / "team.duckdb"
+    import_labels([path, other], stage="relevance", dataset="team", db=db)
+    dropped, changed = rows[1], rows[2]
+    kept = [r for r in rows if r is not dropped]
+    kept[1] = changed | {"label": "yes" if changed["label"] == "no" else "no"}
+    write_rows(path, kept)
+    summary = import_labels(path, stage="relevance", dataset="team", db=db)
+    assert summary.written["labels"].removed == 1 and summary.written["labels"].updated == 1
+    after = load_labels(db)
+    assert len(after) == len(kept) + 1  # the other file's label stays
+    assert not ((after["item_id"] == dropped["item_id"]) & (after["rater"] == dropped["rater"])).any()
+    again = import_labels(path, stage="relevance", dataset="team", db=db)
+    assert not again.written.changed
+
+
+@pytest.mark.parametrize(("name", "content", "expected"), [
+    ("missing.csv", "item_id,label\na,yes\n", "missing.csv: field 'rater': missing column"),
+    ("empty_label.csv", "item_id,rater,label\na,r1,yes\nb,r1,\n", "empty_label.csv:3: field 'label': missing"),
+    ("scale.csv", "item_id,rater,label\na,r1,yes\nb,r1,maybe\n", "scale.csv:3: field 'label': 'maybe' is outside"),
+    ("dup.csv", 'item_id,rater,label,prompt\na,r1,yes,"two\nlines"\na,r1,no,\n',
+     "dup.csv:4: field 'rater': rater 'r1' labels item 'a' twice (first at "),
+    ("context.jsonl", '{"item_id":"a","rater":"r1","label":"yes","prompt":"p1"}\n\n'
+                      '{"item_id":"a","rater":"r2","label":"no","prompt":"p2"}\n',
+     "context.jsonl:3: field 'prompt': item 'a' has another prompt at "),
+    ("user.jsonl", '{"item_id":"a","rater":"r1","label":"yes","user_id":"u1"}\n'
+                   '{"item_id":"a","rater":"r2","label":"no","user_id":"u2"}\n',
+     "user.jsonl:2: field 'user_id': item 'a' has another user_id"),
+    ("kind.jsonl", '{"item_id":"a","rater":"r1","label":"yes","rater_kind":"robot"}\n',
+     "kind.jsonl:1: field 'rater_kind': unknown rater kind 'robot'"),
+    ("typo.jsonl", '{"item_id":"a","rater":"r1","label":"yes","raters":"x"}\n',
+     "typo.jsonl:1: field 'raters': unknown"),
+    ("json.jsonl", '{"item_id":"a","rater":"r1","label":"yes"}\n{"item_id":"b",\n', "json.jsonl:2: malformed JSON"),
+    ("nested.jsonl", '{"item_id":"a","rater":"r1","label":["yes"]}\n', "nested.jsonl:1: field 'label': expected a str"),
+    ("array.jsonl", '[1, 2]\n', "array.jsonl:1: expected a JSON object"),
+    ("width.csv", "item_id,rater,label\na,r1,yes\nb,r1\n", "width.csv:3: 2 fields where the header has 3"),
+    ("nothing.jsonl", "", "nothing.jsonl: the file holds no label rows"),
+    ("labels.txt", "item_id,rater,label\n", "labels.txt: unknown file type '.txt'"),
+    ("context_stage.jsonl", '{"item_id":"a","rater":"r1","label":"yes","response_a":"x"}\n',
+     "context_stage.jsonl:1: field 'response_a': unknown column"),
+])
+def test_malformed_file_is_one_line_and_writes_nothing(tmp_path: Path, name: str, content: str,
+                                                       expected: str) -> None:
+    db = tmp_path / "team.duckdb"
+    import_labels(write_rows(tmp_path / "good.jsonl", team_rows("relevance", n_users=2, per_user=1)),
+                  stage="relevance", dataset="team", db=db)
+    before = load_labels(db)
+    bad = tmp_path / name
+    bad.write_text(content, encoding="utf-8")
+    result = CliRunner().invoke(cli, ["import", "labels", str(bad), "--stage", "relevance", "--dataset", "team",
+                                      "--db", str(db)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert lines[0].startswith(f"{tmp_path}/{expected}") or f"{tmp_path}/{expected}" in lines[0]
+    pd.testing.assert_frame_equal(load_labels(db), before)
+
+
+def test_ordinal_scale_and_fixed_categories(tmp_path: Path) -> None:
+    path = tmp_path / "scores.csv"
+    path.write_text("item_id,rater,label\na,r1,4\na,r2,5.0\nb,r1,3\nb,r2,7\n", encoding="utf-8")
+    db = tmp_path / "team.duckdb"
+    result = run("import", "labels", str(path), "--stage", "response", "--dataset", "scores", "--scale", "ordinal",
+                 "--categories", "1,2,3,4,5", "--db", str(db))
+    assert result.exit_code == 2 and "scores.csv:5: field 'label': '7' is outside the ordinal scale" in result.output
+    path.write_text("item_id,rater,label\na,r1,4\na,r2,5.0\nb,r1,3\n", encoding="utf-8")
+    result = run("import", "labels", str(path), "--stage", "response", "--dataset", "scores", "--scale", "ordinal",
+                 "--categories", "1,2,3,4,5", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert sorted(load_labels(db)["label"]) == ["3", "4", "5"]  # 5.0 is category 5
