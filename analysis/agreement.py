@@ -28,6 +28,10 @@ Level = Literal["nominal", "ordinal", "interval", "ratio"]
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
+MIN_USERS_FOR_CI = 5
+"""Below this many users (clusters) no CI is given: a bootstrap over 1 user has zero width, and over a
+handful of users a percentile interval covers far less than its level. Reports print "too few users for
+a CI" instead, always beside the number of users."""
 
 
 @dataclass(frozen=True)
@@ -226,10 +230,62 @@ def percentile_interval(samples: FloatArray, level: float = 0.95) -> tuple[float
 
 @dataclass(frozen=True)
 class Estimate:
-    """A point estimate with its bootstrap confidence interval."""
+    """A point estimate with its bootstrap confidence interval.
+
+    ``n_clusters`` is how many users (clusters) the bootstrap resampled (None where not a bootstrap);
+    ``n_undefined`` how many resamples left the figure undefined (e.g. a kappa with one class only):
+    they are left out of the interval, and reports say how many.
+    """
 
     value: float
     ci: tuple[float, float]
+    n_clusters: int | None = None
+    n_undefined: int = 0
+
+    @property
+    def too_few_users(self) -> bool:
+        """The bootstrap had fewer than :data:`MIN_USERS_FOR_CI` users, so no CI is given."""
+        return self.n_clusters is not None and self.n_clusters < MIN_USERS_FOR_CI
+
+
+NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
+
+
+def bootstrap_estimate(point: float, samples: FloatArray, n_clusters: int, level: float = 0.95) -> Estimate:
+    """The one way a bootstrap becomes an :class:`Estimate`: percentile CI, undefined resamples counted.
+
+    Args:
+        point: The figure on the original data.
+        samples: The figure on each resample (NaN where undefined).
+        n_clusters: Users (clusters) resampled; below :data:`MIN_USERS_FOR_CI` the CI is NaN.
+        level: Confidence level.
+    """
+    s = np.asarray(samples, dtype=float)
+    undefined = int(np.isnan(s).sum())
+    if n_clusters < MIN_USERS_FOR_CI:
+        return Estimate(float(point), (float("nan"), float("nan")), n_clusters, undefined)
+    return Estimate(float(point), percentile_interval(s, level), n_clusters, undefined)
+
+
+def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,
+            undefined: int = 0, n_resamples: int | None = None, digits: int = 2) -> str:
+    """A CI as reports print it: ``[lo, hi] (N users)``, or why there is none, plus undefined resamples.
+
+    Pass an :class:`Estimate`, or a stored ``ci`` list with its ``n_users`` (report rows keep both).
+    """
+    if e is not None:
+        ci, n_users, undefined = [e.ci[0], e.ci[1]], e.n_clusters, e.n_undefined
+    users = "" if n_users is None else f"{n_users} user{'s' if n_users != 1 else ''}"
+    lo, hi = (ci or [float("nan"), float("nan")])
+    if n_users is not None and n_users < MIN_USERS_FOR_CI:
+        return f"(too few users for a CI: {users})"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        text = "[no CI" + (f"; {users}]" if users else "]")
+    else:
+        text = f"[{lo:.{digits}f}, {hi:.{digits}f}" + (f"; {users}]" if users else "]")
+    if undefined:
+        text += f" ({undefined}{'/' + str(n_resamples) if n_resamples else ''} resamples undefined)"
+    return text
 
 
 def ci_list(e: Estimate) -> list[float]:
@@ -257,7 +313,7 @@ def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float 
     """Point value of ``metric`` on the summed tables plus its cluster-bootstrap CI."""
     fn = get_metric(metric).fn
     point = float(fn(tables.sum(axis=0)))
-    return Estimate(point, percentile_interval(fn(bootstrap_tables(tables, weights)), level))
+    return bootstrap_estimate(point, fn(bootstrap_tables(tables, weights)), int(tables.shape[0]), level)
 
 
 def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
@@ -336,7 +392,7 @@ def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resampl
     np.add.at(per, idx, np.column_stack([p_i, np.ones_like(p_i), c]))
     boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
     samples = _fleiss_from_sums(boot[:, 0], boot[:, 1], boot[:, 2:])
-    return Estimate(point, percentile_interval(samples, level))
+    return bootstrap_estimate(point, samples, len(ids), level)
 
 
 def krippendorff_alpha(reliability_data: npt.ArrayLike, level: Level) -> float:
@@ -419,4 +475,4 @@ def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLi
     per = np.zeros((len(ids), len(values), len(values)))
     np.add.at(per, idx, o_units)
     boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    return Estimate(point, percentile_interval(alpha_from_coincidences(boot, values, level), ci_level))
+    return bootstrap_estimate(point, alpha_from_coincidences(boot, values, level), len(ids), ci_level)

@@ -21,6 +21,13 @@ A label has a rater kind and a condition (the protocol it was given under). The 
 
 Majorities follow one rule, :func:`majority_label`: the unique most frequent label among the
 humans of an item; a tie (e.g. two "yes", two "no") is *undecided* and gives no reference.
+The reference of an item (:func:`reference_labels` for frames, :func:`reference_sql` for queries)
+is the stored ``human_majority`` label of that protocol when its rows agree, otherwise
+:func:`majority_label` of the individual humans' labels; blind and anchored references are built
+apart and never mixed.
+
+Rater groups (:func:`rater_group`): every human is ``human``; a judge's group is its kind, so an
+agreement table has ``human–llm`` and ``human–trained`` rows, never a trained model among the LLMs.
 """
 
 from __future__ import annotations
@@ -120,6 +127,84 @@ def anchored_human_sql(alias: str = "l") -> str:
 def comparable_judge_sql(alias: str = "l") -> str:
     """SQL predicate (static text) selecting judge labels comparable with humans of table alias ``alias``."""
     return f"({alias}.rater_kind IN ({_sql_list(JUDGE_KINDS)}) AND {alias}.condition <> '{IN_SAMPLE}')"
+
+
+def rater_group(rater_kind: str) -> str:
+    """The group a rater is counted in: ``human`` for human kinds, otherwise its own judge kind.
+
+    Args:
+        rater_kind: The label's rater kind.
+
+    Returns:
+        ``human``, ``llm``, ``trained`` or ``baseline`` (unknown kinds keep their name: never merged).
+    """
+    return "human" if rater_kind in HUMAN_KINDS else rater_kind
+
+
+Reference = Literal["blind", "anchored"]
+
+
+def reference_labels(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
+    """Per item, the human reference label under the rule in this module's docstring.
+
+    Args:
+        labels: Frame with ``item_id``, ``rater_kind``, ``condition``, ``label`` (failures may be present;
+            rows without a label are ignored).
+        which: ``blind`` (the reference judges are scored against) or ``anchored`` (reported apart).
+
+    Returns:
+        Item id -> label; items whose humans tie are absent (undecided).
+    """
+    mask = blind_human_mask(labels) if which == "blind" else anchored_human_mask(labels)
+    humans = labels[mask & labels["label"].notna()]
+    if humans.empty:
+        return pd.Series(dtype=object, name="human")
+    is_major = humans["rater_kind"] == "human_majority"
+    # Stored majorities count only where the item's rows agree (the SQL twin uses count(DISTINCT label) = 1).
+    stored = humans[is_major].groupby("item_id")["label"].agg(lambda v: v.iloc[0] if v.nunique() == 1 else None)
+    stored = stored[stored.notna()]
+    rest = humans[~is_major & ~humans["item_id"].isin(stored.index)]
+    voted = rest.groupby("item_id")["label"].agg(lambda v: majority_label(map(str, v)))
+    ref = pd.concat([stored, voted[voted.notna()]])
+    return ref.rename("human").astype(object)
+
+
+def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
+    """CTEs (static text, ending in ``reference(item_id, human)``) computing the reference in SQL.
+
+    The same rule as :func:`reference_labels`: the stored majority where the item's stored majority rows
+    agree, otherwise the unique most frequent individual label (ties give no row). ``alias`` names the
+    labels table inside the CTEs.
+    """
+    humans = blind_human_sql(alias) if which == "blind" else anchored_human_sql(alias)
+    return f"""
+    ref_major AS (
+        SELECT {alias}.item_id, any_value({alias}.label) AS human
+        FROM labels {alias}
+        WHERE {humans} AND {alias}.rater_kind = 'human_majority' AND {alias}.label IS NOT NULL
+        GROUP BY {alias}.item_id HAVING count(DISTINCT {alias}.label) = 1
+    ),
+    human_votes AS (
+        SELECT {alias}.item_id, {alias}.label, count(*) AS c
+        FROM labels {alias}
+        WHERE {humans} AND {alias}.rater_kind = 'human' AND {alias}.label IS NOT NULL
+          AND {alias}.item_id NOT IN (SELECT item_id FROM ref_major)
+        GROUP BY {alias}.item_id, {alias}.label
+    ),
+    vote_top AS (
+        SELECT item_id, label, c, max(c) OVER (PARTITION BY item_id) AS top FROM human_votes
+    ),
+    ref_vote AS (
+        SELECT item_id, any_value(label) AS human FROM vote_top WHERE c = top
+        GROUP BY item_id HAVING count(*) = 1
+    ),
+    reference AS (SELECT * FROM ref_major UNION ALL SELECT * FROM ref_vote)
+"""
+
+
+MAJORITY_RULE = ("majority = the unique most frequent label among an item's humans; a tie (e.g. 2 yes, 2 no) is "
+                 "undecided and the item has no reference")
+"""The one majority rule in words, for report headers and JSON."""
 
 
 def majority_label(votes: Iterable[str]) -> str | None:

@@ -6,10 +6,18 @@ pure function over small DataFrames that SQL aggregates out of the store (see
 keeps it fast at a million stored labels: the database does the counting and the
 user-clustered bootstrap of :mod:`personagap.analysis.agreement` runs on tables.
 
-Human reference, per item: the stored ``human_majority`` label where there is one
-(condition ''), otherwise the unique most frequent label among individual humans
-(condition ''); items where humans tie have no reference. A judge is every rater
-of kind llm/trained/baseline, one entry per (dataset, rater, condition).
+Which labels count is :mod:`personagap.analysis.comparable`'s rule, used through its SQL
+predicates: the human reference is blind (anchored labels never are one), in-sample judge
+labels are never scored, and rater kinds (llm, trained, baseline) stay apart.
+
+The verdict ranks stages by the **gap to the human ceiling of the same dataset**: on a
+dataset where several blind humans labelled the same items, the ceiling is their mean
+pairwise Cohen's kappa, and a judge's figure is its mean kappa with each of those humans
+on the same items (the same question, asked the same way). The gap's CI comes from a
+paired bootstrap: each resample of users recomputes both the human–human and the
+judge–human kappas. A stage is named only when its gap CI lies wholly above every other
+stage's; otherwise the verdict says it cannot tell. A ceiling is never borrowed from another
+dataset: a stage whose judged dataset has no multi-human ceiling is reported as unranked.
 """
 
 from __future__ import annotations
@@ -27,13 +35,26 @@ from pydantic import BaseModel, Field
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    MIN_USERS_FOR_CI,
     FloatArray,
+    bootstrap_estimate,
     ci_list,
+    ci_text,
     estimate,
     json_safe_dict,
     resample_weights,
 )
-from personagap.analysis.pairwise import pairwise_agreement
+from personagap.analysis.comparable import (
+    JUDGE_KINDS as JUDGE_KINDS,
+)
+from personagap.analysis.comparable import (
+    anchored_human_sql,
+    blind_human_sql,
+    comparable_judge_sql,
+    rater_group,
+    reference_sql,
+)
+from personagap.analysis.pairwise import PairwiseResult, mean_pair_samples, pairwise_agreement
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {
@@ -41,35 +62,18 @@ STAGE_TITLES: dict[str, str] = {
     "relevance": "Stage 2 — relevance selection",
     "response": "Stage 3 — personalised response",
 }
-JUDGE_KINDS: tuple[str, ...] = ("llm", "trained", "baseline")
 #: Judges with fewer shared items than this are listed but not eligible as best/worst.
 MIN_ITEMS_FOR_RANKING = 20
+#: Rater pairs sharing fewer items are left out of every mean pairwise kappa (ceiling and judge–human).
+MIN_PAIR_OVERLAP = 10
 _BINARY_CODES = {"no": 0, "yes": 1}
 
-# Static SQL (no user input is ever formatted into it): per item, the human reference label.
-REFERENCE_SQL = """
-    ref_major AS (
-        SELECT item_id, any_value(label) AS human
-        FROM labels
-        WHERE rater_kind = 'human_majority' AND condition = '' AND label IS NOT NULL
-        GROUP BY item_id
-    ),
-    human_votes AS (
-        SELECT item_id, label, count(*) AS c
-        FROM labels
-        WHERE rater_kind = 'human' AND condition = '' AND label IS NOT NULL
-          AND item_id NOT IN (SELECT item_id FROM ref_major)
-        GROUP BY item_id, label
-    ),
-    vote_top AS (
-        SELECT item_id, label, c, max(c) OVER (PARTITION BY item_id) AS top FROM human_votes
-    ),
-    ref_vote AS (
-        SELECT item_id, any_value(label) AS human FROM vote_top WHERE c = top
-        GROUP BY item_id HAVING count(*) = 1
-    ),
-    reference AS (SELECT * FROM ref_major UNION ALL SELECT * FROM ref_vote)
-"""
+# Static SQL (built from comparable.py's constants only, never user input): per item, the blind human reference.
+REFERENCE_SQL = reference_sql("blind")
+JUDGE_SQL = comparable_judge_sql("l")
+"""Judge labels that may be compared with humans (what the dashboard's queries should select too)."""
+BLIND_SQL = blind_human_sql("l")
+ANCHORED_SQL = anchored_human_sql("l")
 
 
 class JudgeScore(BaseModel):
@@ -98,10 +102,11 @@ class JudgeScore(BaseModel):
     precision: float | None = None
     recall: float | None = None
     f1: float | None = None
+    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (left out of its CI).")
 
 
 class HumanCeiling(BaseModel):
-    """Mean pairwise Cohen's kappa among humans who labelled the same items."""
+    """Mean pairwise Cohen's kappa among blind humans who labelled the same items of one dataset."""
 
     dataset: str
     mean_kappa: float
@@ -109,6 +114,30 @@ class HumanCeiling(BaseModel):
     n_raters: int
     n_pairs: int
     n_items: int
+    n_users: int = Field(default=0, description="Users the bootstrap resamples (no CI below MIN_USERS_FOR_CI).")
+    undefined_resamples: int = 0
+
+
+class CeilingGap(BaseModel):
+    """How far one judge falls below the human ceiling of the same dataset, with a paired-bootstrap CI."""
+
+    stage: str
+    dataset: str
+    judge: str
+    rater: str
+    rater_kind: str
+    condition: str
+    judge_kappa: float = Field(description="Mean Cohen's kappa of the judge with each blind human (same items).")
+    judge_kappa_ci: list[float]
+    ceiling: float = Field(description="Mean pairwise Cohen's kappa among those blind humans.")
+    ceiling_ci: list[float]
+    gap: float = Field(description="ceiling - judge_kappa (> 0: the judge agrees with humans less than they do).")
+    gap_ci: list[float] = Field(description="Paired bootstrap: each resample of users recomputes both kappas.")
+    n_items: int = Field(description="Items the judge labelled among those the humans share.")
+    n_users: int
+    n_judge_pairs: int
+    n_human_pairs: int
+    undefined_resamples: int = Field(description="Resamples where the gap was undefined (left out of its CI).")
 
 
 class StageDiagnosis(BaseModel):
@@ -125,17 +154,29 @@ class StageDiagnosis(BaseModel):
     judges: list[JudgeScore] = Field(description="Sorted by kappa, best first (NaN last).")
     best: JudgeScore | None
     worst: JudgeScore | None
-    ceiling: HumanCeiling | None
+    ceiling: HumanCeiling | None = Field(
+        description="The ceiling of the dataset the stage is ranked on (the gap's, else the best judge's); None "
+                    "when that dataset has none. Never a ceiling of another dataset: draw it only beside judges "
+                    "of ceiling.dataset.")
+    ceilings: list[HumanCeiling] = Field(default_factory=list, description="Every dataset's blind human ceiling.")
+    gaps: list[CeilingGap] = Field(default_factory=list, description="Every judge's gap to its dataset's ceiling, "
+                                                                     "smallest gap first.")
+    gap: CeilingGap | None = Field(default=None, description="The stage's best judge by gap (smallest gap).")
+    notes: list[str] = Field(default_factory=list, description="Why a ceiling or a gap is missing.")
 
 
 class Diagnosis(BaseModel):
-    """Per stage, the best and worst judge against humans, the human ceiling, and the verdict."""
+    """Per stage, the best and worst judge against humans, the human ceiling, the gap and the verdict."""
 
     stages: list[StageDiagnosis]
-    worst_stage: str | None = Field(description="The stage whose best judge is furthest from humans.")
+    worst_stage: str | None = Field(description="The stage whose best judge is furthest below its own dataset's "
+                                                "human ceiling, when the gap CIs say so; None when they cannot tell.")
     verdict: str
+    ranking: list[str] = Field(default_factory=list, description="Stages with a gap, largest gap first.")
     n_resamples: int
     seed: int
+    ci_level: float = 0.95
+    min_users_for_ci: int = MIN_USERS_FOR_CI
 
     def stage(self, name: str) -> StageDiagnosis:
         """Return the diagnosis of one stage by name ('extraction', 'relevance', 'response')."""
@@ -144,8 +185,6 @@ class Diagnosis(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """Return JSON-safe data (NaN becomes null)."""
         return json_safe_dict(self.model_dump())
-
-
 
 
 def _finite(x: float | None) -> bool:
@@ -157,47 +196,68 @@ def _finite(x: float | None) -> bool:
 def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
     """Aggregate what :func:`diagnose` needs out of an open store connection.
 
-    Every query is static SQL; the heavy lifting (joins, counts) happens in DuckDB.
+    Every query is static SQL; the heavy lifting (joins, counts) happens in DuckDB. Which labels count
+    comes from :mod:`personagap.analysis.comparable` (blind reference, comparable judges).
 
     Args:
         con: An open (read-only is enough) store connection.
 
     Returns:
-        ``pairs``, ``failures``, ``humans`` and ``inventory`` frames, as :func:`diagnose` takes them.
+        ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames,
+        as :func:`diagnose` takes them.
     """
     pairs = con.execute(f"""
         WITH {REFERENCE_SQL}
         SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, i.user_id, r.human, l.label,
                count(*) AS n
         FROM labels l JOIN reference r USING (item_id) JOIN items i USING (item_id)
-        WHERE l.rater_kind IN ('llm', 'trained', 'baseline') AND l.label IS NOT NULL
+        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
         GROUP BY ALL
     """).df()
-    failures = con.execute("""
+    failures = con.execute(f"""
         SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS failures
         FROM labels l JOIN items i USING (item_id)
-        WHERE l.rater_kind IN ('llm', 'trained', 'baseline') AND l.label IS NULL
+        WHERE {JUDGE_SQL} AND l.label IS NULL
         GROUP BY ALL
     """).df()
-    # Only items that at least two individual humans labelled can say anything about the ceiling.
-    humans = con.execute("""
-        WITH multi AS (
-            SELECT item_id FROM labels
-            WHERE rater_kind = 'human' AND condition = '' AND label IS NOT NULL
-            GROUP BY item_id HAVING count(*) >= 2
-        )
+    # Only items that at least two individual blind humans labelled can say anything about the ceiling.
+    multi = f"""
+        multi AS (
+            SELECT l.item_id FROM labels l
+            WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
+            GROUP BY l.item_id HAVING count(*) >= 2
+        )"""
+    humans = con.execute(f"""
+        WITH {multi}
         SELECT i.stage, i.dataset, l.item_id, l.rater, l.label, i.user_id
         FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
-        WHERE l.rater_kind = 'human' AND l.condition = '' AND l.label IS NOT NULL
+        WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
     """).df()
-    inventory = con.execute("""
+    judge_items = con.execute(f"""
+        WITH {multi}
+        SELECT i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label, i.user_id
+        FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
+        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
+    """).df()
+    human_counts = con.execute(f"""
+        SELECT i.stage, i.dataset,
+               count(DISTINCT l.rater) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_raters,
+               count(*) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_labels,
+               count(DISTINCT l.rater) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_raters,
+               count(*) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_labels
+        FROM labels l JOIN items i USING (item_id)
+        WHERE l.label IS NOT NULL AND l.rater_kind = 'human'
+        GROUP BY ALL
+    """).df()
+    inventory = con.execute(f"""
         SELECT i.stage, count(DISTINCT i.item_id) AS n_items, count(l.item_id) AS n_labels,
                count(l.item_id) FILTER (WHERE l.rater_kind IN ('human', 'human_majority')) AS n_human_labels,
-               count(l.item_id) FILTER (WHERE l.rater_kind IN ('llm', 'trained', 'baseline')) AS n_judge_labels
+               count(l.item_id) FILTER (WHERE {JUDGE_SQL}) AS n_judge_labels
         FROM items i LEFT JOIN labels l USING (item_id)
         GROUP BY i.stage
     """).df()
-    return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory}
+    return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
+            "judge_items": judge_items, "human_counts": human_counts}
 
 
 def diagnose_db(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Diagnosis:
@@ -225,7 +285,7 @@ def _weights(n_users: int, n_resamples: int, seed: int) -> FloatArray:
 
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,
-                failures: int, n_resamples: int, seed: int) -> JudgeScore:
+                failures: int, n_resamples: int, seed: int, level: float = 0.95) -> JudgeScore:
     """Score one judge from its per-user (human, label, n) counts.
 
     Args:
@@ -238,6 +298,7 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         failures: Unparseable answers of this judge.
         n_resamples: Bootstrap resamples (whole users are resampled).
         seed: Bootstrap seed.
+        level: Confidence level of every CI.
     """
     seen = {str(v) for v in pd.unique(pd.concat([rows["human"], rows["label"]], ignore_index=True))}
     binary = seen <= set(_BINARY_CODES)
@@ -254,12 +315,12 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     tables = cast(FloatArray, np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k))
     tables = tables.reshape(len(users), k, k)
     weights = _weights(len(users), n_resamples, seed)
-    kap = estimate(tables, "kappa", weights)
-    acc = estimate(tables, "accuracy", weights)
+    kap = estimate(tables, "kappa", weights, level)
+    acc = estimate(tables, "accuracy", weights, level)
     total = tables.sum(axis=0)
     extra: dict[str, Any] = {}
     if binary:
-        over = estimate(tables, "over_selection", weights)
+        over = estimate(tables, "over_selection", weights, level)
         fp, fn, tp = total[0, 1], total[1, 0], total[1, 1]
         n = total.sum()
         extra = {
@@ -275,36 +336,124 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         stage=stage, dataset=dataset, judge=judge, rater=rater, rater_kind=rater_kind, condition=condition,
         n=int(total.sum()), n_users=len(users), failures=failures, categories=categories,
         confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
-        accuracy_ci=ci_list(acc), binary=binary, **extra,
+        accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined, **extra,
     )
 
 
-def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_overlap: int = 10) -> HumanCeiling | None:
-    """Mean pairwise kappa among individual humans on one dataset (None when no two share items).
+_HUMAN = "human\x1f"
+_JUDGE = "judge\x1f"
+
+
+def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_resamples: int,
+                       seed: int) -> tuple[PairwiseResult, dict[str, str], pd.DataFrame] | None:
+    """Every pairwise kappa among a dataset's blind humans and its judges, over one set of user resamples."""
+    if humans.empty or humans["rater"].nunique() < 2:
+        return None
+    frames = [pd.DataFrame({"item_id": humans["item_id"].astype(str).to_numpy(),
+                            "rater": (_HUMAN + humans["rater"].astype(str)).to_numpy(),
+                            "label": humans["label"].astype(str).to_numpy(),
+                            "cluster": humans["user_id"].astype(str).to_numpy()})]
+    groups = {_HUMAN + str(r): "human" for r in humans["rater"].unique()}
+    keys = pd.DataFrame(columns=["key", "rater", "rater_kind", "condition"])
+    if judges is not None and not judges.empty:
+        key = _JUDGE + judges["rater"].astype(str) + "\x1f" + judges["condition"].astype(str)
+        frames.append(pd.DataFrame({"item_id": judges["item_id"].astype(str).to_numpy(), "rater": key.to_numpy(),
+                                    "label": judges["label"].astype(str).to_numpy(),
+                                    "cluster": judges["user_id"].astype(str).to_numpy()}))
+        keys = judges.assign(key=key)[["key", "rater", "rater_kind", "condition"]].drop_duplicates("key")
+        groups |= {str(k): rater_group(str(kind)) for k, kind in zip(keys["key"], keys["rater_kind"], strict=True)}
+    # Integer codes for items and labels keep pairwise_agreement's pivot fast; clusters stay user ids, which it
+    # codes in sorted order, so SQL row order never moves a CI.
+    frame = pd.concat(frames, ignore_index=True).drop_duplicates(["item_id", "rater"])
+    frame["item_id"] = pd.factorize(frame["item_id"])[0]
+    frame["label"] = pd.factorize(frame["label"], sort=True)[0]
+    result = pairwise_agreement(frame, groups, min_overlap=MIN_PAIR_OVERLAP, n_resamples=n_resamples, seed=seed)
+    return result, groups, keys
+
+
+def _human_pairs(groups: dict[str, str]) -> list[tuple[str, str]]:
+    hs = sorted(k for k, g in groups.items() if g == "human")
+    return [(a, b) for i, a in enumerate(hs) for b in hs[i + 1:]]
+
+
+def _ceiling_from(result: PairwiseResult, groups: dict[str, str], dataset: str, n_items: int,
+                  level: float) -> HumanCeiling | None:
+    point, samples, n_pairs = mean_pair_samples(result, _human_pairs(groups))
+    if not _finite(point):
+        return None
+    est = bootstrap_estimate(point, samples, result.n_clusters, level)
+    return HumanCeiling(dataset=dataset, mean_kappa=est.value, ci=ci_list(est),
+                        n_raters=sum(g == "human" for g in groups.values()), n_pairs=n_pairs, n_items=n_items,
+                        n_users=result.n_clusters, undefined_resamples=est.n_undefined)
+
+
+def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_overlap: int = MIN_PAIR_OVERLAP,
+                  level: float = 0.95) -> HumanCeiling | None:
+    """Mean pairwise kappa among individual blind humans on one dataset (None when no two share items).
 
     Args:
         humans: Columns ``dataset``, ``item_id``, ``rater``, ``label``, ``user_id`` for one dataset.
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
-        min_overlap: Rater pairs sharing fewer items are left out.
+        min_overlap: Rater pairs sharing fewer items are left out (must be :data:`MIN_PAIR_OVERLAP`).
+        level: Confidence level.
     """
-    if humans.empty or humans["rater"].nunique() < 2:
+    if min_overlap != MIN_PAIR_OVERLAP:
+        raise ValueError(f"the ceiling uses the diagnosis's pair overlap {MIN_PAIR_OVERLAP}")
+    done = _dataset_agreement(humans, None, n_resamples=n_resamples, seed=seed)
+    if done is None:
         return None
-    labels, _ = pd.factorize(humans["label"], sort=True)
-    # Integer codes for item, label and cluster: pairwise_agreement's encoding and pivot are much faster on ints.
-    # Clusters coded in user-id order, not in row order: the bootstrap draws users by code, and SQL row order
-    # varies from run to run, which would move the CI.
-    frame = pd.DataFrame({"item_id": pd.factorize(humans["item_id"])[0],
-                          "rater": humans["rater"].astype(str).to_numpy(),
-                          "label": labels, "cluster": pd.factorize(humans["user_id"], sort=True)[0]})
-    frame = frame.drop_duplicates(["item_id", "rater"])
-    groups = {str(r): "human" for r in frame["rater"].unique()}
-    result = pairwise_agreement(frame, groups, min_overlap=min_overlap, n_resamples=n_resamples, seed=seed)
-    g = result.groups.get("human–human")
-    if g is None or not _finite(g.mean_kappa.value):
-        return None
-    return HumanCeiling(dataset=str(humans["dataset"].iloc[0]), mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa),
-                        n_raters=len(groups), n_pairs=g.n_pairs, n_items=int(frame["item_id"].nunique()))
+    result, groups, _ = done
+    return _ceiling_from(result, groups, str(humans["dataset"].iloc[0]), int(humans["item_id"].nunique()), level)
+
+
+def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_resamples: int, seed: int,
+                 level: float = 0.95) -> tuple[HumanCeiling | None, list[CeilingGap]]:
+    """One dataset's blind human ceiling and every judge's gap to it, from one paired bootstrap.
+
+    Args:
+        stage: Pipeline stage (recorded on the rows).
+        humans: Blind individual human labels (``dataset``, ``item_id``, ``rater``, ``label``, ``user_id``) on
+            items two or more of them labelled.
+        judges: Comparable judge labels on those items (``item_id``, ``rater``, ``rater_kind``, ``condition``,
+            ``label``, ``user_id``).
+        n_resamples: Bootstrap resamples (whole users; the same resamples for every kappa).
+        seed: Bootstrap seed.
+        level: Confidence level.
+
+    Returns:
+        The ceiling (None when no two humans share enough items) and the gaps, smallest first.
+    """
+    done = _dataset_agreement(humans, judges, n_resamples=n_resamples, seed=seed)
+    if done is None:
+        return None, []
+    result, groups, keys = done
+    dataset = str(humans["dataset"].iloc[0])
+    ceiling = _ceiling_from(result, groups, dataset, int(humans["item_id"].nunique()), level)
+    if ceiling is None:
+        return None, []
+    c_point, c_samples, _ = mean_pair_samples(result, _human_pairs(groups))
+    human_keys = sorted(k for k, g in groups.items() if g == "human")
+    gaps = []
+    for key, rater, kind, condition in keys.itertuples(index=False):
+        j_point, j_samples, n_pairs = mean_pair_samples(result, [(str(key), h) for h in human_keys])
+        if not n_pairs:
+            continue
+        mine = judges[(judges["rater"] == rater) & (judges["condition"] == condition)]
+        j_est = bootstrap_estimate(j_point, j_samples, result.n_clusters, level)
+        gap = bootstrap_estimate(c_point - j_point, c_samples - j_samples, result.n_clusters, level)
+        gaps.append(CeilingGap(
+            stage=stage, dataset=dataset, judge=_display(str(rater), str(condition)), rater=str(rater),
+            rater_kind=str(kind), condition=str(condition), judge_kappa=j_est.value, judge_kappa_ci=ci_list(j_est),
+            ceiling=ceiling.mean_kappa, ceiling_ci=ceiling.ci, gap=gap.value, gap_ci=ci_list(gap),
+            n_items=int(mine["item_id"].nunique()), n_users=result.n_clusters, n_judge_pairs=n_pairs,
+            n_human_pairs=ceiling.n_pairs, undefined_resamples=gap.n_undefined))
+    gaps.sort(key=lambda g: (not _finite(g.gap), g.gap if _finite(g.gap) else 0.0, g.judge))
+    return ceiling, gaps
+
+
+def _display(rater: str, condition: str) -> str:
+    return rater if not condition else f"{rater} [{condition}]"
 
 
 def _fmt(v: float | None, digits: int = 2) -> str:
@@ -312,50 +461,98 @@ def _fmt(v: float | None, digits: int = 2) -> str:
 
 
 def _kappa_text(j: JudgeScore) -> str:
-    return f"kappa {_fmt(j.kappa)} [95% CI {_fmt(j.kappa_ci[0])}, {_fmt(j.kappa_ci[1])}]"
+    return f"kappa {_fmt(j.kappa)} {ci_text(ci=j.kappa_ci, n_users=j.n_users, undefined=j.undefined_resamples)}"
+
+
+def _ceiling_text(c: HumanCeiling) -> str:
+    return (f"mean pairwise kappa {_fmt(c.mean_kappa)} {ci_text(ci=c.ci, n_users=c.n_users)} "
+            f"({c.dataset}, {c.n_raters} blind humans, {c.n_pairs} pairs)")
+
+
+def _gap_text(g: CeilingGap) -> str:
+    return (f"{g.judge} on {g.dataset}: mean kappa with each blind human {_fmt(g.judge_kappa)} vs their own "
+            f"{_fmt(g.ceiling)}, gap {_fmt(g.gap)} "
+            f"{ci_text(ci=g.gap_ci, n_users=g.n_users, undefined=g.undefined_resamples)}")
 
 
 def _stage_message(status: str, stage: str, best: JudgeScore | None, ceiling: HumanCeiling | None) -> str:
     number = STAGES.index(stage) + 1
-    ceiling_text = (f" Humans among themselves: mean kappa {_fmt(ceiling.mean_kappa)} "
-                    f"[{_fmt(ceiling.ci[0])}, {_fmt(ceiling.ci[1])}] ({ceiling.dataset})." if ceiling else "")
+    ceiling_text = f" Blind humans among themselves: {_ceiling_text(ceiling)}." if ceiling else ""
     if status == "no_data":
         return f"No stage-{number} data yet: import a human-label release or run a {stage} judge."
     if status == "no_reference":
-        return f"Stage {number} has items but no human labels to compare judges with." + ceiling_text
+        return f"Stage {number} has items but no blind human labels to compare judges with." + ceiling_text
     if status == "no_judges":
         return f"Stage {number} has human labels but no judge labels yet." + ceiling_text
     assert best is not None
     return f"Best judge {best.judge} ({best.dataset}): {_kappa_text(best)} against humans." + ceiling_text
 
 
+def _notes(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], counts: pd.DataFrame) -> list[str]:
+    """Say plainly why a judged dataset has no ceiling, and that another dataset's ceiling is not used."""
+    have = {c.dataset for c in ceilings}
+    notes = []
+    stage_counts = counts[counts["stage"] == stage] if not counts.empty else counts
+    by_ds = {str(r.dataset): r for r in stage_counts.itertuples()} if not stage_counts.empty else {}
+    for ds in sorted({j.dataset for j in judges} | set(by_ds)):
+        if ds in have:
+            continue
+        row = by_ds.get(ds)
+        blind = int(row.blind_raters) if row is not None else 0
+        anchored = int(row.anchored_raters) if row is not None else 0
+        if blind == 0 and anchored == 0 and ds not in {j.dataset for j in judges}:
+            continue
+        n_labels = int(row.blind_labels) if row is not None else 0
+        text = (f"{ds}: no human ceiling: that needs two blind humans who labelled at least {MIN_PAIR_OVERLAP} of "
+                f"the same items, and {ds} has too few blind labels ({blind} individual blind annotator"
+                f"{'s' if blind != 1 else ''}, {n_labels} labels)")
+        if anchored and row is not None:
+            text += (f"; the {int(row.anchored_labels)} labels of {anchored} anchored annotators (they saw an LLM "
+                     "label first) are reported apart and are not a ceiling")
+        others = sorted(have)
+        if others:
+            text += f"; the ceiling of {', '.join(others)} belongs to another dataset and is not used for it"
+        notes.append(text + ".")
+    return notes
+
+
 def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, inventory: pd.DataFrame, *,
+             judge_items: pd.DataFrame | None = None, human_counts: pd.DataFrame | None = None,
              n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-             min_items: int = MIN_ITEMS_FOR_RANKING) -> Diagnosis:
+             min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95) -> Diagnosis:
     """Diagnose every stage from aggregated store data (pure: no I/O).
 
     Args:
         pairs: Per (stage, dataset, rater, rater_kind, condition, user_id, human, label) the count ``n`` of
-            items where the judge gave ``label`` and the human reference ``human``.
+            items where the judge gave ``label`` and the blind human reference ``human``.
         failures: Per (stage, dataset, rater, rater_kind, condition) the count ``failures`` of unparseable answers.
-        humans: Individual human labels (columns stage, dataset, item_id, rater, label, user_id) on items
-            that at least two humans labelled.
+        humans: Individual blind human labels (columns stage, dataset, item_id, rater, label, user_id) on items
+            that at least two of them labelled.
         inventory: Per stage ``n_items``, ``n_labels``, ``n_human_labels``, ``n_judge_labels``.
+        judge_items: Comparable judge labels on those items (stage, dataset, item_id, rater, rater_kind,
+            condition, label, user_id): the judge side of the gap to the ceiling. None: no gaps.
+        human_counts: Per (stage, dataset) ``blind_raters``, ``blind_labels``, ``anchored_raters``,
+            ``anchored_labels`` (for saying why a dataset has no ceiling). None: no such notes.
         n_resamples: Bootstrap resamples for every CI (whole users are resampled).
         seed: Bootstrap seed.
         min_items: Judges sharing fewer items with humans are not ranked as best/worst.
+        level: Confidence level of every CI.
 
     Returns:
-        The diagnosis of all three stages and a one-sentence verdict.
+        The diagnosis of all three stages and the verdict.
     """
     fail_count = {(r.stage, r.dataset, r.rater, r.condition): int(r.failures) for r in failures.itertuples()}
     inv = inventory.set_index("stage") if not inventory.empty else inventory
+    judge_items = judge_items if judge_items is not None else pd.DataFrame(
+        columns=["stage", "dataset", "item_id", "rater", "rater_kind", "condition", "label", "user_id"])
+    counts = human_counts if human_counts is not None else pd.DataFrame(
+        columns=["stage", "dataset", "blind_raters", "blind_labels", "anchored_raters", "anchored_labels"])
     stages = []
     for stage in STAGES:
-        counts = inv.loc[stage] if stage in inv.index else None
-        n_items = int(counts["n_items"]) if counts is not None else 0
-        n_human = int(counts["n_human_labels"]) if counts is not None else 0
-        n_judge = int(counts["n_judge_labels"]) if counts is not None else 0
+        row = inv.loc[stage] if stage in inv.index else None
+        n_items = int(row["n_items"]) if row is not None else 0
+        n_human = int(row["n_human_labels"]) if row is not None else 0
+        n_judge = int(row["n_judge_labels"]) if row is not None else 0
         judges = []
         stage_pairs = pairs[pairs["stage"] == stage]
         for (dataset, rater, kind, condition), rows in stage_pairs.groupby(
@@ -363,12 +560,20 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
             judges.append(judge_score(rows, stage=stage, dataset=str(dataset), rater=str(rater), rater_kind=str(kind),
                                       condition=str(condition),
                                       failures=fail_count.get((stage, dataset, rater, condition), 0),
-                                      n_resamples=n_resamples, seed=seed))
+                                      n_resamples=n_resamples, seed=seed, level=level))
         judges.sort(key=lambda j: (not _finite(j.kappa), -(j.kappa if _finite(j.kappa) else 0.0), j.judge, j.dataset))
         ranked = [j for j in judges if _finite(j.kappa) and j.n >= min_items] or [j for j in judges if _finite(j.kappa)]
-        ceilings = [c for ds, rows in humans[humans["stage"] == stage].groupby("dataset", sort=True)
-                    if (c := human_ceiling(rows, n_resamples=n_resamples, seed=seed)) is not None]
-        ceiling = max(ceilings, key=lambda c: (c.n_items, c.n_pairs)) if ceilings else None
+        ceilings, gaps = [], []
+        stage_judges = judge_items[judge_items["stage"] == stage]
+        for ds, rows in humans[humans["stage"] == stage].groupby("dataset", sort=True):
+            c, g = ceiling_gaps(stage, rows, stage_judges[stage_judges["dataset"] == ds],
+                                n_resamples=n_resamples, seed=seed, level=level)
+            if c is not None:
+                ceilings.append(c)
+                gaps += g
+        gaps.sort(key=lambda g: (not _finite(g.gap), g.gap if _finite(g.gap) else 0.0, g.judge, g.dataset))
+        eligible = [g for g in gaps if _finite(g.gap) and g.n_items >= min_items]
+        gap = eligible[0] if eligible else None
         if n_items == 0:
             status = "no_data"
         elif ranked:
@@ -378,51 +583,77 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         else:
             status = "no_judges" if n_judge == 0 or not judges else "no_reference"
         best, worst = (ranked[0], ranked[-1]) if ranked else (None, None)
+        by_ds = {c.dataset: c for c in ceilings}
+        ceiling: HumanCeiling | None
+        if gap is not None:
+            ceiling = by_ds[gap.dataset]
+        elif best is not None:
+            ceiling = by_ds.get(best.dataset)  # never another dataset's ceiling beside this judge
+        else:
+            ceiling = max(ceilings, key=lambda c: (c.n_items, c.n_pairs)) if ceilings else None
         stages.append(StageDiagnosis(
             stage=stage, title=STAGE_TITLES[stage], status=status, message=_stage_message(status, stage, best, ceiling),
-            n_items=n_items, n_labels=int(counts["n_labels"]) if counts is not None else 0, n_human_labels=n_human,
-            n_judge_labels=n_judge, judges=judges, best=best, worst=worst, ceiling=ceiling,
+            n_items=n_items, n_labels=int(row["n_labels"]) if row is not None else 0, n_human_labels=n_human,
+            n_judge_labels=n_judge, judges=judges, best=best, worst=worst, ceiling=ceiling, ceilings=ceilings,
+            gaps=gaps, gap=gap, notes=_notes(stage, judges, ceilings, counts),
         ))
-    worst_stage, verdict = _verdict(stages)
-    return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, n_resamples=n_resamples, seed=seed)
+    worst_stage, verdict, ranking = _verdict(stages, level)
+    return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, ranking=ranking,
+                     n_resamples=n_resamples, seed=seed, ci_level=level)
 
 
-def _verdict(stages: list[StageDiagnosis]) -> tuple[str | None, str]:
-    scored = [s for s in stages if s.best is not None]
-    missing = [s for s in stages if s.best is None]
-    missing_text = ""
-    if missing:
-        names = " and ".join(f"stage {STAGES.index(s.stage) + 1} ({s.stage})" for s in missing)
-        missing_text = f" No judge-vs-human comparison yet for {names}."
-    if not scored:
-        return None, "No stage has both judge and human labels yet, so no stage can be diagnosed." + missing_text
-    # Furthest from humans = even the stage's best judge agrees least with them.
-    worst = min(scored, key=lambda s: s.best.kappa if s.best else math.inf)
-    assert worst.best is not None
-    number = STAGES.index(worst.stage) + 1
-    gap = ""
-    if worst.ceiling is not None:
-        gap = (f", while humans agree with each other at mean kappa {_fmt(worst.ceiling.mean_kappa)} "
-               f"[{_fmt(worst.ceiling.ci[0])}, {_fmt(worst.ceiling.ci[1])}]")
-    lead = ("Automated evaluation is furthest from humans at" if len(scored) > 1
-            else "Only one stage can be compared with humans so far:")
-    sentence = (f"{lead} stage {number} ({worst.stage}): its best judge, {worst.best.judge} on "
-                f"{worst.best.dataset}, reaches only {_kappa_text(worst.best)} against humans{gap}.")
-    return worst.stage, sentence + missing_text
+def _name(s: StageDiagnosis) -> str:
+    return f"stage {STAGES.index(s.stage) + 1} ({s.stage})"
+
+
+def _verdict(stages: list[StageDiagnosis], level: float) -> tuple[str | None, str, list[str]]:
+    """Name the stage furthest below its own ceiling only when its gap CI clears every other stage's."""
+    pct = f"{level:.0%}"
+    with_gap = sorted((s for s in stages if s.gap is not None), key=lambda s: -(s.gap.gap if s.gap else 0.0))
+    ranking = [s.stage for s in with_gap]
+    without = [s for s in stages if s.gap is None and s.best is not None]
+    unranked = ""
+    if without:
+        unranked = (" Not ranked, for want of a blind human ceiling on the dataset their judges were scored on "
+                    "(a ceiling is never borrowed from another dataset): "
+                    + "; ".join(f"{_name(s)}, best judge {s.best.judge} on {s.best.dataset}, {_kappa_text(s.best)}"
+                                for s in without if s.best is not None) + ".")
+    if not with_gap:
+        if not any(s.best is not None for s in stages):
+            return None, "No stage has both judge and human labels yet, so no stage can be diagnosed.", ranking
+        return None, ("Cannot tell which stage fails most: no stage has a judge scored on a dataset with its own "
+                      "human ceiling." + unranked), ranking
+    gap_lines = "; ".join(f"{_name(s)}: {_gap_text(s.gap)}" for s in with_gap if s.gap is not None)
+    top = with_gap[0]
+    assert top.gap is not None
+    if len(with_gap) == 1:
+        return None, (f"Cannot tell which stage fails most: only {_name(top)} can be compared with a human ceiling "
+                      f"of its own dataset ({gap_lines})." + unranked), ranking
+    lo = top.gap.gap_ci[0]
+    others_hi = [s.gap.gap_ci[1] for s in with_gap[1:] if s.gap is not None]
+    if _finite(lo) and all(_finite(h) and lo > h for h in others_hi):
+        return top.stage, (f"Automated evaluation is furthest below humans at {_name(top)}: its best judge's gap to "
+                           f"the human ceiling of the same dataset exceeds every other stage's ({pct} CIs do not "
+                           f"overlap). Gaps: {gap_lines}." + unranked), ranking
+    return None, (f"Cannot tell which stage fails most: the {pct} CIs of the gaps to each stage's own human ceiling "
+                  f"overlap (or are missing). Gaps: {gap_lines}." + unranked), ranking
 
 
 def render_diagnosis(d: Diagnosis) -> str:
     """Render the diagnosis as plain text for the terminal."""
-    lines = [f"Diagnosis (95% CIs: user-clustered bootstrap, {d.n_resamples} resamples, seed {d.seed})", ""]
+    lines = [f"Diagnosis ({d.ci_level:.0%} CIs: user-clustered bootstrap, {d.n_resamples} resamples, seed {d.seed}; "
+             f"no CI below {d.min_users_for_ci} users)", ""]
     for s in d.stages:
         lines.append(f"{s.title}: {s.n_items} items, {s.n_human_labels} human labels, {s.n_judge_labels} judge labels")
         if s.best is not None and s.worst is not None:
             lines.append(f"  best judge:  {s.best.judge} ({s.best.dataset}, n={s.best.n}): {_kappa_text(s.best)}")
             lines.append(f"  worst judge: {s.worst.judge} ({s.worst.dataset}, n={s.worst.n}): {_kappa_text(s.worst)}")
-        if s.ceiling is not None:
-            c = s.ceiling
-            lines.append(f"  human ceiling: mean pairwise kappa {_fmt(c.mean_kappa)} "
-                         f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}] ({c.dataset}, {c.n_raters} humans, {c.n_pairs} pairs)")
+        for c in s.ceilings:
+            lines.append(f"  human ceiling: {_ceiling_text(c)}")
+        if s.gap is not None:
+            lines.append(f"  gap to the ceiling (best judge): {_gap_text(s.gap)}")
+        for note in s.notes:
+            lines.append(f"  note: {note}")
         if s.best is None:
             lines.append(f"  {s.message}")
         lines.append("")

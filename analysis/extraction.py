@@ -40,11 +40,12 @@ from personagap.analysis.agreement import (
     Estimate,
     FloatArray,
     agreement,
+    bootstrap_estimate,
     fleiss_kappa_ci,
     krippendorff_alpha_ci,
-    percentile_interval,
     resample_weights,
 )
+from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 from personagap.records import Item, Stage, item_id
 
@@ -357,7 +358,7 @@ def prf(tp_attr: npt.ArrayLike, n_attr: npt.ArrayLike, tp_gold: npt.ArrayLike, n
 
     points = figures(total)
     samples = figures(boot)
-    est = [Estimate(float(pt), percentile_interval(s, level)) for pt, s in zip(points, samples, strict=True)]
+    est = [bootstrap_estimate(float(pt), s, len(ids), level) for pt, s in zip(points, samples, strict=True)]
     return PRF(est[0], est[1], est[2], int(total[1]), int(total[3]), len(ids))
 
 
@@ -375,7 +376,7 @@ def ratio(numerators: npt.ArrayLike, denominators: npt.ArrayLike, clusters: npt.
         samples = np.where(boot[:, 1] > 0, boot[:, 0] / np.where(boot[:, 1] > 0, boot[:, 1], 1), np.nan)
     total = per.sum(axis=0)
     point = float(total[0] / total[1]) if total[1] > 0 else _NAN
-    return Estimate(point, percentile_interval(samples, level))
+    return bootstrap_estimate(point, samples, len(ids), level)
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -393,15 +394,8 @@ def verdict_rates(labels: Sequence[str], clusters: npt.ArrayLike, *, n_resamples
 
 
 def majority(labels: Iterable[str]) -> str | None:
-    """The strict plurality verdict of several raters, or None on a tie."""
-    counts: dict[str, int] = {}
-    for v in labels:
-        counts[v] = counts.get(v, 0) + 1
-    if not counts:
-        return None
-    top = max(counts.values())
-    winners = [v for v, c in counts.items() if c == top]
-    return winners[0] if len(winners) == 1 else None
+    """The verdict of several raters under the one majority rule (:func:`.comparable.majority_label`)."""
+    return majority_label(labels)
 
 
 def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from types import TracebackType
 
@@ -15,11 +15,11 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     Estimate,
     FloatArray,
+    bootstrap_estimate,
     bootstrap_tables,
     encode,
     indexed_tables,
     kappa_from_tables,
-    percentile_interval,
     resample_weights,
 )
 
@@ -34,6 +34,13 @@ class PairwiseResult:
     """Square rater x rater count of items both labelled."""
     groups: dict[str, GroupAgreement]
     """Pair type ('human–human', 'llm–llm', 'human–llm', ...) -> mean pairwise kappa with CI."""
+    samples: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
+    """(rater a, rater b) in sorted order -> the pair's kappa on each resample. Every pair shares one set
+    of user resamples, so differences of pair means are paired bootstraps."""
+    points: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
+    """(rater a, rater b) -> (kappa on all shared items, shared items)."""
+    n_clusters: int = 0
+    """Users (clusters) of the items, i.e. what every resample draws from."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class GroupAgreement:
     mean_kappa: Estimate
     n_pairs: int
     n_items: int
+    n_users: int = 0
+    """Users whose items the pairs of this type share (the bootstrap resamples every user of the frame)."""
 
 
 def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_overlap: int = 10,
@@ -78,6 +87,9 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
     matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
     overlap = pd.DataFrame(0, index=raters, columns=raters)
     per_type: dict[str, list[tuple[float, FloatArray, int]]] = {}
+    pair_samples: dict[tuple[str, str], FloatArray] = {}
+    users_of: dict[str, set[int]] = {}
+    pair_points: dict[tuple[str, str], tuple[float, int]] = {}
     for a in raters:
         matrix.loc[a, a] = 1.0
         overlap.loc[a, a] = int(wide[a].notna().sum()) if a in wide else 0
@@ -93,7 +105,11 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
         point = float(kappa_from_tables(tables.sum(axis=0)))
         matrix.loc[a, b] = matrix.loc[b, a] = point
         kind = "–".join(sorted((groups[a], groups[b])))
-        per_type.setdefault(kind, []).append((point, kappa_from_tables(bootstrap_tables(tables, weights)), n))
+        boot = kappa_from_tables(bootstrap_tables(tables, weights))
+        key = (a, b) if a <= b else (b, a)
+        pair_samples[key], pair_points[key] = boot, (point, n)
+        per_type.setdefault(kind, []).append((point, boot, n))
+        users_of.setdefault(kind, set()).update(np.unique(cluster_index[mask]).tolist())
 
     summaries = {}
     for kind, pairs in sorted(per_type.items()):
@@ -102,10 +118,28 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
         with np.errstate(invalid="ignore"), _quiet_nanmean():
             boot_means = np.nanmean(samples, axis=1)
         summaries[kind] = GroupAgreement(
-            mean_kappa=Estimate(float(np.nanmean(points)), percentile_interval(boot_means)),
-            n_pairs=len(pairs), n_items=int(sum(n for _, _, n in pairs)),
+            mean_kappa=bootstrap_estimate(float(np.nanmean(points)), boot_means, len(cluster_ids)),
+            n_pairs=len(pairs), n_items=int(sum(n for _, _, n in pairs)), n_users=len(users_of[kind]),
         )
-    return PairwiseResult(matrix=matrix, overlap=overlap, groups=summaries)
+    return PairwiseResult(matrix=matrix, overlap=overlap, groups=summaries, samples=pair_samples, points=pair_points,
+                          n_clusters=len(cluster_ids))
+
+
+def mean_pair_samples(result: PairwiseResult, pairs: list[tuple[str, str]]) -> tuple[float, FloatArray, int]:
+    """Mean kappa over ``pairs`` (those the result scored) on the data and on every resample.
+
+    Returns:
+        ``(point, samples, n_pairs)``; NaN point and samples when no listed pair was scored.
+    """
+    keys = [(a, b) if a <= b else (b, a) for a, b in pairs]
+    keys = [k for k in keys if k in result.samples]
+    if not keys:
+        return float("nan"), np.full(1, np.nan), 0
+    stacked = np.stack([result.samples[k] for k in keys], axis=1)
+    with _quiet_nanmean():
+        boot = np.nanmean(stacked, axis=1)
+        point = float(np.nanmean([result.points[k][0] for k in keys]))
+    return point, boot, len(keys)
 
 
 class _quiet_nanmean:

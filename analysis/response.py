@@ -18,19 +18,20 @@ import pandas as pd
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    NAN_ESTIMATE,
     Estimate,
     FloatArray,
     Level,
     agreement,
+    bootstrap_estimate,
     bootstrap_tables,
     fleiss_kappa_ci,
     krippendorff_alpha_ci,
-    percentile_interval,
     resample_weights,
 )
+from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 
-NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
 DECISIVE = ("A", "B")
 
 
@@ -61,7 +62,7 @@ def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples:
     per = np.zeros((len(ids), 2))
     np.add.at(per, idx, np.column_stack([h.astype(float), np.ones(h.size)]))
     boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    return Estimate(float(h.mean()), percentile_interval(_ratio(boot[:, 0], boot[:, 1]), level))
+    return bootstrap_estimate(float(h.mean()), _ratio(boot[:, 0], boot[:, 1]), len(ids), level)
 
 
 def chose_first(labels: npt.ArrayLike, swapped: npt.ArrayLike) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
@@ -163,7 +164,7 @@ def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_prof
     boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
     samples = _ratio(boot[:, 0] - boot[:, 1], boot[:, 2])
     gap = float(hit_with.mean() - hit_without.mean())
-    return float(hit_with.mean()), float(hit_without.mean()), Estimate(gap, percentile_interval(samples))
+    return float(hit_with.mean()), float(hit_without.mean()), bootstrap_estimate(gap, samples, len(ids))
 
 
 def swap_consistency(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
@@ -245,11 +246,7 @@ def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10, n_resamples: int
 
 
 def majority(wide: pd.DataFrame) -> pd.Series:
-    """Per item, the label more than half of its raters gave; missing (NA) where there is no strict majority."""
+    """Per item, :func:`~personagap.analysis.comparable.majority_label` of its raters; None where they tie."""
     def pick(row: pd.Series) -> object:
-        values = row.dropna()
-        if values.empty:
-            return None
-        counts = values.value_counts()
-        return counts.index[0] if counts.iloc[0] * 2 > len(values) else None
+        return majority_label(str(v) for v in row.dropna())
     return wide.apply(pick, axis=1)

@@ -1,4 +1,10 @@
-"""Stage 2 (relevance selection): judges vs the human majority, and pilot agreement among raters."""
+"""Stage 2 (relevance selection): judges vs the human majority, and pilot agreement among raters.
+
+Which labels count is :mod:`personagap.analysis.comparable`'s rule: judges are scored against the blind
+human reference only; the pilot's agreement among raters is computed from blind labels, and the labels
+annotators gave after seeing an LLM's label (anchored) get their own, labelled section; rater kinds
+(llm, trained, baseline) are separate groups.
+"""
 
 from __future__ import annotations
 
@@ -13,20 +19,39 @@ from pydantic import BaseModel, Field
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    Estimate,
+    MIN_USERS_FOR_CI,
+    NAN_ESTIMATE,
     agreement,
     ci_list,
+    ci_text,
     fleiss_kappa_ci,
     json_safe,
     json_safe_dict,
     krippendorff_alpha_ci,
 )
+from personagap.analysis.comparable import (
+    CONVERTED_SHOWN_LLM,
+    JUDGE_KINDS,
+    MAJORITY_RULE,
+    SHOWN_LLM,
+    Reference,
+    anchored_human_mask,
+    blind_human_mask,
+    comparable_judge_mask,
+    rater_group,
+    reference_labels,
+)
 from personagap.analysis.pairwise import pairwise_agreement
 
 REFERENCE = "human_majority"
-JUDGE_KINDS = ("llm", "trained", "baseline")
+__all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "judge_agreements", "multi_rater_report",
+           "relevance_report", "render_relevance"]
 _BINARY = {"no": 0, "yes": 1}
 _METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1", "accuracy")
+ANCHORED_TITLE = "anchored (annotators saw an LLM label)"
+# Anchored yes/no relevance labels, one per (item, annotator): the task-3 question (converted rows) before
+# the task-2 yes/no the converted rows copy.
+_ANCHORED_PRIORITY = {CONVERTED_SHOWN_LLM: 0, SHOWN_LLM: 1}
 
 
 class JudgeAgreement(BaseModel):
@@ -35,6 +60,8 @@ class JudgeAgreement(BaseModel):
     judge: str
     dataset: str
     rater_kind: str
+    condition: str = ""
+    reference: str = Field(default="blind", description="'blind' or 'anchored' human majority.")
     n: int = Field(description="Items both the judge (parsed) and the human majority labelled.")
     n_users: int
     failures: int = Field(description="Items the judge answered but whose answer could not be parsed.")
@@ -42,6 +69,7 @@ class JudgeAgreement(BaseModel):
     unmatched: int = Field(description="Items the judge labelled that have no human label.")
     kappa: float
     kappa_ci: list[float]
+    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
     over_selection: float
     over_selection_ci: list[float]
     human_yes_rate: float
@@ -62,13 +90,17 @@ class GroupRow(BaseModel):
     mean_kappa: float
     ci: list[float]
     n_pairs: int
+    n_users: int = 0
+    undefined_resamples: int = 0
 
 
 class MultiRaterReport(BaseModel):
     """Agreement among individual raters on a dataset where several humans labelled the same items."""
 
     dataset: str
-    raters: dict[str, str] = Field(description="Rater -> group ('human' or 'llm').")
+    protocol: str = Field(default="blind", description="'blind', or the anchored title: never mixed.")
+    raters: dict[str, str] = Field(description="Rater -> group ('human', 'llm', 'trained', 'baseline').")
+    n_users: int = 0
     groups: list[GroupRow]
     human_alpha: float = Field(description="Krippendorff's alpha (nominal) among the human annotators.")
     human_alpha_ci: list[float]
@@ -76,47 +108,63 @@ class MultiRaterReport(BaseModel):
     human_fleiss_ci: list[float]
     fleiss_items: int
     fleiss_raters_per_item: int
+    fleiss_users: int = 0
     matrix: dict[str, dict[str, float | None]]
     overlap: dict[str, dict[str, int]]
-    judges: list[JudgeAgreement] = Field(description="Each LLM against this dataset's human majority.")
+    judges: list[JudgeAgreement] = Field(description="Each judge against this dataset's human majority.")
 
 
 class RelevanceReport(BaseModel):
     """The stage-2 report: every judge against humans, then the pilot's rater agreement."""
 
     judges: list[JudgeAgreement]
-    pilot: MultiRaterReport | None
+    pilot: MultiRaterReport | None = Field(description="Blind labels only.")
+    pilot_anchored: MultiRaterReport | None = Field(
+        default=None, description="Labels given after seeing an LLM's label: reported apart, never a ceiling.")
+    notes: list[str] = Field(default_factory=list)
+    majority_rule: str = MAJORITY_RULE
     n_resamples: int
     seed: int
     ci_level: float = 0.95
+    min_users_for_ci: int = MIN_USERS_FOR_CI
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
         return json_safe_dict(self.model_dump())
 
 
+def _humans(frame: pd.DataFrame, which: Reference) -> pd.DataFrame:
+    """Individual human yes/no labels of one protocol, one per (item, annotator)."""
+    mask = blind_human_mask(frame) if which == "blind" else anchored_human_mask(frame)
+    rows = frame[mask & (frame["rater_kind"] == "human") & frame["label"].isin(list(_BINARY))]
+    if which == "anchored":
+        rows = rows.assign(_p=rows["condition"].map(_ANCHORED_PRIORITY).fillna(9)).sort_values("_p")
+        rows = rows.drop_duplicates(["item_id", "rater"]).drop(columns="_p")
+    return rows
 
 
-def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int) -> list[JudgeAgreement]:
-    """Compare every judge of ``dataset`` with its human majority (condition '' only).
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
+                     which: Reference = "blind") -> list[JudgeAgreement]:
+    """Compare every comparable judge of ``dataset`` with its human majority.
 
     Args:
         labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
         dataset: Dataset key.
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
+        which: The blind reference (the default, what judges are scored against) or the anchored one.
     """
-    frame = labels[(labels["dataset"] == dataset) & (labels["condition"] == "")]
-    reference = frame[(frame["rater"] == REFERENCE) & frame["label"].notna()].set_index("item_id")
+    frame = labels[labels["dataset"] == dataset]
+    reference = reference_labels(frame, which)
+    reference = reference[reference.isin(list(_BINARY))]
     if reference.empty:
         return []
     out = []
-    judges = frame[frame["rater_kind"].isin(JUDGE_KINDS)]
-    for (rater, kind), rows in judges.groupby(["rater", "rater_kind"], sort=True):
+    judges = frame[comparable_judge_mask(frame)]
+    for (rater, kind, condition), rows in judges.groupby(["rater", "rater_kind", "condition"], sort=True):
         failed = rows[rows["label"].isna()]
-        parsed = rows[rows["label"].notna()]
-        joined = parsed.merge(reference[["label"]].rename(columns={"label": "label_human"}), left_on="item_id",
-                              right_index=True, how="inner")
+        parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
+        joined = parsed.merge(reference.rename("label_human"), left_on="item_id", right_index=True, how="inner")
         if joined.empty and failed.empty:
             continue
         # A judge whose every answer failed still gets a row: its failures are the finding.
@@ -124,10 +172,11 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
                         joined["user_id"].to_numpy(), metrics=_METRICS, n_resamples=n_resamples, seed=seed)
         reasons = Counter(_reason_kind(e) for e in failed["error"])
         out.append(JudgeAgreement(
-            judge=str(rater), dataset=dataset, rater_kind=str(kind), n=len(joined),
+            judge=str(rater) if not condition else f"{rater} [{condition}]", dataset=dataset, rater_kind=str(kind),
+            condition=str(condition), reference=which, n=len(joined),
             n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
             unmatched=len(parsed) - len(joined),
-            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
             over_selection=est["over_selection"].value, over_selection_ci=ci_list(est["over_selection"]),
             human_yes_rate=est["human_yes_rate"].value, judge_yes_rate=est["judge_yes_rate"].value,
             precision=est["precision"].value, precision_ci=ci_list(est["precision"]),
@@ -142,22 +191,39 @@ def _reason_kind(error: str) -> str:
     return str(error).split(":", 1)[0].strip() or "unknown"
 
 
-def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int) -> MultiRaterReport | None:
-    """Within-human, within-LLM and human-LLM agreement on a dataset with per-annotator labels."""
-    frame = labels[(labels["dataset"] == dataset) & (labels["condition"] == "") & labels["label"].notna()]
-    humans = sorted(frame.loc[frame["rater_kind"] == "human", "rater"].unique())
+def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
+                       which: Reference = "blind") -> MultiRaterReport | None:
+    """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
+
+    Args:
+        labels: Stage-2 labels (:func:`personagap.store.load_labels`).
+        dataset: Dataset key.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
+
+    Returns:
+        None when fewer than two humans gave labels of that protocol.
+    """
+    frame = labels[(labels["dataset"] == dataset) & labels["label"].notna()]
+    human_rows = _humans(frame, which)
+    humans = sorted(human_rows["rater"].unique())
     if len(humans) < 2:
         return None
-    llms = sorted(frame.loc[frame["rater_kind"].isin(JUDGE_KINDS), "rater"].unique())
-    groups = {r: "human" for r in humans} | {r: "llm" for r in llms}
-    long = frame[frame["rater"].isin(list(groups))].rename(columns={"user_id": "cluster"})
+    # Judges under their default protocol, each kind its own group (a trained model is never an LLM).
+    judge_rows = frame[comparable_judge_mask(frame) & (frame["condition"] == "")].drop_duplicates(["item_id", "rater"])
+    judge_kind = dict(zip(judge_rows["rater"], judge_rows["rater_kind"], strict=False))
+    groups = {r: "human" for r in humans} | {str(r): rater_group(str(k)) for r, k in judge_kind.items()
+                                               if r not in humans}
+    judge_rows = judge_rows[~judge_rows["rater"].isin(humans)]
+    long = pd.concat([human_rows, judge_rows], ignore_index=True).rename(columns={"user_id": "cluster"})
     result = pairwise_agreement(long[["item_id", "rater", "label", "cluster"]], groups,
                                 n_resamples=n_resamples, seed=seed)
 
-    human_rows = long[long["rater"].isin(humans)]
-    wide = human_rows.pivot(index="item_id", columns="rater", values="label").map(
+    human_long = long[long["rater"].isin(humans)]
+    wide = human_long.pivot(index="item_id", columns="rater", values="label").map(
         lambda v: _BINARY.get(v, np.nan) if isinstance(v, str) else np.nan)
-    cluster = human_rows.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
+    cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
     alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), "nominal",
                                   n_resamples=n_resamples, seed=seed)
     n_rated = wide.notna().sum(axis=1)
@@ -166,20 +232,22 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     keep = n_rated == modal
     counts = np.column_stack([(wide[keep] == v).sum(axis=1) for v in (0, 1)])
     fleiss = (fleiss_kappa_ci(counts, cluster[keep].to_numpy(), n_resamples=n_resamples, seed=seed)
-              if modal >= 2 else Estimate(float("nan"), (float("nan"), float("nan"))))
+              if modal >= 2 else NAN_ESTIMATE)
 
     def as_dict(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
         return {str(r): {str(c): json_safe(df.loc[r, c].item()) for c in df.columns} for r in df.index}
 
     return MultiRaterReport(
-        dataset=dataset, raters=groups,
-        groups=[GroupRow(pair_type=k, mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa), n_pairs=g.n_pairs)
+        dataset=dataset, protocol="blind" if which == "blind" else ANCHORED_TITLE, raters=groups,
+        n_users=int(cluster.nunique()),
+        groups=[GroupRow(pair_type=k, mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa), n_pairs=g.n_pairs,
+                         n_users=g.n_users, undefined_resamples=g.mean_kappa.n_undefined)
                 for k, g in result.groups.items()],
         human_alpha=alpha.value, human_alpha_ci=ci_list(alpha), human_fleiss=fleiss.value,
         human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
-        fleiss_raters_per_item=modal,
+        fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
-        judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed),
+        judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed, which=which),
     )
 
 
@@ -199,9 +267,23 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     datasets = sorted(set(labels["dataset"])) if not labels.empty else []
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements(labels, ds, n_resamples=n_resamples, seed=seed)]
-    pilot = (multi_rater_report(labels, pilot_dataset, n_resamples=n_resamples, seed=seed)
-             if pilot_dataset in datasets else None)
-    return RelevanceReport(judges=judges, pilot=pilot, n_resamples=n_resamples, seed=seed)
+    pilot = anchored = None
+    notes = []
+    if pilot_dataset in datasets:
+        pilot = multi_rater_report(labels, pilot_dataset, n_resamples=n_resamples, seed=seed)
+        anchored = multi_rater_report(labels, pilot_dataset, n_resamples=n_resamples, seed=seed, which="anchored")
+        frame = labels[labels["dataset"] == pilot_dataset]
+        blind = _humans(frame, "blind")
+        if pilot is None:
+            notes.append(f"{pilot_dataset}: too few blind labels for human–human agreement or a human ceiling "
+                         f"({blind['rater'].nunique()} blind annotator(s), {len(blind)} blind labels).")
+        if anchored is not None:
+            n_anchored = sum(g == "human" for g in anchored.raters.values())
+            notes.append(f"{pilot_dataset}: {n_anchored} annotators' labels "
+                         "given after seeing an LLM's label are reported apart as anchored; they are never blind "
+                         "figures or a ceiling.")
+    return RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes,
+                           n_resamples=n_resamples, seed=seed)
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -212,40 +294,65 @@ def _fmt_ci(ci: list[float]) -> str:
     return f"[{_fmt(ci[0], 2)}, {_fmt(ci[1], 2)}]"
 
 
+def _kinds_text(raters: dict[str, str]) -> str:
+    counts = Counter(raters.values())
+    names = {"human": "humans", "llm": "LLMs", "trained": "trained models", "baseline": "baselines"}
+    order = ["human", "llm", "trained", "baseline", *sorted(set(counts) - set(names))]
+    return ", ".join(f"{counts[k]} {names.get(k, k)}" for k in order if counts.get(k))
+
+
+def _multi_rater_lines(p: MultiRaterReport, n_resamples: int) -> list[str]:
+    title = "blind labels only" if p.protocol == "blind" else p.protocol
+    lines = [f"Pilot agreement ({p.dataset}; {title}; {_kinds_text(p.raters)}; {p.n_users} users): "
+             "mean pairwise Cohen's kappa", ""]
+    lines.append(f"{'pairs':<18}{'mean kappa':>11}  {'95% CI':<30}{'rater pairs':>11}")
+    for g in p.groups:
+        ci = ci_text(ci=g.ci, n_users=g.n_users, undefined=g.undefined_resamples, n_resamples=n_resamples)
+        lines.append(f"{g.pair_type:<18}{_fmt(g.mean_kappa):>11}  {ci:<30}{g.n_pairs:>11}")
+    lines += ["", f"Humans, Krippendorff's alpha (nominal): {_fmt(p.human_alpha)} "
+                  f"{ci_text(ci=p.human_alpha_ci, n_users=p.n_users)}",
+              f"Humans, Fleiss' kappa on {p.fleiss_items} items rated by {p.fleiss_raters_per_item} humans: "
+              f"{_fmt(p.human_fleiss)} {ci_text(ci=p.human_fleiss_ci, n_users=p.fleiss_users)}"]
+    if p.judges:
+        which = "blind" if p.protocol == "blind" else "anchored"
+        lines += ["", f"Pilot judges vs the pilot {which} human majority:", ""]
+        lines += _judge_table(p.judges, n_resamples)
+    return lines
+
+
 def render_relevance(report: RelevanceReport) -> str:
     """Render the report as plain-text tables for the terminal."""
-    lines = [f"Stage 2 — relevance selection: judges vs the human majority "
-             f"(95% CIs: user-clustered bootstrap, {report.n_resamples} resamples, seed {report.seed})", ""]
-    lines += _judge_table(report.judges)
+    lines = [f"Stage 2 — relevance selection: judges vs the blind human majority "
+             f"(95% CIs: user-clustered bootstrap, {report.n_resamples} resamples, seed {report.seed}; "
+             f"no CI below {report.min_users_for_ci} users)", f"Majority rule: {report.majority_rule}.", ""]
+    lines += _judge_table(report.judges, report.n_resamples)
     if report.pilot is not None:
-        p = report.pilot
-        lines += ["", f"Pilot agreement ({p.dataset}; {sum(g == 'human' for g in p.raters.values())} humans, "
-                      f"{sum(g == 'llm' for g in p.raters.values())} LLMs): mean pairwise Cohen's kappa", ""]
-        lines.append(f"{'pairs':<14}{'mean kappa':>11}  {'95% CI':<16}{'rater pairs':>11}")
-        for g in p.groups:
-            lines.append(f"{g.pair_type:<14}{_fmt(g.mean_kappa):>11}  {_fmt_ci(g.ci):<16}{g.n_pairs:>11}")
-        lines += ["", f"Humans, Krippendorff's alpha (nominal): {_fmt(p.human_alpha)} {_fmt_ci(p.human_alpha_ci)}",
-                  f"Humans, Fleiss' kappa on {p.fleiss_items} items rated by {p.fleiss_raters_per_item} humans: "
-                  f"{_fmt(p.human_fleiss)} {_fmt_ci(p.human_fleiss_ci)}"]
-        if p.judges:
-            lines += ["", "Pilot LLMs vs the pilot human majority:", ""]
-            lines += _judge_table(p.judges)
+        lines += [""] + _multi_rater_lines(report.pilot, report.n_resamples)
+    if report.pilot_anchored is not None:
+        lines += ["", "Not blind — not a ceiling:"] + _multi_rater_lines(report.pilot_anchored, report.n_resamples)
+    for note in report.notes:
+        lines += ["", f"Note: {note}"]
     return "\n".join(lines)
 
 
-def _judge_table(judges: list[JudgeAgreement]) -> list[str]:
+def _judge_table(judges: list[JudgeAgreement], n_resamples: int) -> list[str]:
     if not judges:
         return ["(no judge shares items with a human majority; import a release or run `personagap judge`)"]
-    head = (f"{'judge':<46}{'n':>6}{'fail':>6}{'human yes':>10}{'judge yes':>10}{'over-sel':>9}{'kappa':>7}  "
-            f"{'95% CI':<14}{'prec':>6}{'recall':>7}{'F1':>6}")
+    head = (f"{'judge':<46}{'kind':<9}{'n':>6}{'users':>6}{'fail':>6}{'human yes':>10}{'judge yes':>10}"
+            f"{'over-sel':>9}{'kappa':>7}  {'95% CI':<16}{'prec':>6}{'recall':>7}{'F1':>6}")
     rows = [head, "-" * len(head)]
     for j in judges:
+        ci = ci_text(ci=j.kappa_ci, n_users=j.n_users) if j.n_users < MIN_USERS_FOR_CI else _fmt_ci(j.kappa_ci)
         rows.append(
-            f"{j.judge[:45]:<46}{j.n:>6}{j.failures:>6}{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
+            f"{j.judge[:45]:<46}{j.rater_kind[:8]:<9}{j.n:>6}{j.n_users:>6}{j.failures:>6}"
+            f"{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
             f"{_fmt(j.over_selection, 2) + ('' if math.isnan(j.over_selection) else 'x'):>9}"
-            f"{_fmt(j.kappa):>7}  {_fmt_ci(j.kappa_ci):<14}"
+            f"{_fmt(j.kappa):>7}  {ci:<16}"
             f"{_fmt(j.precision, 2):>6}{_fmt(j.recall, 2):>7}{_fmt(j.f1, 2):>6}"
         )
+        if j.undefined_resamples:
+            rows.append(f"{'':<4}kappa undefined in {j.undefined_resamples}/{n_resamples} resamples "
+                        "(left out of its CI)")
         if j.failure_reasons:
             rows.append(f"{'':<4}failures by reason: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
     return rows

@@ -32,10 +32,25 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe, json_safe_dict
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    MIN_USERS_FOR_CI,
+    NAN_ESTIMATE,
+    ci_list,
+    json_safe,
+    json_safe_dict,
+)
+from personagap.analysis.comparable import (
+    HUMAN_KINDS,
+    JUDGE_KINDS,
+    MAJORITY_RULE,
+    blind_human_mask,
+    comparable_judge_mask,
+    reference_labels,
+)
 from personagap.analysis.response import (
     BASELINES,
-    NAN_ESTIMATE,
     accuracy_gap,
     baseline_labels,
     first_position_rate,
@@ -55,8 +70,8 @@ from personagap.store import gc_paused, load_labels, opened, write_batch
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
 
-HUMAN_KINDS = ("human", "human_majority")
-JUDGE_KINDS = ("llm", "trained", "baseline")
+__all__ = ["HUMAN_KINDS", "JUDGE_KINDS", "ResponseReport", "import_personafeedback", "import_prism", "import_usr",
+           "judge_response", "load_items", "render_response", "report_response", "response_report"]
 REVERSED = "+reversed"
 NO_PROFILE = "no-profile"
 GVP_KIND = "generic_vs_personalized"
@@ -130,7 +145,11 @@ class ProfileGap(BaseModel):
     dataset: str
     with_condition: str
     without_condition: str
-    n: int
+    n: int = Field(description="Items both conditions judged (parsed) that have a human label: the only ones a "
+                               "paired gap can use.")
+    n_with: int = Field(default=0, description="Human-labelled items judged with the profile.")
+    n_without: int = Field(default=0, description="Human-labelled items judged without the profile.")
+    n_users: int = 0
     accuracy_with: float
     accuracy_without: float
     gap: float
@@ -192,6 +211,8 @@ class ResponseReport(BaseModel):
     n_resamples: int
     seed: int
     ci_level: float = 0.95
+    majority_rule: str = MAJORITY_RULE
+    min_users_for_ci: int = MIN_USERS_FOR_CI
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
@@ -348,20 +369,8 @@ def _reason_kind(error: str) -> str:
 
 
 def _reference(labels: pd.DataFrame) -> pd.Series:
-    """Per item, the human label: the single human's, or the strict majority of several."""
-    humans = labels[labels["rater_kind"].isin(HUMAN_KINDS) & (labels["condition"] == "") & labels["label"].notna()]
-    if humans.empty:
-        return pd.Series(dtype=object)
-    majority_rows = humans[humans["rater_kind"] == "human_majority"]
-    if not majority_rows.empty and majority_rows["item_id"].is_unique:
-        ref = majority_rows.set_index("item_id")["label"]
-        rest = humans[~humans["item_id"].isin(ref.index)]
-    else:
-        ref, rest = pd.Series(dtype=object), humans
-    if not rest.empty:
-        wide = rest.pivot_table(index="item_id", columns="rater", values="label", aggfunc="first")
-        ref = pd.concat([ref, majority(wide).dropna()])
-    return ref
+    """Per item, the blind human label: comparable.py's reference (stored majority, else the majority rule)."""
+    return reference_labels(labels, "blind")
 
 
 def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
@@ -412,7 +421,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
     len_a = items["answer_a"].str.len()
     len_b = items["answer_b"].str.len()
     results = []
-    judge_rows = frame[frame["rater_kind"].isin(JUDGE_KINDS)]
+    judge_rows = frame[comparable_judge_mask(frame)]
     verdicts: dict[tuple[str, str], pd.Series] = {}
     for (rater, condition), rows in judge_rows.groupby(["rater", "condition"], sort=True):
         verdicts[(str(rater), str(condition))] = rows[rows["label"].notna()].set_index("item_id")["label"]
@@ -474,7 +483,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         shown = bool(items.loc[ids, "order_shown"].all())
         first = first_position_rate(h, np.zeros(len(h), dtype=bool), clusters, n_resamples=n_resamples, seed=seed)
         longer = longer_rate(h, len_a.loc[ids], len_b.loc[ids], clusters, n_resamples=n_resamples, seed=seed)
-        raters = sorted(frame.loc[frame["rater_kind"].isin(HUMAN_KINDS), "rater"].unique())
+        raters = sorted(frame.loc[blind_human_mask(frame), "rater"].unique())
         human_rows.append(HumanBias(
             dataset=dataset, rater=", ".join(map(str, raters)), n=len(h),
             first_position_rate=first.value if shown else None, first_position_ci=ci_list(first) if shown else None,
@@ -492,6 +501,9 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         without = verdicts.get((rater, cond_without))
         if without is None:
             continue
+        # A paired gap needs both verdicts on the same human-labelled item: only those items count.
+        n_with = len(with_labels.index.intersection(ref.index))
+        n_without = len(without.index.intersection(ref.index))
         ids = with_labels.index.intersection(without.index).intersection(ref.index)
         if len(ids) == 0:
             continue
@@ -500,7 +512,9 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
             without.loc[ids].to_numpy(dtype=object), items.loc[ids, "user_id"].to_numpy(),
             n_resamples=n_resamples, seed=seed)
         gaps.append(ProfileGap(rater=rater, dataset=dataset, with_condition=cond_with, without_condition=cond_without,
-                               n=len(ids), accuracy_with=acc_with, accuracy_without=acc_without, gap=gap.value,
+                               n=len(ids), n_with=n_with, n_without=n_without,
+                               n_users=int(items.loc[ids, "user_id"].nunique()),
+                               accuracy_with=acc_with, accuracy_without=acc_without, gap=gap.value,
                                gap_ci=ci_list(gap)))
     return results, human_rows, gaps
 
@@ -508,7 +522,8 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
 def _gvp_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_resamples: int,
                  seed: int) -> list[GenericVsPersonalized]:
     out = []
-    for (rater, condition, kind), rows in frame.groupby(["rater", "condition", "rater_kind"], sort=True):
+    judges = frame[comparable_judge_mask(frame)]
+    for (rater, condition, kind), rows in judges.groupby(["rater", "condition", "rater_kind"], sort=True):
         if str(condition).endswith(REVERSED):
             continue
         parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
@@ -528,7 +543,7 @@ def _gvp_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_re
 def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
                          seed: int) -> tuple[list[JudgeResult], UsrReport | None]:
     main = frame[frame["condition"] == ""]
-    human_rows = main[(main["rater_kind"] == "human") & main["label"].notna()]
+    human_rows = main[blind_human_mask(main) & (main["rater_kind"] == "human") & main["label"].notna()]
     if human_rows.empty:
         return [], None
     wide = human_rows.pivot_table(index="item_id", columns="rater", values="label", aggfunc="first")
@@ -556,7 +571,7 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
     maj = majority(wide).dropna()
 
     judge_results, versus = [], []
-    judge_rows = main[main["rater_kind"].isin(JUDGE_KINDS)]
+    judge_rows = main[comparable_judge_mask(main)]
     for (rater, kind), rows in judge_rows.groupby(["rater", "rater_kind"], sort=True):
         failed = rows[rows["label"].isna()]
         parsed = rows[rows["label"].notna()].drop_duplicates("item_id").set_index("item_id")

@@ -64,14 +64,18 @@ def test_report_precision_recall_match_sklearn(report_json: dict, shared_data: P
     assert row["recall"] == pytest.approx(recall_score([human[k] for k in keys], [llm[k] for k in keys]))
 
 
-def test_pilot_table_has_all_three_pair_types(report_json: dict) -> None:
-    pilot = report_json["pilot"]
-    kinds = {g["pair_type"]: g for g in pilot["groups"]}
-    assert set(kinds) == {"human–human", "human–llm", "llm–llm"}
-    assert kinds["llm–llm"]["n_pairs"] == 6  # four pilot LLM files
-    for g in kinds.values():
-        assert g["ci"][0] <= g["mean_kappa"] <= g["ci"][1]
-    assert -1 <= pilot["human_alpha"] <= 1
+def test_pilot_tables_have_all_three_pair_types(report_json: dict) -> None:
+    # Blind and anchored pilot labels get a table each (the blind one only with two or more blind annotators).
+    tables = [p for p in (report_json["pilot"], report_json["pilot_anchored"]) if p is not None]
+    assert tables
+    for pilot in tables:
+        kinds = {g["pair_type"]: g for g in pilot["groups"]}
+        assert set(kinds) == {"human–human", "human–llm", "llm–llm"}
+        assert kinds["llm–llm"]["n_pairs"] == 6  # four pilot LLM files
+        for g in kinds.values():
+            assert g["ci"][0] <= g["mean_kappa"] <= g["ci"][1]
+            assert g["n_users"] >= 1
+        assert -1 <= pilot["human_alpha"] <= 1
 
 
 def test_text_report_names_each_judge(recenter_db: Path) -> None:

@@ -18,7 +18,7 @@ EMPTY_FAIL = pd.DataFrame(columns=["stage", "dataset", "rater", "rater_kind", "c
 EMPTY_HUM = pd.DataFrame(columns=["stage", "dataset", "item_id", "rater", "label", "user_id"])
 
 
-def _pairs(stage: str, rater: str, table: dict[tuple[str, str], int], users: int = 4) -> pd.DataFrame:
+def _pairs(stage: str, rater: str, table: dict[tuple[str, str], int], users: int = 5) -> pd.DataFrame:
     # Spread each (human, judge) count evenly over `users` users so the bootstrap has clusters.
     rows = []
     for (human, label), n in table.items():
@@ -44,16 +44,18 @@ def test_judge_score_matches_hand_worked_kappa():
 
 
 def test_judge_score_multiclass_has_no_yes_rates():
-    rows = _pairs("response", "j", {("A", "A"): 8, ("B", "B"): 8, ("A", "B"): 4, ("tie", "A"): 4})
+    rows = _pairs("response", "j", {("A", "A"): 10, ("B", "B"): 10, ("A", "B"): 5, ("tie", "A"): 5})
     s = judge_score(rows, stage="response", dataset="ds", rater="j", rater_kind="llm", condition="no-profile",
                     failures=0, n_resamples=100, seed=0)
     assert not s.binary and s.categories == ["A", "B", "tie"]
     assert s.over_selection is None and s.human_yes_rate is None
     assert s.judge == "j [no-profile]"
-    assert s.accuracy == pytest.approx(16 / 24)
+    assert s.accuracy == pytest.approx(20 / 30)
 
 
-def test_verdict_names_the_stage_whose_best_judge_is_furthest_from_humans():
+def test_without_ceilings_the_verdict_names_no_stage():
+    # The lowest kappa alone says nothing about which stage fails: without a human ceiling on the judged
+    # dataset a stage is listed, not ranked (tests/test_verdict.py covers ranking by the gap).
     good = _pairs("relevance", "good", {("yes", "yes"): 40, ("no", "no"): 40, ("no", "yes"): 20})
     bad = _pairs("response", "bad", {("yes", "yes"): 20, ("no", "no"): 20, ("no", "yes"): 20, ("yes", "no"): 20})
     inventory = pd.DataFrame([
@@ -61,12 +63,11 @@ def test_verdict_names_the_stage_whose_best_judge_is_furthest_from_humans():
         {"stage": "response", "n_items": 80, "n_labels": 160, "n_human_labels": 80, "n_judge_labels": 80},
     ])
     d = diagnose(pd.concat([good, bad]), EMPTY_FAIL, EMPTY_HUM, inventory, n_resamples=100)
-    assert d.worst_stage == "response"
-    assert "stage 3 (response)" in d.verdict and "bad" in d.verdict
-    assert "stage 1 (extraction)" in d.verdict  # named as having no comparison yet
+    assert d.worst_stage is None and d.ranking == []
+    assert d.verdict.startswith("Cannot tell") and "stage 3 (response)" in d.verdict and "bad" in d.verdict
     assert d.stage("extraction").status == "no_data"
     assert d.stage("relevance").best.rater == "good"
-    assert json.loads(json.dumps(d.to_json_dict()))["worst_stage"] == "response"
+    assert json.loads(json.dumps(d.to_json_dict()))["worst_stage"] is None
 
 
 def test_empty_store_diagnosis_is_honest():
@@ -110,10 +111,14 @@ def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
         assert mine.kappa == pytest.approx(j.kappa)
         assert mine.over_selection == pytest.approx(j.over_selection)
     assert rel.best is not None and rel.best.kappa >= rel.worst.kappa
-    assert rel.ceiling is not None and rel.ceiling.dataset == "recenter-pilot"
-    pilot_hh = next(g for g in report.pilot.groups if g.pair_type == "human–human")
-    assert rel.ceiling.mean_kappa == pytest.approx(pilot_hh.mean_kappa)
-    assert d.worst_stage == "relevance" and "stage 2 (relevance)" in d.verdict
+    if report.pilot is not None:  # blind pilot annotators: the ceiling is their human–human agreement
+        pilot_hh = next(g for g in report.pilot.groups if g.pair_type == "human–human")
+        assert rel.ceiling is not None and rel.ceiling.dataset == "recenter-pilot"
+        assert rel.ceiling.mean_kappa == pytest.approx(pilot_hh.mean_kappa)
+    else:  # too few blind labels: no ceiling, said plainly, and never an anchored one
+        assert not [c for c in rel.ceilings if c.dataset == "recenter-pilot"]
+        assert any(n.startswith("recenter-pilot: no human ceiling") for n in rel.notes)
+    assert d.worst_stage is None and d.verdict.startswith("Cannot tell")
     # Stage 1 has several humans but no judge; stage 3 items carry no labels in this release.
     assert d.stage("extraction").status == "no_judges" and d.stage("extraction").ceiling is not None
     assert d.stage("response").best is None
@@ -124,7 +129,7 @@ def test_cli_diagnose_json_and_text(recenter_db):
     out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json", "--resamples", "100"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
-    assert data["worst_stage"] == "relevance"
+    assert data["worst_stage"] is None and data["verdict"].startswith("Cannot tell")
     assert [s["stage"] for s in data["stages"]] == ["extraction", "relevance", "response"]
     best = data["stages"][1]["best"]
     assert best["kappa_ci"][0] <= best["kappa"] <= best["kappa_ci"][1]

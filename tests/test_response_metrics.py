@@ -39,7 +39,12 @@ def test_first_position_rate_hand_worked() -> None:
     est = first_position_rate(["A", "A", "B", "B", "tie"], [False, False, True, False, False], [1, 1, 2, 2, 3],
                               n_resamples=200)
     assert est.value == pytest.approx(0.75)
-    assert 0.0 <= est.ci[0] <= est.value <= est.ci[1] <= 1.0
+    # Two users (the tie of user 3 is not counted) are too few for a CI: none is given, and the estimate says so.
+    assert est.too_few_users and est.n_clusters == 2 and all(math.isnan(c) for c in est.ci)
+    many = first_position_rate(["A", "A", "B", "B", "tie"] * 2, [False, False, True, False, False] * 2,
+                               list(range(10)), n_resamples=200)
+    assert many.value == pytest.approx(0.75) and not many.too_few_users
+    assert 0.0 <= many.ci[0] <= many.value <= many.ci[1] <= 1.0
 
 
 def test_longer_rate_skips_ties_and_equal_lengths() -> None:
@@ -55,8 +60,8 @@ def test_longer_rate_skips_ties_and_equal_lengths() -> None:
 
 def test_clustered_rate_empty_is_nan_and_ci_collapses_when_constant() -> None:
     assert math.isnan(clustered_rate([], []).value)
-    est = clustered_rate([True, True, True], ["u", "v", "w"], n_resamples=100)
-    assert est.value == 1.0 and est.ci == (1.0, 1.0)
+    est = clustered_rate([True] * 5, ["u", "v", "w", "x", "y"], n_resamples=100)
+    assert est.value == 1.0 and est.ci == (1.0, 1.0) and est.n_undefined == 0
 
 
 def test_clustered_rate_resamples_whole_clusters() -> None:
@@ -71,7 +76,7 @@ def test_clustered_rate_resamples_whole_clusters() -> None:
     assert rates <= {0.0, 0.75, 1.0}
     est = clustered_rate([True, True, True, False], ["u", "u", "u", "v"], n_resamples=300)
     assert est.value == pytest.approx(0.75)
-    assert est.ci[0] in (0.0, 0.75) and est.ci[1] == 1.0
+    assert est.n_clusters == 2 and est.too_few_users and math.isnan(est.ci[0])  # 2 users: no CI
 
 
 def test_baselines() -> None:
@@ -98,14 +103,15 @@ def test_judge_vs_human_total_disagreement() -> None:
 
 
 def test_accuracy_gap_hand_worked() -> None:
-    human = ["A", "B", "A", "B"]
-    with_profile = ["A", "B", "A", "A"]      # 3/4 right
-    without_profile = ["B", "B", "B", "A"]   # 1/4 right
-    acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, [1, 1, 2, 2], n_resamples=200)
-    assert (acc_with, acc_without) == (0.75, 0.25)
+    human = ["A", "B"] * 5
+    with_profile = ["A", "B"] * 5       # all right
+    without_profile = ["B", "B"] * 5    # half right
+    clusters = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, clusters, n_resamples=200)
+    assert (acc_with, acc_without) == (1.0, 0.5)
     assert gap.value == pytest.approx(0.5)
-    # Cluster 1 gives a gap of 0.5, cluster 2 of 0.5 too: every resample gives 0.5.
-    assert gap.ci == pytest.approx((0.5, 0.5))
+    # Every cluster gives a gap of 0.5: every resample gives 0.5.
+    assert gap.ci == pytest.approx((0.5, 0.5)) and gap.n_clusters == 5
 
 
 def test_swap_consistency() -> None:
@@ -143,7 +149,10 @@ def test_rater_agreement_with_missing_ratings_uses_modal_count_for_fleiss() -> N
                                                                    level_of_measurement="nominal"))
 
 
-def test_majority_needs_strict_majority() -> None:
-    wide = pd.DataFrame({"a": ["yes", "no", "yes"], "b": ["yes", "yes", None], "c": ["no", None, None]})
+def test_majority_is_the_one_rule_unique_most_frequent_ties_undecided() -> None:
+    wide = pd.DataFrame({"a": ["yes", "no", "yes", "A", "A"], "b": ["yes", "yes", None, "A", "A"],
+                         "c": ["no", None, None, "B", "B"], "d": [None, None, None, "tie", "B"]})
     out = majority(wide)
-    assert out[0] == "yes" and pd.isna(out[1]) and out[2] == "yes"
+    # 2-1 -> yes; 1-1 tie -> undecided; one vote -> it; A,A,B,tie -> A (most frequent, no strict majority needed);
+    # A,A,B,B -> a 2-2 tie, undecided.
+    assert out[0] == "yes" and pd.isna(out[1]) and out[2] == "yes" and out[3] == "A" and pd.isna(out[4])

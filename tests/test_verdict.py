@@ -1,0 +1,318 @@
+"""Issue 11, trustworthy verdicts: no figure PersonaGap prints may be silently wrong.
+
+Each test here failed on the code before the fix (commit 5297e23) and checks what the code did, on the real
+human data in ../shared/data or on small synthetic stores written through the public store API.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from sklearn.metrics import cohen_kappa_score
+
+from personagap.analysis.agreement import resample_weights
+from personagap.analysis.comparable import CONVERTED_SHOWN_LLM, IN_SAMPLE
+from personagap.analysis.diagnosis import diagnose_db
+from personagap.cli import cli
+from personagap.records import Item, Label
+from personagap.store import ImportBatch, write_batch
+
+YN = {False: "no", True: "yes"}
+RUN = "test-issue-11"
+
+
+def _write(db: Path, labels: list[Label], items: list[Item] | None = None) -> None:
+    batch = ImportBatch()
+    for it in items or []:
+        batch.items[it.item_id] = it
+    batch.labels.extend(labels)
+    write_batch(db, batch)
+
+
+def _query(db: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _json(args: list[str]) -> dict:
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+@pytest.fixture(scope="module")
+def shared_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Re-Centering, PRISM judge, USR and LAPS imported into one database (what a user diagnoses)."""
+    db = tmp_path_factory.mktemp("shared") / "all.duckdb"
+    for command, folder in (("recenter", "recenter"), ("prism-judge", "prism_judge"), ("usr", "usr_personachat"),
+                            ("laps", "laps")):
+        out = CliRunner().invoke(cli, ["import", command, str(shared_data / folder), "--db", str(db)])
+        assert out.exit_code == 0, out.output
+    return db
+
+
+# --------------------------------------------------------------------------- defect 1: in-sample labels
+
+def test_diagnose_json_never_ranks_in_sample_labels(recenter_db_copy: Path) -> None:
+    # A trained judge labelling its own training users copies the humans (kappa 1): stored as 'in-sample'.
+    ref = _query(recenter_db_copy, "SELECT l.item_id, l.label FROM labels l JOIN items i USING (item_id) "
+                                   "WHERE i.dataset = 'recenter-stage2' AND l.rater_kind = 'human_majority' "
+                                   "AND l.condition = '' AND l.label IS NOT NULL")
+    assert len(ref) > 1000
+    _write(recenter_db_copy, [Label(item_id=i, rater="trained-relevance/v1", rater_kind="trained",
+                                    condition=IN_SAMPLE, label=lab, run_id=RUN) for i, lab in ref])
+    data = _json(["diagnose", "--db", str(recenter_db_copy), "--json", "--resamples", "50"])
+    listed = [j for s in data["stages"] for j in [*s["judges"], *s.get("gaps", []), s["best"], s["worst"]] if j]
+    assert listed  # the imported LLMs are still ranked
+    assert not [j for j in listed if j["condition"] == IN_SAMPLE or j["rater"] == "trained-relevance/v1"]
+    best = data["stages"][1]["best"]
+    assert best["kappa"] < 0.9  # the copied labels would have scored 1.0
+    report = _json(["report", "relevance", "--db", str(recenter_db_copy), "--json", "--resamples", "50"])
+    assert "trained-relevance/v1" not in json.dumps(report)
+
+
+def test_response_report_never_scores_in_sample_labels(shared_db: Path, tmp_path: Path) -> None:
+    db = tmp_path / "prism.duckdb"
+    db.write_bytes(shared_db.read_bytes())
+    ref = _query(db, "SELECT l.item_id, l.label FROM labels l JOIN items i USING (item_id) "
+                     "WHERE i.dataset = 'prism-judge' AND l.rater_kind = 'human' AND l.condition = '' "
+                     "AND l.label IS NOT NULL")
+    _write(db, [Label(item_id=i, rater="trained-preference/v1", rater_kind="trained", condition=IN_SAMPLE,
+                      label=lab, run_id=RUN, meta={"swapped": False}) for i, lab in ref])
+    report = _json(["report", "response", "--db", str(db), "--json", "--resamples", "50"])
+    assert report["judges"]  # the recorded PRISM judges are there
+    assert not [j for j in report["judges"] if j["rater"] == "trained-preference/v1"]
+
+
+# --------------------------------------------------------------------------- defects 5 and 6: the pilot
+
+def _pilot_items(db: Path) -> list[tuple[str, str, str]]:
+    """(item, user, gemma's label) on the pilot: an LLM's labels to build synthetic raters from."""
+    return _query(db, "SELECT l.item_id, i.user_id, l.label FROM labels l JOIN items i USING (item_id) "
+                      "WHERE i.dataset = 'recenter-pilot' AND l.rater = 'google_gemma-4-31b-it' "
+                      "AND l.label IS NOT NULL ORDER BY l.item_id")
+
+
+def test_pilot_reports_anchored_labels_apart_and_kinds_apart(recenter_db_copy: Path) -> None:
+    rows = _pilot_items(recenter_db_copy)
+    rng = np.random.default_rng(0)
+    labels = []
+    for iid, _user, lab in rows:
+        flip = {"yes": "no", "no": "yes"}
+        # Two blind annotators (independent noise) and two who copied the LLM after seeing its label.
+        labels += [Label(item_id=iid, rater=f"blind_{k}", rater_kind="human", label=flip[lab] if rng.random() < 0.3
+                         else lab, run_id=RUN) for k in ("x", "y")]
+        labels += [Label(item_id=iid, rater=f"anchored_{k}", rater_kind="human", condition=CONVERTED_SHOWN_LLM,
+                         label=lab, run_id=RUN) for k in ("x", "y")]
+        # A trained model on the same items: its own kind, never an LLM.
+        labels.append(Label(item_id=iid, rater="trained-relevance/v1/cv", rater_kind="trained", label=lab,
+                            run_id=RUN))
+    _write(recenter_db_copy, labels)
+    report = _json(["report", "relevance", "--db", str(recenter_db_copy), "--json", "--resamples", "50"])
+    pilot = report["pilot"]
+    llms = {r for (r,) in _query(recenter_db_copy, "SELECT DISTINCT l.rater FROM labels l JOIN items i USING "
+                                                   "(item_id) WHERE i.dataset = 'recenter-pilot' AND "
+                                                   "l.rater_kind = 'llm'")}
+    # Defect 6: the trained model is its own kind, so the pilot counts exactly the LLM files as LLMs.
+    assert {r for r, g in pilot["raters"].items() if g == "llm"} == llms
+    assert pilot["raters"]["trained-relevance/v1/cv"] == "trained"
+    assert {"human–trained", "llm–trained"} <= {g["pair_type"] for g in pilot["groups"]}
+    text = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db_copy), "--resamples", "50"])
+    assert f"{len(llms)} LLMs, 1 trained model" in text.output
+    # Defect 5: labels given after seeing an LLM's label are never blind, and are reported apart, labelled.
+    assert {"blind_x", "blind_y"} <= {r for r, g in pilot["raters"].items() if g == "human"}
+    assert not {"anchored_x", "anchored_y"} & set(pilot["raters"])
+    anchored = report["pilot_anchored"]
+    assert anchored["protocol"].startswith("anchored") and {"anchored_x", "anchored_y"} <= set(anchored["raters"])
+    # The copies agree perfectly with each other: a blind figure that included them would be inflated.
+    assert anchored["matrix"]["anchored_x"]["anchored_y"] == pytest.approx(1.0)
+    assert "anchored (annotators saw an LLM label)" in text.output
+
+
+def _release_blind_annotators(root: Path) -> set[str]:
+    """Task-3 annotators none of whose rows is a copy of their task-2 labels, read from the release files."""
+    out = set()
+    for path in sorted((root / "pilot/annotations").glob("*_task3.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        judged = [j for r in rows for j in r["relevance_judgments"] if j.get("relevant") is not None]
+        if judged and not any("converted from task2" in json.dumps(r) for r in rows):
+            out.add(path.name.rsplit("_task3", 1)[0])
+    return out
+
+
+def test_real_pilot_blind_figures_use_blind_annotators_only(recenter_db: Path, shared_data: Path) -> None:
+    blind = _release_blind_annotators(shared_data / "recenter")
+    report = _json(["report", "relevance", "--db", str(recenter_db), "--json", "--resamples", "50"])
+    if len(blind) < 2:
+        assert report["pilot"] is None
+        assert any("too few blind labels" in n for n in report["notes"])
+    else:
+        assert {r for r, g in report["pilot"]["raters"].items() if g == "human"} == blind
+    anchored = report["pilot_anchored"]
+    assert anchored is not None and not blind & set(anchored["raters"])
+    # The anchored human–human mean kappa, recomputed with sklearn from the stored anchored labels.
+    rows = _query(recenter_db, "SELECT l.item_id, l.rater, l.label, l.condition FROM labels l JOIN items i "
+                               "USING (item_id) WHERE i.dataset = 'recenter-pilot' AND l.rater_kind = 'human' "
+                               "AND l.condition IN ('shown-llm', 'shown-llm-converted') AND l.label IN ('yes', 'no')")
+    by_rater: dict[str, dict[str, str]] = {}
+    for iid, rater, lab, _cond in sorted(rows, key=lambda r: r[3] != "shown-llm-converted"):
+        by_rater.setdefault(rater, {}).setdefault(iid, lab)
+    kappas = []
+    names = sorted(by_rater)
+    for a_i, a in enumerate(names):
+        for b in names[a_i + 1:]:
+            shared = sorted(set(by_rater[a]) & set(by_rater[b]))
+            if len(shared) >= 10:
+                kappas.append(cohen_kappa_score([by_rater[a][i] for i in shared], [by_rater[b][i] for i in shared]))
+    hh = next(g for g in anchored["groups"] if g["pair_type"] == "human–human")
+    assert hh["n_pairs"] == len(kappas)
+    assert hh["mean_kappa"] == pytest.approx(float(np.mean(kappas)))
+
+
+# --------------------------------------------------------------------------- defect 7: the verdict
+
+def _synthetic(db: Path, spec: list[tuple[str, str, int, float, float | None]], *, users: int = 40,
+               per_user: int = 15, seed: int = 0) -> None:
+    """Per (stage, dataset, humans, human flip rate, judge flip rate): noisy copies of a hidden truth."""
+    rng = np.random.default_rng(seed)
+    items, labels = [], []
+    for stage, dataset, n_humans, h_flip, j_flip in spec:
+        for u in range(users):
+            for k in range(per_user):
+                iid = f"{dataset}-{u}-{k}"
+                items.append(Item(item_id=iid, dataset=dataset, stage=stage, user_id=f"u{u:03d}"))
+                truth = bool(rng.random() < 0.5)
+                for h in range(n_humans):
+                    labels.append(Label(item_id=iid, rater=f"h{h}", rater_kind="human",
+                                        label=YN[truth ^ bool(rng.random() < h_flip)], run_id=RUN))
+                if j_flip is not None:
+                    labels.append(Label(item_id=iid, rater=f"judge-{dataset}", rater_kind="llm",
+                                        label=YN[truth ^ bool(rng.random() < j_flip)], run_id=RUN))
+    _write(db, labels, items)
+
+
+def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> None:
+    # Stage 2's judge has the lower kappa but its humans barely agree either (gap ~0.03); stage 3's judge has
+    # a higher kappa but sits far below humans who agree almost perfectly (gap ~0.3). The old rule named stage 2.
+    db = tmp_path / "gap.duckdb"
+    _synthetic(db, [("relevance", "rel-ds", 3, 0.15, 0.17), ("response", "resp-ds", 3, 0.01, 0.15)])
+    d = diagnose_db(db, n_resamples=300)
+    rel, resp = d.stage("relevance"), d.stage("response")
+    assert rel.best is not None and resp.best is not None and rel.best.kappa < resp.best.kappa
+    assert rel.gap is not None and resp.gap is not None
+    assert resp.gap.gap_ci[0] > rel.gap.gap_ci[1]
+    assert d.worst_stage == "response" and d.ranking == ["response", "relevance"]
+    assert "stage 3 (response)" in d.verdict and "Cannot tell" not in d.verdict
+    assert resp.ceiling is not None and resp.ceiling.dataset == "resp-ds"
+
+
+def test_verdict_cannot_tell_when_gap_cis_overlap(tmp_path: Path) -> None:
+    db = tmp_path / "tie.duckdb"
+    _synthetic(db, [("relevance", "rel-ds", 3, 0.1, 0.2), ("response", "resp-ds", 3, 0.1, 0.2)])
+    d = diagnose_db(db, n_resamples=300)
+    assert d.worst_stage is None
+    assert d.verdict.startswith("Cannot tell") and "overlap" in d.verdict
+    assert set(d.ranking) == {"relevance", "response"}
+
+
+def test_a_ceiling_is_never_borrowed_from_another_dataset(tmp_path: Path) -> None:
+    # Stage 3: judges on a dataset with one human per item, and three humans on another dataset (no judge).
+    db = tmp_path / "borrow.duckdb"
+    _synthetic(db, [("response", "one-human", 1, 0.0, 0.3), ("response", "three-humans", 3, 0.05, None)])
+    d = diagnose_db(db, n_resamples=100)
+    s = d.stage("response")
+    assert s.best is not None and s.best.dataset == "one-human"
+    assert [c.dataset for c in s.ceilings] == ["three-humans"]
+    assert s.ceiling is None and s.gap is None
+    assert any(n.startswith("one-human: no human ceiling") for n in s.notes)
+    assert d.worst_stage is None and "never borrowed" in d.verdict
+
+
+def test_gap_ci_is_a_paired_bootstrap_at_95_percent(tmp_path: Path) -> None:
+    db = tmp_path / "paired.duckdb"
+    users, per_user, resamples = 12, 10, 200
+    _synthetic(db, [("relevance", "ds", 3, 0.1, 0.25)], users=users, per_user=per_user, seed=3)
+    d = diagnose_db(db, n_resamples=resamples, seed=5)
+    gap = d.stage("relevance").gap
+    assert gap is not None and gap.n_users == users
+    # Independent recomputation: sklearn kappas on each resample, the SAME user weights for humans and judge.
+    rows = _query(db, "SELECT i.user_id, l.item_id, l.rater, l.label FROM labels l JOIN items i USING (item_id)")
+    labels: dict[str, dict[str, str]] = {}
+    user_of: dict[str, str] = {}
+    for user, iid, rater, lab in rows:
+        labels.setdefault(rater, {})[iid] = lab
+        user_of[iid] = user
+    ids = sorted(user_of)
+    order = {u: k for k, u in enumerate(sorted(set(user_of.values())))}
+    weights = resample_weights(users, resamples, 5)
+
+    def kappa(a: str, b: str, w: np.ndarray | None) -> float:
+        return cohen_kappa_score([labels[a][i] for i in ids], [labels[b][i] for i in ids], sample_weight=w)
+
+    humans = ["h0", "h1", "h2"]
+
+    def gap_of(w: np.ndarray | None) -> float:
+        hh = np.mean([kappa(a, b, w) for k, a in enumerate(humans) for b in humans[k + 1:]])
+        return float(hh - np.mean([kappa("judge-ds", h, w) for h in humans]))
+
+    samples = [gap_of(np.array([weights[b, order[user_of[i]]] for i in ids])) for b in range(resamples)]
+    assert gap.gap == pytest.approx(gap_of(None))
+    assert gap.gap_ci == pytest.approx(list(np.quantile(samples, [0.025, 0.975])))
+    # The judge-vs-majority kappa's CI at the same level, end to end.
+    best = d.stage("relevance").best
+    majority = {i: max(("no", "yes"), key=lambda v: sum(labels[h][i] == v for h in humans)) for i in ids}
+    ks = [cohen_kappa_score([majority[i] for i in ids], [labels["judge-ds"][i] for i in ids],
+                            sample_weight=np.array([weights[b, order[user_of[i]]] for i in ids]))
+          for b in range(resamples)]
+    assert best is not None and best.kappa_ci == pytest.approx(list(np.quantile(ks, [0.025, 0.975])))
+
+
+def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
+    data = _json(["diagnose", "--db", str(shared_db), "--json", "--resamples", "100"])
+    response = data["stages"][2]
+    assert response["best"]["dataset"] == "prism-judge"
+    assert response["ceiling"] is None or response["ceiling"]["dataset"] == "prism-judge"
+    assert "usr-personachat" in [c["dataset"] for c in response["ceilings"]]
+    assert "response" not in data["ranking"]
+    assert any(n.startswith("prism-judge: no human ceiling") for n in response["notes"])
+    if len(data["ranking"]) < 2:
+        assert data["worst_stage"] is None and data["verdict"].startswith("Cannot tell")
+
+
+# --------------------------------------------------------------------------- defect 8: demo keeps your data
+
+def test_demo_refuses_an_existing_non_demo_database(recenter_db_copy: Path) -> None:
+    before = _query(recenter_db_copy, "SELECT count(*) FROM labels")
+    out = CliRunner().invoke(cli, ["demo", "--db", str(recenter_db_copy)])
+    assert out.exit_code == 2
+    assert "not a demo database" in out.output and "--force" in out.output
+    assert _query(recenter_db_copy, "SELECT count(*) FROM labels") == before
+    help_text = CliRunner().invoke(cli, ["demo", "--help"]).output
+    assert "--force" in help_text and "refused" in help_text
+
+
+def test_demo_replaces_its_own_database_and_force_replaces_others(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("personagap")
+    env = {"PATH": str(exe.parent), "HOME": str(tmp_path), "NO_PROXY": "*", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).close()  # someone else's file
+    out = subprocess.run([str(exe), "demo", "--db", str(other), "--force"], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert _query(other, "SELECT value FROM meta WHERE key = 'demo'") == [("1",)]
+    # What lets the next `personagap demo --db other.duckdb` replace it without --force:
+    from personagap.cli import _is_demo_db
+
+    fresh = tmp_path / "fresh.duckdb"
+    duckdb.connect(str(fresh)).close()
+    assert _is_demo_db(other) and not _is_demo_db(fresh)
