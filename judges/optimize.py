@@ -851,13 +851,19 @@ def _candidates(settings: OptimizeSettings, judge: Judge, train: Sequence[Exampl
                 except BudgetExhausted:
                     break
         elif settings.optimizer == "mipro":
+            try:
+                import optuna  # noqa: F401  MIPROv2 searches with it
+            except ImportError:
+                raise OptimizeError("--optimizer mipro needs optuna: pip install optuna") from None
             teleprompter = dspy.MIPROv2(metric=metric, auto=None, num_candidates=settings.candidates,
                                         max_bootstrapped_demos=settings.max_bootstrapped,
                                         max_labeled_demos=settings.max_demos, num_threads=settings.threads,
                                         seed=settings.seed, verbose=False)
             try:
+                # Minibatches keep a trial's cost at ~20 calls; MIPRO holds out part of train as its own valset.
                 best = teleprompter.compile(dspy.Predict(judge.signature), trainset=trainset,
-                                            num_trials=settings.candidates, minibatch=False)
+                                            num_trials=settings.candidates, minibatch=len(trainset) > 40,
+                                            minibatch_size=20, minibatch_full_eval_steps=max(2, settings.candidates))
                 out.append(("mipro", best))
             except BudgetExhausted:
                 pass

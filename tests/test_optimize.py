@@ -40,7 +40,7 @@ from personagap.judges.optimize import (
     split_users,
 )
 from personagap.judges.runner import LMConfig
-from tests.demo_llm_server import DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
+from tests.demo_llm_server import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
 N_USERS = 8
 KEEP_USERS = 10
@@ -293,3 +293,59 @@ def test_local_table_metrics_match_references() -> None:
     pi = (h.mean() + j.mean()) / 2
     pe = 2 * pi * (1 - pi)
     assert float(_ac1(table)) == pytest.approx((po - pe) / (1 - pe))
+
+
+def test_simba_stays_within_budget(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
+                                   tmp_path: Path) -> None:
+    _, oracle = data
+    starts: dict[str, int] = {}
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = LMConfig(model="openai/demo-simba", api_base=server.base_url)
+        result = optimize(opt_db, _settings(optimizer="simba", budget=24, candidates=2, n_users=5, n_resamples=50),
+                          lm, tmp_path / "s.json", on_phase=lambda name: starts.setdefault(name, server.count))
+    assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 24
+    assert [c["name"] for c in result.candidates][0] == "unoptimised" and len(result.candidates) >= 1
+    assert load_program(tmp_path / "s.json").meta["optimizer"] == "simba"
+
+
+def test_mipro_finds_the_instruction_the_model_follows(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
+                                                       tmp_path: Path) -> None:
+    pytest.importorskip("optuna")
+    _, oracle = data
+    starts: dict[str, int] = {}
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = LMConfig(model="openai/demo-mipro", api_base=server.base_url)
+        result = optimize(opt_db, _settings(optimizer="mipro", budget=700, candidates=3, n_users=6, n_resamples=50),
+                          lm, tmp_path / "m.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
+        log = list(server.log)
+    assert result.calls["optimise"] <= 700
+    saved = load_program(tmp_path / "m.json")
+    instructions = str(saved.judge.signature.instructions)
+    # What the test phase sent is what was saved: the chosen program's instructions and demos.
+    after = [s for s in log[starts["test"]:] if s.demos or STRICT_INSTRUCTION in s.instructions]
+    if result.chosen == "unoptimised":
+        assert not after
+    else:
+        assert after and all(s.instructions == " ".join(instructions.split()) for s in after)
+        assert result.test["kappa"].after.value > result.test["kappa"].before.value
+
+
+def test_response_persona_use_on_usr(shared_data: Path, tmp_path: Path) -> None:
+    from personagap.stages.response import import_usr
+
+    db = tmp_path / "usr.duckdb"
+    import_usr(shared_data / "usr_personachat", db)
+    examples, _, _ = load_examples(db, get_judge("persona-use"))
+    oracle = {item_key(e.task.inputs): e.human == "yes" for e in examples}
+    starts: dict[str, int] = {}
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
+        lm = LMConfig(model="openai/demo", api_base=server.base_url)
+        result = optimize(db, OptimizeSettings(stage="response", judge="persona-use", n_users=24, budget=40,
+                                               candidates=2, n_resamples=300, seed=1),
+                          lm, tmp_path / "r.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
+        log = list(server.log)
+    meta = load_program(tmp_path / "r.json").meta
+    user_of = {item_key(e.task.inputs): e.user_id for e in examples}
+    asked, shown = _users_seen(log[:starts["test"]], user_of)
+    assert not (asked | shown) & set(meta["users"]["test"])
+    assert result.test["kappa"].difference.ci[0] > 0
