@@ -154,3 +154,80 @@ def test_pairwise_groups_hand_worked() -> None:
     assert result.groups["human–human"].n_pairs == 1
     assert result.groups["human–llm"].mean_kappa.value == pytest.approx(expected)
     assert result.overlap.loc["h2", "m1"] == len(truth)
+
+
+# --------------------------------------------------------------------------- CI level and trust (issue 11)
+
+def test_percentile_interval_level_against_numpy_quantiles() -> None:
+    rng = np.random.default_rng(0)
+    grid = rng.permutation(np.arange(1001) / 1000)  # known samples 0, 0.001, ..., 1 in random order
+    with_nan = np.concatenate([grid, [np.nan] * 7])  # undefined resamples are left out, not counted as values
+    assert ag.percentile_interval(with_nan) == pytest.approx((0.025, 0.975))
+    assert ag.percentile_interval(with_nan, 0.9) == pytest.approx((0.05, 0.95))
+    skewed = rng.exponential(size=501)
+    for level in (0.8, 0.95, 0.99):
+        tail = (1 - level) / 2
+        assert ag.percentile_interval(skewed, level) == pytest.approx(tuple(np.quantile(skewed, [tail, 1 - tail])))
+
+
+def _weighted_resamples(users: np.ndarray, n_users: int, n_resamples: int, seed: int) -> list[np.ndarray]:
+    """Per resample, each item's weight = how often its user was drawn (the draw the library makes)."""
+    w = ag.resample_weights(n_users, n_resamples, seed)
+    _, index = np.unique(users, return_inverse=True)
+    return [w[b, index] for b in range(n_resamples)]
+
+
+def test_default_ci_is_95_percent_against_a_sklearn_bootstrap_loop() -> None:
+    rng = np.random.default_rng(8)
+    human = rng.integers(0, 2, 600)
+    judge = np.where(rng.random(600) < 0.75, human, 1 - human)
+    users = rng.integers(0, 30, 600)
+    est = ag.agreement(human, judge, users, metrics=("kappa", "accuracy"), n_resamples=400, seed=2)
+    samples = [cohen_kappa_score(human, judge, sample_weight=w) for w in _weighted_resamples(users, 30, 400, 2)]
+    assert est["kappa"].ci == pytest.approx(tuple(np.quantile(samples, [0.025, 0.975])))
+    acc = [np.average(human == judge, weights=w) for w in _weighted_resamples(users, 30, 400, 2)]
+    assert est["accuracy"].ci == pytest.approx(tuple(np.quantile(acc, [0.025, 0.975])))
+    assert est["kappa"].n_clusters == 30 and est["kappa"].n_undefined == 0
+
+
+def test_fleiss_and_alpha_cis_are_95_percent_against_the_reference_packages() -> None:
+    import krippendorff
+
+    rng = np.random.default_rng(9)
+    truth = rng.integers(0, 2, 120)
+    ratings = np.stack([np.where(rng.random(120) < 0.8, truth, 1 - truth) for _ in range(3)], axis=1)  # items x 3
+    users = np.arange(120) // 8  # 15 users
+    counts = np.column_stack([(ratings == v).sum(axis=1) for v in (0, 1)])
+    fleiss = ag.fleiss_kappa_ci(counts, users, n_resamples=150, seed=4)
+    alpha = ag.krippendorff_alpha_ci(ratings.T.astype(float), users, "nominal", n_resamples=150, seed=4)
+    fl, al = [], []
+    for w in _weighted_resamples(users, 15, 150, 4):
+        rows = np.repeat(np.arange(120), w.astype(int))  # a drawn user's items, once per draw
+        fl.append(sm_fleiss_kappa(counts[rows]))
+        al.append(krippendorff.alpha(reliability_data=ratings[rows].T.astype(float), level_of_measurement="nominal"))
+    assert fleiss.ci == pytest.approx(tuple(np.quantile(fl, [0.025, 0.975])))
+    assert alpha.ci == pytest.approx(tuple(np.quantile(al, [0.025, 0.975])))
+
+
+def test_too_few_users_for_a_ci_is_said_with_the_user_count() -> None:
+    human = np.array([1, 0, 1, 0, 1, 1, 0, 0, 1, 0] * 2)
+    judge = np.array([1, 0, 0, 0, 1, 1, 0, 1, 1, 0] * 2)
+    below = ag.agreement(human, judge, np.arange(20) % (ag.MIN_USERS_FOR_CI - 1), n_resamples=50)["kappa"]
+    assert below.too_few_users and all(math.isnan(c) for c in below.ci)
+    assert below.value == pytest.approx(cohen_kappa_score(human, judge))  # the point estimate stays
+    assert ag.ci_text(below) == f"(too few users for a CI: {ag.MIN_USERS_FOR_CI - 1} users)"
+    enough = ag.agreement(human, judge, np.arange(20) % ag.MIN_USERS_FOR_CI, n_resamples=50)["kappa"]
+    assert not enough.too_few_users and not math.isnan(enough.ci[0])
+    assert ag.ci_text(enough).endswith(f"; {ag.MIN_USERS_FOR_CI} users]")
+
+
+def test_undefined_resamples_are_counted_and_reported() -> None:
+    # User 0 holds the only "yes" items; a resample without user 0, or of user 0 alone, has one class: no kappa.
+    human = np.array([1, 1] + [0, 0] * 4)
+    judge = human.copy()
+    users = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4])
+    est = ag.agreement(human, judge, users, n_resamples=300, seed=1)["kappa"]
+    w = ag.resample_weights(5, 300, 1)
+    expected = int(((w[:, 0] == 0) | (w[:, 0] == 5)).sum())
+    assert est.value == 1.0 and est.n_undefined == expected > 0
+    assert f"({expected}/300 resamples undefined)" in ag.ci_text(est, n_resamples=300)
