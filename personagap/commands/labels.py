@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from personagap._cli_base import cli, db_option, import_group, run_or_exit
-from personagap.human_data.labels import STAGES
+from personagap.human_data.labels import STAGES, Origin, Scale
+from personagap.records import Stage
 
 
 @import_group.command("labels")
@@ -21,8 +22,8 @@ from personagap.human_data.labels import STAGES
 @click.option("--origin", type=click.Choice(["real", "synthetic"]), default="real", show_default=True,
               help="Real users or synthetic personas: reports show the two side by side.")
 @db_option
-def import_labels(files: tuple[str, ...], stage: str, dataset: str, scale: str, categories: str | None,
-                  origin: str, db: str) -> None:
+def import_labels(files: tuple[str, ...], stage: Stage, dataset: str, scale: Scale, categories: str | None,
+                  origin: Origin, db: str) -> None:
     r"""Import your own labels for any stage: one row per (item, rater), from JSONL, CSV or Parquet.
 
     \b
@@ -34,8 +35,8 @@ def import_labels(files: tuple[str, ...], stage: str, dataset: str, scale: str, 
     from personagap.labels_api import import_labels as run
 
     cats = None if categories is None else categories.split(",")
-    summary = run_or_exit(lambda: run(list(files), stage=stage, dataset=dataset, db=db,  # type: ignore[arg-type]
-                                      scale=scale, categories=cats, origin=origin))
+    summary = run_or_exit(lambda: run(list(files), stage=stage, dataset=dataset, db=db, scale=scale,
+                                      categories=cats, origin=origin))
     click.echo(summary.render())
 
 
