@@ -24,9 +24,8 @@ from personagap.records import Stage
 @db_option
 def import_labels(files: tuple[str, ...], stage: Stage, dataset: str, scale: Scale, categories: str | None,
                   origin: Origin, db: str) -> None:
-    r"""Import your own labels for any stage: one row per (item, rater), from JSONL, CSV or Parquet.
+    """Import your own labels for any stage: one row per (item, rater), from JSONL, CSV or Parquet.
 
-    \b
     Required columns: item_id, rater, label. Optional: rater_kind (human|llm|trained), user_id, condition,
     reason, and the stage's item context (see docs/formats.md). Every file is validated first; any
     problem is one line naming file, line or row, and column, and nothing is written. Re-importing a
