@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -54,6 +54,24 @@ class Verdict:
             raise ValueError("a Verdict has a label or an error, never both or neither")
 
 
+@dataclass(frozen=True)
+class Program:
+    """What a judge's prompts are built from and its answers parsed with.
+
+    Attributes:
+        signature: The DSPy signature: instructions and input/output fields.
+        demos: Few-shot examples shown before every task (plain dicts or ``dspy.Example``), e.g. the demos an
+            optimiser picked. Empty for a plain judge.
+
+    Everything here reaches the prompt, so all of it is part of the runner's cache key
+    (:func:`personagap.judges.runner.call_identity`): change the instructions or a demo and the cached answers
+    of the old program are not reused.
+    """
+
+    signature: type[dspy.Signature]
+    demos: Sequence[Mapping[str, Any]] = ()
+
+
 class Judge(ABC):
     """Base class of every LLM judge. Subclasses are registered with :func:`register_judge`."""
 
@@ -70,6 +88,14 @@ class Judge(ABC):
         Pure: no I/O. Called only when the adapter could split the answer into
         fields; if it could not, the runner records every target as failed.
         """
+
+    def program(self) -> Program:
+        """The signature and demos the runner formats prompts from and parses answers with.
+
+        A plain judge uses its class's :attr:`signature` and no demos. An optimised judge (new
+        instructions, chosen demos) overrides this; the runner's cache key covers what it returns.
+        """
+        return Program(self.signature)
 
     def response_format(self) -> dict[str, Any] | None:
         """An OpenAI ``response_format`` to request (JSON schema), or None.

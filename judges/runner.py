@@ -7,20 +7,32 @@ How a run survives trouble:
   After ``max_retries`` the task is recorded as failed with the reason.
 * **Unparseable answers** are recorded as failed labels with their raw text. They
   are not cached, so a rerun asks again.
-* **Writes as results arrive**: a writer flushes small batches, each in one short
-  transaction (open, write, close — so a dashboard can read in between). A run
-  killed with SIGKILL loses at most the calls in flight.
-* **Cache**: each parsed answer is cached under sha256(judge, version, model,
-  adapter, inputs). A rerun re-derives those labels locally and sends requests
-  only for tasks that are missing or failed.
+* **No paid answer is lost**: each answer is appended to the run's journal beside the
+  database the moment it arrives (:mod:`personagap.judges.journal`), before its worker
+  sends the next call. A writer stores batches in DuckDB about once a second, each in
+  one short transaction (open, write, close -- so a dashboard can read in between).
+  A run killed with SIGKILL therefore loses at most the calls in flight (``concurrency``):
+  the next run on the database stores the journal's answers first and marks the killed
+  run 'interrupted' (:mod:`personagap.judges.liveness`).
+* **Another process holds the database** (DuckDB locks the file across processes): the
+  writer says so once, keeps the answers (journal) and retries until the file frees;
+  calls go on meanwhile. Any other write failure stops the run at once (no new call)
+  and says where the unwritten answers are kept.
+* **Cache**: each parsed answer is cached under :func:`answer_key`: a hash of the task's
+  inputs and :func:`call_identity` -- everything else that can change an answer (judge
+  and version, model, server, temperature, max_tokens, adapter, response_format, the
+  prompt's instructions, fields and demos). A rerun re-derives those labels locally and
+  sends requests only for tasks that are missing or failed; the summary says how many
+  answers came from the cache.
 
 The API key is read from the environment at call time and never stored: it is
-not in the ``runs`` parameters, the cache, the labels or any log line.
+not in the ``runs`` parameters, the cache key, the journal, the labels or any log line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -29,8 +41,9 @@ import sys
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,10 +51,12 @@ from typing import Any, Literal
 import dspy
 from tqdm import tqdm
 
-from personagap.judges.base import Judge, JudgeTask, Verdict, rater_name
+from personagap.judges.base import Judge, JudgeTask, Program, Verdict, rater_name
+from personagap.judges.journal import Journal, recover_journals, store_answers
+from personagap.judges.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
 from personagap.records import Label, Run
-from personagap.store import git_sha, now, opened, upsert, write_labels
+from personagap.store import _LOCK_MARKERS, StoreError, connect, git_sha, now, opened, upsert
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,7 @@ class RunSummary:
     rater: str
     tasks: int
     cached: int = 0
+    """Tasks answered from the cache: no request sent for them."""
     judged: int = 0
     failed: int = 0
     requests: int = 0
@@ -109,24 +125,99 @@ class RunSummary:
     completion_tokens: int = 0
     cost: float | None = None
     seconds: float = 0.0
+    recovered: dict[str, int] = field(default_factory=dict)
+    """Killed runs whose journaled answers this run stored first (run id -> answers)."""
+    interrupted_runs: list[str] = field(default_factory=list)
+    """Runs left 'running' by a process that has died, marked 'interrupted' by this run."""
+    lock_wait_seconds: float = 0.0
+    """Time the database was held by another process while answers waited (kept in the journal) to be written."""
+    notes: list[str] = field(default_factory=list)
+    """What the user was told during the run (e.g. the database was locked)."""
 
     def render(self) -> str:
         """One paragraph for the terminal."""
         lines = [f"run {self.run_id}: {self.rater}",
-                 f"  tasks {self.tasks} (cached {self.cached}), labels judged {self.judged}, failed {self.failed}",
+                 f"  tasks {self.tasks}: {self.cached} answered from the cache (no request), "
+                 f"{self.tasks - self.cached} sent to the model",
+                 f"  labels judged {self.judged}, failed {self.failed}",
                  f"  HTTP requests {self.requests} (retries {self.retries}), {self.seconds:.1f}s",
                  f"  tokens: prompt {self.prompt_tokens}, completion {self.completion_tokens}"
                  + (f", cost ${self.cost:.4f}" if self.cost is not None else ", cost not reported")]
         if self.failures_by_reason:
             lines.append("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_reason.items())))
+        if self.recovered:
+            lines.append(f"  stored {sum(self.recovered.values())} answers that killed run(s) "
+                         f"{', '.join(sorted(self.recovered))} had kept in their journal")
+        if self.interrupted_runs:
+            lines.append(f"  marked interrupted (process gone): {', '.join(sorted(self.interrupted_runs))}")
+        if self.lock_wait_seconds:
+            lines.append(f"  the database was locked by another process for {self.lock_wait_seconds:.1f}s: "
+                         "answers were kept in the journal and stored when it freed (none lost)")
         return "\n".join(lines)
 
 
-def cache_key(judge: Judge, lm: LMConfig, inputs: dict[str, str]) -> str:
-    """Content hash of one call: same judge version, model, prompt format and inputs -> same answer."""
-    blob = json.dumps({"j": judge.name, "v": judge.version, "m": lm.model, "a": lm.adapter, "s": lm.structured,
-                       "in": inputs}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+ANSWER_NEUTRAL_SETTINGS = frozenset({"api_key_env", "timeout"})
+""":class:`LMConfig` fields that cannot change an answer (which variable holds the key; how long we wait).
+Every other field -- and any field added later -- is part of the cache key."""
+
+
+def request_extra(judge: Judge, lm: LMConfig) -> dict[str, Any]:
+    """Request arguments beyond the messages and the LM settings (the ``response_format`` when structured)."""
+    wanted = judge.response_format()
+    if lm.structured == "off" or wanted is None:
+        return {}
+    return {"response_format": response_format_for(lm.structured, wanted)}
+
+
+def call_identity(judge: Judge, lm: LMConfig, program: Program | None = None) -> str:
+    """Hash of everything but the task's inputs that can change an answer.
+
+    Covers the judge's name and version; every LM setting except :data:`ANSWER_NEUTRAL_SETTINGS` (model,
+    server ``api_base``, temperature, max_tokens, adapter, structured, ...); the extra request arguments
+    actually sent (``response_format``); and the program the prompt is built from: the system message the
+    adapter renders from the signature (instructions, fields), the fields themselves and the demos. Never
+    the API key (only :attr:`LMConfig.api_key_env` names it, and that is excluded).
+
+    Args:
+        judge: The judge.
+        lm: The model settings.
+        program: What prompts are built from; default ``judge.program()``. An optimised program (other
+            instructions or demos) gets another identity, so its answers never mix with the plain judge's.
+
+    Returns:
+        A hex digest; combine it with a task's inputs with :func:`answer_key`.
+    """
+    program = program or judge.program()
+    settings = {k: v for k, v in lm.public().items() if k not in ANSWER_NEUTRAL_SETTINGS}
+    settings["api_base"] = (lm.api_base or "").rstrip("/") or None  # '.../v1/' and '.../v1' are one server
+    signature = program.signature
+    fields = {name: [role, str(info.annotation), info.json_schema_extra]
+              for role, group in (("in", signature.input_fields), ("out", signature.output_fields))
+              for name, info in group.items()}
+    blob = {"judge": judge.name, "version": judge.version, "lm": settings, "request": request_extra(judge, lm),
+            "system": adapter_for(lm.adapter).format_system_message(signature), "fields": fields,
+            "demos": [_plain(d) for d in program.demos]}
+    return _digest(blob)
+
+
+def answer_key(identity: str, inputs: Mapping[str, Any]) -> str:
+    """The cache key of one call: a :func:`call_identity` and the task's inputs."""
+    return _digest({"call": identity, "in": dict(inputs)})
+
+
+def cache_key(judge: Judge, lm: LMConfig, inputs: Mapping[str, Any], program: Program | None = None) -> str:
+    """The cache key of one call (see :func:`call_identity`); runs compute the identity once instead."""
+    return answer_key(call_identity(judge, lm, program), inputs)
+
+
+def _digest(blob: dict[str, Any]) -> str:
+    text = json.dumps(blob, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _plain(demo: Mapping[str, Any]) -> dict[str, Any]:
+    to_dict = getattr(demo, "toDict", None)  # dspy.Example
+    return dict(to_dict() if callable(to_dict) else demo)
 
 
 @dataclass
@@ -138,6 +229,15 @@ class _Outcome:
     usage: dict[str, Any] | None = None
     cacheable: bool = False
     """Fresh from the provider and fully parsed: worth caching (cached answers are already stored)."""
+
+
+@dataclass
+class _Answer:
+    """An outcome with the rows it writes: its labels, and its cache row when it is cacheable."""
+
+    outcome: _Outcome
+    labels: list[Label]
+    cache_row: dict[str, Any] | None
 
 
 class _Retryable(Exception):
@@ -154,7 +254,7 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
 
     Args:
         db: The DuckDB file; labels land under rater :func:`rater_name` (judge, version, model).
-        judge: A registered judge instance.
+        judge: A registered judge instance (its :meth:`~personagap.judges.base.Judge.program` builds the prompts).
         tasks: The calls to make, in a stable order.
         lm: Model settings.
         concurrency: Calls in flight at once.
@@ -170,55 +270,133 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
 
     Returns:
         Counts of what happened.
+
+    Raises:
+        StoreError: The database cannot be written for a reason other than another process's lock; the run
+            stops at once (no new call) and its answers stay in its journal for the next run to store.
     """
     chosen = list(tasks)[:limit] if limit is not None else list(tasks)
     keys = {t.key for t in chosen}
     if len(keys) != len(chosen):
         raise ValueError("task keys must be unique within a run")
     rater = rater_name(judge, lm.model)
+    program = judge.program()
+    identity = call_identity(judge, lm, program)
     run = Run(run_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", source=source, rater=rater,
               judge_version=judge.version, git_sha=git_sha(), started_at=now(), status="running",
               parameters={"judge": judge.name, "lm": lm.public(), "concurrency": concurrency, "limit": limit,
-                          "max_retries": max_retries, "tasks": len(chosen), "seed": seed})
+                          "max_retries": max_retries, "tasks": len(chosen), "seed": seed,
+                          "cache_identity": identity, PROCESS_KEY: process_marker()})
     summary = RunSummary(run_id=run.run_id, rater=rater, tasks=len(chosen))
     started = time.monotonic()
-    task_keys = {t.key: cache_key(judge, lm, t.inputs) for t in chosen}
+    task_keys = {t.key: answer_key(identity, t.inputs) for t in chosen}
     with opened(db) as con:
+        # First what killed runs left behind: their journaled answers become labels and cache entries.
+        summary.recovered = recover_journals(con, db)
+        summary.interrupted_runs = mark_interrupted_runs(con)
         upsert(con, "runs", [run.model_dump()])
         cached_raw = _cached(con, list(set(task_keys.values())))
     adapter = adapter_for(lm.adapter)
+    notes = _Notes(summary, db)
 
     # Cached answers are re-parsed locally (no request) so their labels are exact even if rows were lost.
-    cached_outcomes, pending = [], []
+    cached_answers, pending = [], []
     for t in chosen:
         raw = cached_raw.get(task_keys[t.key])
         if raw is None:
             pending.append(t)
         else:
-            cached_outcomes.append(_outcome(judge, adapter, t, task_keys[t.key], raw, None, fresh=False))
-    summary.cached = len(cached_outcomes)
+            outcome = _outcome(judge, program, adapter, t, task_keys[t.key], raw, None, fresh=False)
+            cached_answers.append(_answer(outcome, run.run_id, rater))
+    summary.cached = len(cached_answers)
 
-    status: Literal["finished", "interrupted", "failed"] = "finished"
     try:
-        _write(db, run.run_id, rater, cached_outcomes, summary)
+        _store_patiently(lambda: _write(db, cached_answers, summary), notes, len(cached_answers))
         if pending:
-            asyncio.run(_run_pending(db, judge, adapter, lm, pending, task_keys, run.run_id, rater, summary,
-                                     concurrency=concurrency, max_retries=max_retries, backoff_base=backoff_base,
-                                     backoff_cap=backoff_cap, flush_every=flush_every,
+            asyncio.run(_run_pending(db, judge, program, adapter, lm, pending, task_keys, run.run_id, rater,
+                                     summary, notes, concurrency=concurrency, max_retries=max_retries,
+                                     backoff_base=backoff_base, backoff_cap=backoff_cap, flush_every=flush_every,
                                      flush_seconds=flush_seconds, progress=progress, rng=random.Random(seed)))
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except BaseException as exc:
+        status: Literal["interrupted", "failed"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        # Best effort: the run's own error is what the user must see, not a second one about its status row.
+        with contextlib.suppress(Exception):
+            _finish(db, run, summary, status, started, notes, patient=False)
         raise
-    except BaseException:
-        status = "failed"
-        raise
-    finally:
-        summary.seconds = time.monotonic() - started
-        finished = run.model_copy(update={"finished_at": now(), "status": status,
-                                          "parameters": run.parameters | {"summary": asdict(summary)}})
-        with opened(db) as con:
-            upsert(con, "runs", [finished.model_dump()])
+    _finish(db, run, summary, "finished", started, notes, patient=True)
     return summary
+
+
+def _finish(db: str | Path, run: Run, summary: RunSummary, status: Literal["finished", "interrupted", "failed"],
+            started: float, notes: _Notes, *, patient: bool) -> None:
+    summary.seconds = time.monotonic() - started
+    finished = run.model_copy(update={"finished_at": now(), "status": status,
+                                      "parameters": run.parameters | {"summary": asdict(summary)}})
+
+    def write() -> None:
+        with closing(connect(db, wait_seconds=_LOCK_POLL_SECONDS)) as con:
+            upsert(con, "runs", [finished.model_dump()])
+
+    if patient:
+        _store_patiently(write, notes, 0)
+    else:
+        write()
+
+
+_LOCK_POLL_SECONDS = 1.0
+"""How long one write waits for another process's lock before the runner gets control back."""
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    """Whether a store error means another process holds the database file (it will free it)."""
+    return isinstance(exc, StoreError) and any(m in str(exc) for m in _LOCK_MARKERS)
+
+
+class _Notes:
+    """Tells the user (stderr, above the progress bar) and keeps what was said in the summary."""
+
+    def __init__(self, summary: RunSummary, db: str | Path) -> None:
+        self.summary, self.db = summary, db
+        self.locked_since: float | None = None
+
+    def __call__(self, text: str) -> None:
+        self.summary.notes.append(text)
+        tqdm.write(f"note: {text}", file=sys.stderr)
+
+    def locked(self, waiting: int, journal: Path | None) -> None:
+        """A write met another process's lock (said once per episode)."""
+        if self.locked_since is not None:
+            return
+        self.locked_since = time.monotonic()
+        kept = f"kept in {journal}" if journal is not None else "kept in memory"
+        self(f"{self.db} is locked by another process; {waiting} answers waiting to be written are {kept} "
+             "and will be written when it frees (retrying; a run stopped now leaves them for the next run)")
+
+    def freed(self, written: int) -> None:
+        """The write that met the lock went through."""
+        if self.locked_since is None:
+            return
+        waited = time.monotonic() - self.locked_since
+        self.summary.lock_wait_seconds += waited
+        self.locked_since = None
+        self(f"{self.db} is free again after {waited:.1f}s: {written} waiting answers written, none lost")
+
+
+def _store_patiently(write: Callable[[], None], notes: _Notes, count: int, journal: Path | None = None) -> None:
+    """Run ``write`` until it succeeds, waiting out other processes' locks (and saying so); other errors raise."""
+    delay = 0.2
+    while True:
+        try:
+            write()
+        except StoreError as exc:
+            if not is_lock_conflict(exc):
+                raise
+            notes.locked(count, journal)
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            continue
+        notes.freed(count)
+        return
 
 
 def _cached(con: Any, keys: list[str]) -> dict[str, str]:
@@ -228,11 +406,11 @@ def _cached(con: Any, keys: list[str]) -> dict[str, str]:
     return {k: r for k, r in rows if r is not None}
 
 
-def _outcome(judge: Judge, adapter: dspy.Adapter, task: JudgeTask, key: str, raw: str,
+def _outcome(judge: Judge, program: Program, adapter: dspy.Adapter, task: JudgeTask, key: str, raw: str,
              usage: dict[str, Any] | None, *, fresh: bool) -> _Outcome:
     """Parse one raw answer into verdicts: adapter split first, then the judge's pure parser."""
     try:
-        fields = adapter.parse(judge.signature, raw)
+        fields = adapter.parse(program.signature, raw)
     except Exception as exc:  # DSPy raises AdapterParseError (and others) on malformed text
         error = f"unparseable: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
         return _Outcome(task, key, raw, {t: Verdict(None, None, error) for t in task.targets}, usage)
@@ -248,46 +426,75 @@ def _failed(task: JudgeTask, key: str, error: str) -> _Outcome:
     return _Outcome(task, key, None, {t: Verdict(None, None, error) for t in task.targets})
 
 
-async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: LMConfig, pending: list[JudgeTask],
-                       task_keys: dict[str, str], run_id: str, rater: str, summary: RunSummary, *,
-                       concurrency: int, max_retries: int, backoff_base: float, backoff_cap: float,
-                       flush_every: int, flush_seconds: float, progress: bool, rng: random.Random) -> None:
+def _answer(o: _Outcome, run_id: str, rater: str) -> _Answer:
+    """The rows one outcome writes (built once: the journal and the database get the same)."""
+    labels = [Label(item_id=target, rater=rater, rater_kind="llm", condition=o.task.condition, label=v.label,
+                    raw=o.raw, reason=v.reason, error=v.error, run_id=run_id, meta=o.task.meta or None)
+              for target, v in o.verdicts.items()]
+    cache_row = None
+    if o.cacheable:
+        name, version, model = rater.split("/", 2)
+        cache_row = {"key": o.key, "judge": name, "judge_version": int(version.lstrip("v")), "model": model,
+                     "label": None, "raw": o.raw, "reason": None, "error": None, "usage": o.usage,
+                     "created_at": now()}
+    return _Answer(o, labels, cache_row)
+
+
+async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: dspy.Adapter, lm: LMConfig,
+                       pending: list[JudgeTask], task_keys: dict[str, str], run_id: str, rater: str,
+                       summary: RunSummary, notes: _Notes, *, concurrency: int, max_retries: int,
+                       backoff_base: float, backoff_cap: float, flush_every: int, flush_seconds: float,
+                       progress: bool, rng: random.Random) -> None:
     memoize_pricing_lookup()  # per-call CPU: see judges/lm_overhead.py
     prices = token_prices(lm.model)
     client = dspy.LM(lm.model, api_base=lm.api_base, api_key=lm.api_key(), cache=False, num_retries=0,
                      timeout=lm.timeout, temperature=lm.temperature, max_tokens=lm.max_tokens)
-    extra: dict[str, Any] = {}
-    wanted = judge.response_format()
-    if lm.structured != "off" and wanted is not None:
-        extra["response_format"] = response_format_for(lm.structured, wanted)
+    extra = request_extra(judge, lm)
+    demos = [_plain(d) for d in program.demos]
     todo: asyncio.Queue[JudgeTask] = asyncio.Queue()
     for t in pending:
         todo.put_nowait(t)
-    queue: asyncio.Queue[_Outcome | None] = asyncio.Queue()
+    queue: asyncio.Queue[_Answer | None] = asyncio.Queue()
+    journal = Journal(db, run_id)
+    stop = asyncio.Event()
+    fatal: list[StoreError] = []  # why the run stopped early (a write that cannot succeed)
     bar = tqdm(total=len(pending), desc=f"judging ({judge.name})", unit="call", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
+
+    db_failed = False  # the database refuses writes (not a lock): answers stay in the journal
+
+    def halt(error: StoreError) -> None:
+        if not fatal:
+            fatal.append(error)
+            stop.set()  # no new call: the calls in flight finish and their answers are kept
+            notes(f"stopping the run at once: {error}")
 
     async def worker() -> None:
         # A fixed pool of `concurrency` workers, each formatting its next prompt only when it is free:
         # formatting all prompts up front would stall the first requests by seconds on large runs.
-        while True:
+        while not stop.is_set():
             try:
                 task = todo.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            await call(task)
+            answer = _answer(await call(task), run_id, rater)
+            try:
+                # On disk before this worker sends its next call: a SIGKILL loses only the calls in flight.
+                journal.append(answer.labels, answer.cache_row)
+            except OSError as exc:
+                halt(StoreError(f"{journal.path}: cannot keep answers on disk: {exc}"))
+            await queue.put(answer)
 
-    async def call(task: JudgeTask) -> None:
+    async def call(task: JudgeTask) -> _Outcome:
         key = task_keys[task.key]
-        messages = adapter.format(judge.signature, demos=[], inputs=task.inputs)
+        messages = adapter.format(program.signature, demos=demos, inputs=task.inputs)
         for attempt in range(max_retries + 1):
             summary.requests += 1
             try:
                 raw, usage = await _one_call(client, messages, extra, lm.timeout, prices)
             except _Retryable as exc:
                 if attempt == max_retries:
-                    await queue.put(_failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)"))
-                    return
+                    return _failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)")
                 summary.retries += 1
                 delay = min(backoff_cap, backoff_base * 2 ** attempt) * (0.5 + rng.random())
                 if exc.retry_after is not None:
@@ -295,13 +502,27 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
                 await asyncio.sleep(delay)
                 continue
             except _Fatal as exc:
-                await queue.put(_failed(task, key, f"request: {exc}"))
-                return
-            await queue.put(_outcome(judge, adapter, task, key, raw, usage, fresh=True))
-            return
+                return _failed(task, key, f"request: {exc}")
+            return _outcome(judge, program, adapter, task, key, raw, usage, fresh=True)
+        raise AssertionError("unreachable: the last attempt returns")
 
-    async def writer() -> None:
-        batch: list[_Outcome] = []
+    async def flush(batch: list[_Answer]) -> bool:
+        """One attempt to write ``batch``; False (batch kept) while another process holds the file."""
+        try:
+            await asyncio.to_thread(_write, db, batch, summary, wait_seconds=_LOCK_POLL_SECONDS)
+        except StoreError as exc:
+            if is_lock_conflict(exc):
+                notes.locked(len(batch), journal.path)  # calls go on: their answers are safe in the journal
+            else:
+                nonlocal db_failed
+                db_failed = True
+                halt(StoreError(f"run stopped: cannot write to {db}: {exc}"))
+            return False
+        notes.freed(len(batch))
+        return True
+
+    async def writer() -> list[_Answer]:
+        batch: list[_Answer] = []
         last = time.monotonic()
         while True:
             try:
@@ -311,26 +532,44 @@ async def _run_pending(db: str | Path, judge: Judge, adapter: dspy.Adapter, lm: 
             if item is None:
                 break
             if item is not _TICK:
-                batch.append(item)  # type: ignore[arg-type]
+                batch.append(item)
                 bar.update(1)
-            if batch and (len(batch) >= flush_every or time.monotonic() - last >= flush_seconds):
-                await asyncio.to_thread(_write, db, run_id, rater, batch, summary)
-                batch, last = [], time.monotonic()
-        if batch:
-            await asyncio.to_thread(_write, db, run_id, rater, batch, summary)
+            if batch and not db_failed and (len(batch) >= flush_every or time.monotonic() - last >= flush_seconds):
+                if await flush(batch):
+                    batch = []
+                last = time.monotonic()
+        if batch and not db_failed:
+            await asyncio.to_thread(_store_patiently, lambda: _write(db, batch, summary), notes, len(batch),
+                                    journal.path)
+            batch = []
+        return batch
 
     # DSPy hops to worker threads several times per call; the default pool (cpu + 4 threads) would queue
     # the calls in flight behind each other.
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=concurrency + 4))
     writer_task = asyncio.create_task(writer())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=; see _one_call
-        try:
-            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(pending)))))
-        finally:
-            await queue.put(None)
-            await writer_task
-            bar.close()
+    stored = False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=; see _one_call
+            try:
+                await asyncio.gather(*(worker() for _ in range(min(concurrency, len(pending)))))
+            finally:
+                await queue.put(None)
+                unwritten = await writer_task
+                bar.close()
+        if db_failed:
+            raise StoreError(f"{fatal[0]}; the {len(unwritten)} answers not written are kept in {journal.path} "
+                             "and the next run on this database stores them")
+        stored = True  # every answer is in the database: the journal has done its job
+        if fatal:
+            raise StoreError(f"{fatal[0]}; every answer received was written to {db}")
+    finally:
+        journal.close(delete=stored)
+
+
+_TICK = _Answer(_Outcome(JudgeTask(key="", targets=(), inputs={}), "", None, {}), [], None)
+
 
 
 def response_format_for(mode: str, wanted: dict[str, Any]) -> dict[str, Any]:
@@ -338,9 +577,6 @@ def response_format_for(mode: str, wanted: dict[str, Any]) -> dict[str, Any]:
     if mode == "json_object":
         return {"type": "json_object", "schema": wanted["schema"]}
     return {"type": "json_schema", "json_schema": {"name": wanted.get("name", "verdict"), "schema": wanted["schema"]}}
-
-
-_TICK = _Outcome(JudgeTask(key="", targets=(), inputs={}), "", None, {})
 
 
 class _Fatal(Exception):
@@ -423,38 +659,29 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
-def _write(db: str | Path, run_id: str, rater: str, outcomes: Sequence[_Outcome], summary: RunSummary) -> None:
-    """Write one batch of outcomes (labels + cache) in one short transaction."""
-    if not outcomes:
+def _write(db: str | Path, answers: Sequence[_Answer], summary: RunSummary, *,
+           wait_seconds: float = _LOCK_POLL_SECONDS) -> None:
+    """Write a batch of answers (labels + cache rows) in one short transaction, then count them as done."""
+    if not answers:
         return
-    labels, cache_rows = [], []
-    for o in outcomes:
-        for target, v in o.verdicts.items():
-            labels.append(Label(item_id=target, rater=rater, rater_kind="llm", condition=o.task.condition,
-                                label=v.label, raw=o.raw, reason=v.reason, error=v.error, run_id=run_id,
-                                meta=o.task.meta or None))
-            if v.label is None:
-                summary.failed += 1
-                kind = (v.error or "unknown").split(":", 1)[0]
-                summary.failures_by_reason[kind] = summary.failures_by_reason.get(kind, 0) + 1
-            else:
-                summary.judged += 1
-        if o.usage:
-            summary.prompt_tokens += int(o.usage.get("prompt_tokens") or 0)
-            summary.completion_tokens += int(o.usage.get("completion_tokens") or 0)
-            if o.usage.get("cost") is not None:
-                summary.cost = (summary.cost or 0.0) + float(o.usage["cost"])
-        if o.cacheable:
-            name, version, model = rater.split("/", 2)
-            cache_rows.append({"key": o.key, "judge": name, "judge_version": int(version.lstrip("v")),
-                               "model": model, "label": None, "raw": o.raw, "reason": None,
-                               "error": None, "usage": o.usage, "created_at": now()})
-    with opened(db) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            write_labels(con, labels)
-            upsert(con, "judge_cache", cache_rows)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    labels = [label for a in answers for label in a.labels]
+    cache_rows = [a.cache_row for a in answers if a.cache_row is not None]
+    with closing(connect(db, wait_seconds=wait_seconds)) as con:
+        store_answers(con, labels, cache_rows)
+    for a in answers:  # only after the commit: a batch written again after a lock wait is counted once
+        _count(summary, a.outcome)
+
+
+def _count(summary: RunSummary, o: _Outcome) -> None:
+    for v in o.verdicts.values():
+        if v.label is None:
+            summary.failed += 1
+            kind = (v.error or "unknown").split(":", 1)[0]
+            summary.failures_by_reason[kind] = summary.failures_by_reason.get(kind, 0) + 1
+        else:
+            summary.judged += 1
+    if o.usage:
+        summary.prompt_tokens += int(o.usage.get("prompt_tokens") or 0)
+        summary.completion_tokens += int(o.usage.get("completion_tokens") or 0)
+        if o.usage.get("cost") is not None:
+            summary.cost = (summary.cost or 0.0) + float(o.usage["cost"])

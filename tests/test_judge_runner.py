@@ -8,8 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -17,8 +20,10 @@ import pytest
 
 from personagap import api
 from personagap.judges import get_judge
-from personagap.judges.base import JudgeTask
-from personagap.judges.runner import LMConfig
+from personagap.judges.base import Judge, JudgeTask, Program
+from personagap.judges.liveness import effective_status
+from personagap.judges.relevance import RelevancePerAttribute, relevance_tasks
+from personagap.judges.runner import LMConfig, RunSummary, run_judge
 from tests.llm_server import Reply, ScriptedOpenAIServer, last_user_message
 
 MODEL = "openai/scripted"
@@ -34,13 +39,16 @@ def _good(body: dict) -> str:
     return json.dumps({"reason": "scripted", "answer": "YES" if h % 3 == 0 else "NO"})
 
 
-def _labels(db: Path, rater_prefix: str = "relevance-per-attribute/v1/") -> list[tuple]:
+def _query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        return con.execute("SELECT item_id, label, error, raw FROM labels WHERE rater LIKE ? || '%'",
-                           [rater_prefix]).fetchall()
+        return con.execute(sql, params or []).fetchall()
     finally:
         con.close()
+
+
+def _labels(db: Path, rater_prefix: str = "relevance-per-attribute/v1/") -> list[tuple]:
+    return _query(db, "SELECT item_id, label, error, raw FROM labels WHERE rater LIKE ? || '%'", [rater_prefix])
 
 
 class FaultyScript:
@@ -49,8 +57,11 @@ class FaultyScript:
 
     def __init__(self) -> None:
         self.attempts: Counter[str] = Counter()
+        self.healthy = False
 
     def __call__(self, body: dict) -> Reply | str:
+        if self.healthy:
+            return _good(body)
         key = last_user_message(body)
         self.attempts[key] += 1
         bucket = _bucket(body)
@@ -91,22 +102,25 @@ def test_faults_then_rerun_then_cached_rerun(recenter_db_copy: Path) -> None:
             times = [t for b, t in zip(server.requests, server.times, strict=True) if last_user_message(b) == key]
             assert times[1] - times[0] >= 0.9
 
-    # Rerun against a healthy server: requests only for the failed items.
-    with ScriptedOpenAIServer(_good) as healthy:
+        # The same server, healthy now: a rerun sends requests only for the failed items (the cache is per
+        # server, so the rerun must go to the one that answered).
+        script.healthy = True
+        before = server.count
         second = api.judge_relevance(db, "relevance-per-attribute",
-                                     LMConfig(model=MODEL, api_base=healthy.base_url, timeout=5), limit=60,
+                                     LMConfig(model=MODEL, api_base=server.base_url, timeout=5), limit=60,
                                      progress=False)
-        assert healthy.count == first.failed
+        assert server.count - before == first.failed
         assert second.cached == 60 - first.failed
-    rows = _labels(db)
-    assert len(rows) == 60 and all(label in ("yes", "no") for _, label, _, _ in rows)
+        rows = _labels(db)
+        assert len(rows) == 60 and all(label in ("yes", "no") for _, label, _, _ in rows)
 
-    # Everything cached: no request at all.
-    with ScriptedOpenAIServer(_good) as idle:
-        third = api.judge_relevance(db, "relevance-per-attribute", LMConfig(model=MODEL, api_base=idle.base_url),
+        # Everything cached: no request at all.
+        before = server.count
+        third = api.judge_relevance(db, "relevance-per-attribute", LMConfig(model=MODEL, api_base=server.base_url),
                                     limit=60, progress=False)
-        assert idle.count == 0
+        assert server.count == before
         assert third.cached == 60 and third.judged == 60
+        assert "60 answered from the cache (no request), 0 sent" in third.render()
     con = duckdb.connect(str(db), read_only=True)
     runs = con.execute("SELECT status, parameters FROM runs WHERE kind = 'judge' ORDER BY started_at").fetchall()
     con.close()
@@ -138,39 +152,154 @@ def test_batched_judge_labels_every_attribute_of_a_prompt(recenter_db_copy: Path
     assert Counter(label for _, label, _, _ in rows)["yes"] == 6
 
 
-def test_killed_run_resumes_to_exact_counts(recenter_db_copy: Path, tmp_path: Path) -> None:
-    def slow(body: dict) -> Reply:
-        return Reply(text=_good(body), delay=0.05)
-
+def _cli(db: Path, base_url: str, limit: int, concurrency: int) -> list[str]:
     exe = Path(sys.executable).with_name("personagap")
-    total = 200
-    with ScriptedOpenAIServer(slow) as server:
-        cmd = [str(exe), "judge", "relevance", "--db", str(recenter_db_copy), "--model", MODEL, "--api-base",
-               server.base_url, "--limit", str(total), "--concurrency", "2", "--no-progress"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        # Past the runner's 1 s flush interval, so some results are on disk when it dies.
-        while server.count < 80 and time.monotonic() < deadline:
-            time.sleep(0.05)
+    return [str(exe), "judge", "relevance", "--db", str(db), "--model", MODEL, "--api-base", base_url,
+            "--limit", str(limit), "--concurrency", str(concurrency), "--no-progress"]
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+def _runs(db: Path) -> list[tuple[str, str, dict]]:
+    rows = _query(db, "SELECT run_id, status, CAST(parameters AS TEXT) FROM runs WHERE kind = 'judge' "
+                      "ORDER BY started_at")
+    return [(run_id, status, json.loads(params)) for run_id, status, params in rows]
+
+
+def test_cache_key_covers_everything_that_can_change_an_answer(recenter_db_copy: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judged by what was sent: a setting is in the key iff changing it makes the server receive requests."""
+    db, n = recenter_db_copy, 12
+
+    def judge(lm: LMConfig, judge_: Judge | None = None) -> RunSummary:
+        judge_ = judge_ or get_judge("relevance-per-attribute")
+        return run_judge(db, judge_, relevance_tasks(judge_, api.relevance_items(db)), lm, limit=n, progress=False)
+
+    with ScriptedOpenAIServer(_good) as first, ScriptedOpenAIServer(_good) as second:
+        base = LMConfig(model=MODEL, api_base=first.base_url)
+        assert judge(base).cached == 0 and first.count == n
+        # The same --model on another server is another source of answers: asked again, nothing reused.
+        other = judge(LMConfig(model=MODEL, api_base=second.base_url))
+        assert second.count == n and other.cached == 0
+        # The same server again (a trailing slash is the same URL), another timeout, another key: all cached.
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-another-key")
+        again = judge(LMConfig(model=MODEL, api_base=first.base_url + "/", timeout=7))
+        assert first.count == n and again.cached == n and f"{n} answered from the cache" in again.render()
+
+        variants: dict[str, tuple[LMConfig, Judge | None]] = {
+            "max_tokens": (replace(base, max_tokens=256), None),
+            "temperature": (replace(base, temperature=0.7), None),
+            "structured": (replace(base, structured="json_schema"), None),
+            "adapter": (replace(base, adapter="chat"), None),
+            "demos": (base, _WithDemo()),
+            "instructions": (base, _WithInstructions()),
+        }
+        for name, (lm, judge_) in variants.items():
+            before = first.count
+            summary = judge(lm, judge_)
+            assert first.count - before == n and summary.cached == 0, name
+        sent = first.requests
+        # LiteLLM spells the cap max_completion_tokens for OpenAI-style servers.
+        assert {b.get("max_completion_tokens", b.get("max_tokens")) for b in sent} >= {512, 256}
+        assert {b.get("temperature") for b in sent} >= {0.0, 0.7}
+        assert any("response_format" in b for b in sent)
+        assert any(_DEMO_ATTRIBUTE in json.dumps(b) for b in sent)
+        assert any(_INSTRUCTIONS in json.dumps(b) for b in sent)
+
+
+_DEMO_ATTRIBUTE = "The user keeps bees on a rooftop."
+_INSTRUCTIONS = "Decide strictly whether the attribute changes the best answer."
+
+
+class _WithDemo(RelevancePerAttribute):
+    """The plain judge with one few-shot demo, as an optimiser would produce."""
+
+    def program(self) -> Program:
+        demo = {"prompt": "Which honey should I buy?", "attribute": _DEMO_ATTRIBUTE, "reason": "r", "answer": "YES"}
+        return Program(self.signature, demos=(demo,))
+
+
+class _WithInstructions(RelevancePerAttribute):
+    """The plain judge with rewritten instructions, as an optimiser would produce."""
+
+    def program(self) -> Program:
+        return Program(self.signature.with_instructions(_INSTRUCTIONS))
+
+
+def test_sigkill_loses_at_most_the_calls_in_flight(recenter_db_copy: Path) -> None:
+    """A SIGKILLed run costs at most `concurrency` calls asked again on resume; its row stops saying running."""
+    db, total, concurrency = recenter_db_copy, 240, 4
+    with ScriptedOpenAIServer(lambda body: Reply(text=_good(body), delay=0.03)) as server:
+        proc = subprocess.Popen(_cli(db, server.base_url, total, concurrency), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        _wait_for(lambda: server.count >= 100)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         sent_before_kill = server.count
-    assert 80 <= sent_before_kill < total
-    written = len(_labels(recenter_db_copy))
-    assert 0 < written <= sent_before_kill
-    with ScriptedOpenAIServer(_good) as server:
-        summary = api.judge_relevance(recenter_db_copy, "relevance-per-attribute",
-                                      LMConfig(model=MODEL, api_base=server.base_url), limit=total, progress=False)
-        assert server.count == total - written  # only the missing items are asked again
-    assert summary.cached == written
-    rows = _labels(recenter_db_copy)
+        assert sent_before_kill < total
+        ((killed, status, params),) = _runs(db)
+
+        summary = api.judge_relevance(db, "relevance-per-attribute", LMConfig(model=MODEL, api_base=server.base_url),
+                                      limit=total, concurrency=concurrency, progress=False)
+        asked_again = server.count - total  # every task asked once, plus the answers the kill lost
+        assert 0 <= asked_again <= concurrency
+        assert summary.requests == total - summary.cached
+        # Before the resume, the killed run's row said 'running', and a reader already showed it interrupted.
+        assert status == "running" and params["process"]["pid"] == proc.pid
+        assert effective_status(status, params) == "interrupted"
+        assert summary.interrupted_runs == [killed]
+        # Every answer the killed run received was in its journal (also those not yet in the database).
+        assert summary.recovered == {killed: summary.cached} and summary.cached >= sent_before_kill - concurrency
+    rows = _labels(db)
     assert len(rows) == total == len({r[0] for r in rows})
     assert all(label is not None for _, label, _, _ in rows)
-    con = duckdb.connect(str(recenter_db_copy), read_only=True)
-    rows = con.execute("SELECT status FROM runs WHERE kind = 'judge' ORDER BY started_at").fetchall()
-    statuses = [s for (s,) in rows]
+    assert [status for _, status, _ in _runs(db)] == ["interrupted", "finished"]
+    assert not list(db.parent.glob("*.journal"))  # the killed run's journal was stored, then removed
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time, duckdb
+    while True:  # take the file as soon as the judge run's writer lets go of it
+        try:
+            con = duckdb.connect(sys.argv[1])
+            break
+        except duckdb.IOException:
+            time.sleep(0.005)
+    print("LOCKED", flush=True)
+    time.sleep(float(sys.argv[2]))
     con.close()
-    assert statuses == ["running", "finished"]  # the killed run is visible as never finished
+""")
+
+
+def test_locked_database_loses_no_paid_answer(recenter_db_copy: Path) -> None:
+    """Another process holds the database past the store's lock wait: every answer the server sent is stored."""
+    db, total = recenter_db_copy, 150
+    with ScriptedOpenAIServer(lambda body: Reply(text=_good(body), delay=0.03)) as server:
+        proc = subprocess.Popen(_cli(db, server.base_url, total, 4), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: server.count >= 20)
+        # Held for longer than a store connection waits for a lock (10 s), as a long-lived writer would.
+        holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), "12"], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "LOCKED"
+        sent_at_lock = server.count
+        out, err = proc.communicate(timeout=120)
+        assert holder.wait(timeout=30) == 0
+        sent = server.count
+    assert proc.returncode == 0, err
+    assert sent_at_lock < total  # the lock really came mid-run
+    assert "is locked by another process" in err and "none lost" in err  # the user was told
+    assert "locked by another process for" in out
+    assert sent == total  # no call was paid twice...
+    rows = _labels(db)
+    assert len(rows) == total and all(label is not None for _, label, _, _ in rows)  # ...and none was lost
+    assert [status for _, status, _ in _runs(db)] == ["finished"]
+    assert not list(db.parent.glob("*.journal"))
 
 
 def test_api_key_is_used_but_never_stored_or_printed(recenter_db_copy: Path, tmp_path: Path) -> None:
