@@ -99,6 +99,8 @@ class _State:
     seen_rows: dict[tuple[str, str, str], str] = field(default_factory=dict)
     conversations: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
     golds: dict[tuple[str, str], tuple[Any, str]] = field(default_factory=dict)
+    mentioned: set[str] = field(default_factory=set)
+    """Items the current file's rows mention (shared conversations and gold included)."""
 
 
 def _load_file(path: Path, result: ExtractionImport, state: _State) -> None:
@@ -109,6 +111,9 @@ def _load_file(path: Path, result: ExtractionImport, state: _State) -> None:
     for row in read_jsonl(path, data):
         _load_row(row, result, state, run.run_id)
         count += 1
+    # The file owns every item its rows mention: a re-import of a shorter file removes what it lost.
+    result.batch.own(run.run_id, state.mentioned)
+    state.mentioned = set()
     if count == 0:
         raise no_rows(path)
     result.files[str(path)] = count
@@ -152,8 +157,9 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
         if not any(t["role"].strip().lower() == "user" and t["text"].strip() for t in turns):
             raise row.error("conversation", "has no turn with role 'user' and text: nothing to extract from")
         turn_ids = {t["turn_id"] for t in turns}
+        cid = item_id(dataset, STAGE, "conversation", unit, 0)
+        state.mentioned.add(cid)
         if _same(state.conversations, (dataset, user), turns, row, "conversation"):
-            cid = item_id(dataset, STAGE, "conversation", unit, 0)
             batch.items[cid] = Item(item_id=cid, dataset=dataset, stage=STAGE, user_id=user, position=0,
                                     payload={"kind": "conversation", "unit": unit, "session": 0, "turns": turns})
 
@@ -163,9 +169,10 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
             golds.append((g.text("category"), g.text("value").strip()))
         if len(set(golds)) != len(golds):
             raise row.error("gold", "lists the same (category, value) twice")
+        gold_ids = [item_id(dataset, STAGE, "gold", unit, 0, category, value) for category, value in golds]
+        state.mentioned.update(gold_ids)
         if _same(state.golds, (dataset, user), golds, row, "gold"):
-            for category, value in golds:
-                gid = item_id(dataset, STAGE, "gold", unit, 0, category, value)
+            for (category, value), gid in zip(golds, gold_ids, strict=True):
                 batch.items[gid] = Item(item_id=gid, dataset=dataset, stage=STAGE, user_id=user, attribute=value,
                                         position=0, payload={"kind": "gold", "unit": unit, "session": 0,
                                                              "category": category, "value": value})
@@ -182,6 +189,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
         cited = _turn_ids(a, turn_ids)
         conf = a.number("confidence", optional=True)
         iid = item_id(dataset, STAGE, "extracted", extractor, unit, norm)
+        state.mentioned.add(iid)
         batch.items[iid] = Item(item_id=iid, dataset=dataset, stage=STAGE, user_id=user, attribute=text, position=pos,
                                 payload={"kind": "extracted", "unit": unit, "extractor": extractor,
                                          "turn_ids": cited, "confidence": conf})
@@ -203,6 +211,7 @@ def _load_row(row: Row, result: ExtractionImport, state: _State, run_id: str) ->
     # The whole row is one "chunk" the extractor answered (max_chars 0 = imported, not chunked here), so the
     # report knows this user was processed even when the extractor found nothing.
     chunk_id = item_id(dataset, STAGE, "chunk", unit, 0, 0)
+    state.mentioned.add(chunk_id)
     batch.items.setdefault(chunk_id, Item(item_id=chunk_id, dataset=dataset, stage=STAGE, user_id=user, position=0,
                                           payload={"kind": "chunk", "unit": unit, "chunk": 0, "max_chars": 0,
                                                    "turn_ids": None}))

@@ -104,12 +104,16 @@ def _load_file(path: Path, result: LapsImport, seen_units: dict[str, str]) -> No
         raise DataError(path, None, None, f"expected a JSON list of workers, got {type(data).__name__}")
     if not data:
         raise DataError(path, None, None, "the file holds no workers: nothing to import")
-    result.batch.runs.append(import_run(path, raw, None, {"adapter": "laps"}))
+    run = import_run(path, raw, None, {"adapter": "laps"})
+    result.batch.runs.append(run)
+    before = set(result.batch.items)
     for w_index, obj in enumerate(data):
         if not isinstance(obj, dict):
             raise DataError(path, None, f"[{w_index}]", f"expected an object, got {type(obj).__name__}")
         _load_worker(Row(obj, path, None, f"[{w_index}]."), path, split, match["topic"] if match else None,
                      result, seen_units)
+    # The file owns what it holds: a re-import of a shorter file removes the sessions and gold it lost.
+    result.batch.own(run.run_id, set(result.batch.items) - before)
     result.files[str(path)] = len(data)
 
 

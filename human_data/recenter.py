@@ -88,15 +88,21 @@ class _Builder:
         self._seen: dict[tuple[str, str, str], tuple[Path | str, int | str | None]] = {}
         self._item_ids: dict[tuple[str, str, int], dict[str, str]] = {}
         self._seen_rows: dict[tuple[str, str, str, int], tuple[Path | str, int | str | None]] = {}
+        self.run = ""
+        """The run of the file being read."""
+        self.owning = False
+        """Whether that file defines which relevance items exist (task5, the pilot classifier file) and so owns
+        them (ImportBatch.own); label files need not: their labels remove their items when they go."""
         self.labelled: dict[tuple[str, str, str], set[str]] = {}
         """(rater kind, dataset, rater) -> relevance items it labelled, for human majority and LLMs: the join
         coverage, kept as labels arrive (a pass over 10^6 labels afterwards costs seconds)."""
 
-    def read(self, path: Path, rater: str | None) -> tuple[str, Iterator[Row]]:
+    def read(self, path: Path, rater: str | None, *, owning: bool = False) -> tuple[str, Iterator[Row]]:
         """Read ``path`` once: its run (id from the path; see ``_jsonl.run_id_for``) and its rows."""
         data = read_bytes(path)
         run = import_run(path, data, rater)
         self.batch.runs.append(run)
+        self.run, self.owning = run.run_id, owning
         return run.run_id, read_jsonl(path, data)
 
     def relevance_item(self, dataset: str, user: str, prompt_index: int, attribute: str) -> str:
@@ -107,12 +113,14 @@ class _Builder:
         # Every rater of a pair reaches here: ids are hashed once per pair and looked up per prompt.
         known = self._item_ids.setdefault((dataset, user, prompt_index), {})
         new = [a for a in attributes if a not in known]
-        if not new:  # every rater after the first: no hashing at all
-            return [known[a] for a in attributes]
-        for attribute, iid in zip(new, item_ids(dataset, "relevance", (user, prompt_index), new), strict=True):
-            known[attribute] = iid
-            self._new_relevance_item(iid, dataset, user, prompt_index, attribute)
-        return [known[a] for a in attributes]
+        if new:  # the first rater of a prompt; every later one needs no hashing at all
+            for attribute, iid in zip(new, item_ids(dataset, "relevance", (user, prompt_index), new), strict=True):
+                known[attribute] = iid
+                self._new_relevance_item(iid, dataset, user, prompt_index, attribute)
+        ids = [known[a] for a in attributes]
+        if self.owning:
+            self.batch.own(self.run, ids)
+        return ids
 
     def _new_relevance_item(self, iid: str, dataset: str, user: str, prompt_index: int, attribute: str) -> None:
         if iid not in self.batch.items:
@@ -120,6 +128,7 @@ class _Builder:
                                          prompt_index=prompt_index, attribute=attribute)
 
     def item(self, iid: str, dataset: str, stage: Stage, user: str, **fields: Any) -> None:
+        self.batch.own(self.run, (iid,))
         if iid not in self.batch.items:
             self.batch.items[iid] = Item(item_id=iid, dataset=dataset, stage=stage, user_id=user, **fields)
 
@@ -217,7 +226,7 @@ def _load_stage2(folder: Path, b: _Builder) -> None:
 
 
 def _load_task5(path: Path, b: _Builder) -> dict[tuple[str, int], frozenset[str]]:
-    run_id, rows = b.read(path, None)
+    run_id, rows = b.read(path, None, owning=True)
     profiles: dict[tuple[str, int], frozenset[str]] = {}
     user_profile: dict[str, frozenset[str]] = {}
     count = 0
@@ -415,7 +424,7 @@ class _Majority:
 
 def _load_clf(path: Path, b: _Builder, user_of_sample: dict[int, str]) -> tuple[dict[int, int], list[_Majority]]:
     """Read the pilot majorities; ties are counted as undecided and get no label (comparable.majority_label)."""
-    run_id, rows = b.read(path, HUMAN_MAJORITY)
+    run_id, rows = b.read(path, HUMAN_MAJORITY, owning=True)
     prompt_of_sample: dict[int, int] = {}
     majorities: list[_Majority] = []
     count = 0

@@ -15,7 +15,7 @@ import gc
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,11 +25,12 @@ import duckdb
 import orjson
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel
 
 from personagap.records import Attribute, Item, Label, LabelRow, Prompt, Run, User
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = "personagap.duckdb"
 
 _SCHEMA = """
@@ -59,6 +60,7 @@ CREATE TABLE IF NOT EXISTS labels (
     label TEXT, raw TEXT, reason TEXT, error TEXT, run_id TEXT NOT NULL, meta JSON,
     PRIMARY KEY (item_id, rater, condition)
 );
+CREATE TABLE IF NOT EXISTS import_items (run_id TEXT NOT NULL, item_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS judge_cache (
     key TEXT PRIMARY KEY, judge TEXT NOT NULL, judge_version INTEGER NOT NULL, model TEXT NOT NULL,
     label TEXT, raw TEXT, reason TEXT, error TEXT, usage JSON, created_at TIMESTAMP NOT NULL
@@ -79,9 +81,19 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
               ("item_id",)),
     "labels": (("item_id", "rater", "rater_kind", "condition", "label", "raw", "reason", "error", "run_id", "meta"),
                ("item_id", "rater", "condition")),
+    "import_items": (("run_id", "item_id"), ("run_id", "item_id")),
     "judge_cache": (("key", "judge", "judge_version", "model", "label", "raw", "reason", "error", "usage",
                      "created_at"), ("key",)),
 }
+
+# How to bring a database of an older schema version up to the next one (run in one transaction).
+_MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: which imported file mentioned which item, so that a re-import can remove items it no longer has.
+    # No key index: rows are only ever changed per run by an anti-join, and an index costs seconds per import.
+    1: "CREATE TABLE IF NOT EXISTS import_items (run_id TEXT NOT NULL, item_id TEXT NOT NULL)",
+}
+_TABLE_SINCE = {"import_items": 2}
+"""Tables added by a migration: a read-only reader of an older database does without them."""
 
 _LOCK_MARKERS = ("Conflicting lock", "Could not set lock", "database is locked")
 
@@ -212,7 +224,9 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: boo
     # Writers reconnect for every batch: skip the DDL when the schema is already there.
     tables = _tables(con)
     if "meta" in tables:
-        _check_version(con, path, tables)
+        found = _check_version(con, path, tables, read_only=read_only)
+        if found < SCHEMA_VERSION and not read_only:
+            _migrate(con, path, found)
         return
     if read_only:
         raise StoreError(f"{path}: not a PersonaGap database (no meta table)")
@@ -224,10 +238,26 @@ def _ensure_schema(con: duckdb.DuckDBPyConnection, path: Path, *, read_only: boo
     con.execute(_SCHEMA)
     con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING", [str(SCHEMA_VERSION)])
     con.execute("COMMIT")
-    _check_version(con, path, _tables(con))
+    _check_version(con, path, _tables(con), read_only=False)
 
 
-def _check_version(con: duckdb.DuckDBPyConnection, path: Path, tables: set[str]) -> None:
+def _migrate(con: duckdb.DuckDBPyConnection, path: Path, found: int) -> None:
+    """Bring an older PersonaGap database up to :data:`SCHEMA_VERSION`, all steps in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for version in range(found, SCHEMA_VERSION):
+            con.execute(_MIGRATIONS[version])
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+        con.execute("COMMIT")
+    except duckdb.Error as exc:
+        with contextlib.suppress(duckdb.Error):
+            con.execute("ROLLBACK")
+        raise StoreError(f"{path}: cannot migrate schema version {found} to {SCHEMA_VERSION}: "
+                         f"{_first_line(exc)}") from exc
+
+
+def _check_version(con: duckdb.DuckDBPyConnection, path: Path, tables: set[str], *, read_only: bool) -> int:
+    """The database's schema version, if this PersonaGap can read it (older ones: migrate when writing)."""
     try:
         rows = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
     except duckdb.CatalogException as exc:
@@ -242,14 +272,15 @@ def _check_version(con: duckdb.DuckDBPyConnection, path: Path, tables: set[str])
     if found > SCHEMA_VERSION:
         raise StoreError(f"{path}: schema version {found} is newer than this PersonaGap reads ({SCHEMA_VERSION}); "
                          "upgrade PersonaGap")
-    if found < SCHEMA_VERSION:
-        # No PersonaGap release wrote an older schema, so there is nothing to migrate from: refuse.
+    if found < min(_MIGRATIONS, default=SCHEMA_VERSION):
+        # No PersonaGap release wrote such a schema, so there is nothing to migrate from: refuse.
         raise StoreError(f"{path}: schema version {found} predates this PersonaGap ({SCHEMA_VERSION}) and cannot "
                          "be migrated; import into a new --db file")
-    missing = sorted(set(TABLES) - tables)
+    missing = sorted(t for t in set(TABLES) - tables if _TABLE_SINCE.get(t, 1) <= found)
     if missing:
         raise StoreError(f"{path}: damaged PersonaGap database: missing table(s) {', '.join(missing)}; "
                          "import into a new --db file")
+    return found
 
 
 def git_sha() -> str | None:
@@ -428,6 +459,13 @@ class ImportBatch:
         """Bulk labels, column-wise (what large adapters append to); written together with ``labels``."""
         self.written: WriteSummary | None = None
         """What :func:`write_batch` did with this batch, once it has been written."""
+        self.owned: dict[str, set[str]] = {}
+        """Run id -> the items its file mentions. A re-import removes items a file mentioned before and no
+        longer does, once no file and no label refers to them (see :func:`write_batch`)."""
+
+    def own(self, run_id: str, item_ids: Iterable[str]) -> None:
+        """Record that the file of ``run_id`` mentions ``item_ids``."""
+        self.owned.setdefault(run_id, set()).update(item_ids)
 
     def counts(self) -> dict[str, int]:
         """Return how many rows of each kind the batch holds."""
@@ -550,7 +588,7 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
             labels = columns_table("labels", {
                 c: [getattr(lab, c) for lab in batch.labels] + bulk[c] for c in TABLES["labels"][0]})
             t["labels"] = upsert_counted(con, "labels", labels)
-            _remove_stale(con, summary, [r.run_id for r in batch.runs], labels, items)
+            remove_stale(con, summary, [r.run_id for r in batch.runs], labels, items, _owned_table(batch))
             try:
                 con.execute("COMMIT")
             except (duckdb.TransactionException, duckdb.IOException) as exc:
@@ -566,38 +604,98 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
     return summary
 
 
-def _remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids: list[str],
-                  labels: pa.Table, items: pa.Table) -> None:
-    """Delete what the batch's runs wrote before and the batch no longer holds (inside the transaction)."""
+def _owned_table(batch: ImportBatch) -> pa.Table:
+    runs = [r for r, ids in batch.owned.items() for _ in ids]
+    items = [i for ids in batch.owned.values() for i in ids]
+    return pa.table({"run_id": pa.array(runs, pa.string()), "item_id": pa.array(items, pa.string())})
+
+
+def remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids: list[str],
+                 labels: pa.Table, items: pa.Table, owned: pa.Table | None = None) -> None:
+    """Delete what the batch's runs wrote before and the batch no longer holds (inside the caller's transaction).
+
+    Labels of ``run_ids`` whose key is not in ``labels`` go first. Then an item goes if this batch
+    does not hold it, no label refers to it, and no file claims it any more (``import_items``); it is
+    considered only if a removed label referred to it or one of these runs claimed it before. Prompts
+    and users that only removed items referred to go last.
+
+    Args:
+        con: Writable connection inside a transaction.
+        summary: Gets the removed counts.
+        run_ids: The runs (files) being re-imported.
+        labels: The batch's labels (at least item_id, rater, condition).
+        items: The batch's items (at least item_id).
+        owned: (run_id, item_id) the files of ``run_ids`` mention now; None leaves ``import_items`` alone.
+    """
     if not run_ids:
         return
     con.register("_batch_labels", labels.select(["item_id", "rater", "condition"]))
     con.register("_batch_items", items.select(["item_id"]))
     try:
-        removed = con.execute("""
-            DELETE FROM labels l WHERE l.run_id IN (SELECT unnest(?))
-              AND NOT EXISTS (SELECT 1 FROM _batch_labels b
-                              WHERE b.item_id = l.item_id AND b.rater = l.rater AND b.condition = l.condition)
-            RETURNING l.item_id
+        touched: set[str] = set()
+        # After the upsert every batch label of these runs is stored under its run: when the runs hold no
+        # more labels than the batch brings, nothing is stale (an unchanged re-import skips the anti-join).
+        ours = pc.sum(pc.is_in(labels["run_id"], value_set=pa.array(run_ids, pa.string()))).as_py() or 0 \
+            if "run_id" in labels.column_names else 0
+        stored = con.execute("SELECT count(*) FROM labels WHERE run_id IN (SELECT unnest(?))",
+                             [run_ids]).fetchall()[0][0]
+        if stored > ours:
+            removed = con.execute("""
+                DELETE FROM labels l WHERE l.run_id IN (SELECT unnest(?))
+                  AND NOT EXISTS (SELECT 1 FROM _batch_labels b
+                                  WHERE b.item_id = l.item_id AND b.rater = l.rater AND b.condition = l.condition)
+                RETURNING l.item_id
+            """, [run_ids]).fetchall()
+            touched.update(r[0] for r in removed)
+            summary.tables["labels"] = replace(summary["labels"], removed=len(removed))
+        if owned is not None:
+            touched.update(_replace_owned(con, run_ids, owned))
+        if touched:
+            _remove_items(con, summary, touched)
+    finally:
+        con.unregister("_batch_labels")
+        con.unregister("_batch_items")
+
+
+def _replace_owned(con: duckdb.DuckDBPyConnection, run_ids: list[str], owned: pa.Table) -> set[str]:
+    """Make ``import_items`` of ``run_ids`` equal ``owned``, touching only rows that differ; returns items let go."""
+    con.register("_owned", owned)
+    try:
+        dropped = con.execute("""
+            DELETE FROM import_items o WHERE o.run_id IN (SELECT unnest(?))
+              AND NOT EXISTS (SELECT 1 FROM _owned n WHERE n.run_id = o.run_id AND n.item_id = o.item_id)
+            RETURNING o.item_id
         """, [run_ids]).fetchall()
-        if not removed:
-            return
-        summary.tables["labels"] = replace(summary["labels"], removed=len(removed))
-        con.register("_touched", pa.table({"item_id": pa.array(sorted({r[0] for r in removed}), pa.string())}))
-        # An item is removed only when nothing refers to it any more: not this batch, not any label.
-        gone = con.execute("""
-            DELETE FROM items i WHERE i.item_id IN (SELECT item_id FROM _touched)
-              AND i.item_id NOT IN (SELECT item_id FROM _batch_items)
-              AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.item_id = i.item_id)
-            RETURNING i.dataset, i.user_id, i.prompt_index
+        con.execute("""
+            INSERT INTO import_items SELECT DISTINCT n.run_id, n.item_id FROM _owned n
+            WHERE NOT EXISTS (SELECT 1 FROM import_items o WHERE o.run_id = n.run_id AND o.item_id = n.item_id)
         """).fetchall()
-        con.unregister("_touched")
-        if not gone:
-            return
-        summary.tables["items"] = replace(summary["items"], removed=len(gone))
-        con.register("_gone", pa.table({"dataset": pa.array([g[0] for g in gone], pa.string()),
-                                        "user_id": pa.array([g[1] for g in gone], pa.string()),
-                                        "prompt_index": pa.array([g[2] for g in gone], pa.int64())}))
+    finally:
+        con.unregister("_owned")
+    return {r[0] for r in dropped}
+
+
+_remove_stale = remove_stale  # the name the generic label importer (personagap/labels_api.py) imports
+
+
+def _remove_items(con: duckdb.DuckDBPyConnection, summary: WriteSummary, touched: set[str]) -> None:
+    con.register("_touched", pa.table({"item_id": pa.array(sorted(touched), pa.string())}))
+    # An item is removed only when nothing refers to it any more: not this batch, not a label, not a file.
+    gone = con.execute("""
+        DELETE FROM items i WHERE i.item_id IN (SELECT item_id FROM _touched)
+          AND i.item_id NOT IN (SELECT item_id FROM _batch_items)
+          AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.item_id = i.item_id)
+          AND NOT EXISTS (SELECT 1 FROM import_items o WHERE o.item_id = i.item_id)
+        RETURNING i.dataset, i.user_id, i.prompt_index
+    """).fetchall()
+    con.unregister("_touched")
+    if not gone:
+        return
+    summary.tables["items"] = replace(summary["items"], removed=len(gone))
+    con.register("_gone", pa.table({"dataset": pa.array([g[0] for g in gone], pa.string()),
+                                    "user_id": pa.array([g[1] for g in gone], pa.string()),
+                                    "prompt_index": pa.array([g[2] for g in gone], pa.int64())}))
+    try:
         prompts = con.execute("""
             DELETE FROM prompts p WHERE EXISTS (SELECT 1 FROM _gone g WHERE g.dataset = p.dataset
                                                 AND g.user_id = p.user_id AND g.prompt_index = p.prompt_index)
@@ -613,12 +711,12 @@ def _remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids
               AND NOT EXISTS (SELECT 1 FROM attributes a WHERE a.dataset = u.dataset AND a.user_id = u.user_id)
             RETURNING 1
         """).fetchall()
-        con.unregister("_gone")
-        summary.tables["prompts"] = replace(summary["prompts"], removed=len(prompts))
-        summary.tables["users"] = replace(summary["users"], removed=len(users))
     finally:
-        con.unregister("_batch_labels")
-        con.unregister("_batch_items")
+        con.unregister("_gone")
+    if prompts:
+        summary.tables["prompts"] = replace(summary["prompts"], removed=len(prompts))
+    if users:
+        summary.tables["users"] = replace(summary["users"], removed=len(users))
 
 
 def _records_table(table: str, records: Sequence[BaseModel | LabelRow]) -> pa.Table:

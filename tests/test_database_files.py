@@ -130,6 +130,23 @@ def test_schema_versions_it_cannot_read(version: str, expected: str, tmp_path: P
     _both_refuse(db, release, expected)
 
 
+def test_a_version_1_database_is_read_and_migrated_on_write(tmp_path: Path, release: Path, good_db: Path) -> None:
+    db = tmp_path / "v1.duckdb"
+    shutil.copy(good_db, db)
+    con = duckdb.connect(str(db))
+    con.execute("DROP TABLE import_items")
+    con.close()
+    _with_meta(db, "1")
+    assert _report(db)[0] == 0  # readers need nothing new
+    code, out, err, exc = run_import("recenter", release, db)
+    assert code == 0, (out, err, exc)
+    con = duckdb.connect(str(db), read_only=True)
+    version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+    assert version == [(str(store.SCHEMA_VERSION),)]
+    assert con.execute("SELECT count(*) FROM import_items").fetchall()[0][0] > 0
+    con.close()
+
+
 def test_a_missing_table_is_named(tmp_path: Path, release: Path, good_db: Path) -> None:
     db = tmp_path / "damaged.duckdb"
     shutil.copy(good_db, db)

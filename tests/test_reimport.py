@@ -112,6 +112,25 @@ def test_changed_label_is_updated_not_duplicated(stage2_copy: Path, tmp_path: Pa
     assert again.written["runs"].updated == 1  # the file's hash changed, its run row records it
 
 
+def test_lost_task6_row_removes_its_response_item(stage2_copy: Path, tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    import_recenter(stage2_copy, db)
+    task6 = stage2_copy / "stage2" / "task6_items.jsonl"
+    rows = _rows(task6)
+    _write_rows(task6, rows[:-1])
+    again = import_recenter(stage2_copy, db)
+    # The row's generic-vs-personalised answer pair is gone; the prompt's human labels stay if another
+    # model_tag row of the same prompt repeats them.
+    last = rows[-1]
+    repeated = any(r["prompt_id"] == last["prompt_id"] for r in rows[:-1])
+    assert again.written["items"].removed == 1
+    assert again.written["labels"].removed == (0 if repeated else len(last["attributes"]))
+    con = duckdb.connect(str(db), read_only=True)
+    n = con.execute("SELECT count(*) FROM items WHERE stage = 'response' AND dataset = ?", [STAGE2]).fetchall()[0][0]
+    con.close()
+    assert n == len(rows) - 1
+
+
 def test_byte_identical_files_under_two_names_are_two_runs(shared_data: Path, tmp_path: Path) -> None:
     source = shared_data / "prism_judge" / "prism_all_features_key_features_gpt-4o.jsonl"
     folder = tmp_path / "prism"
@@ -166,8 +185,36 @@ def test_shortened_extraction_file_removes_its_items(tmp_path: Path) -> None:
     written = result.batch.written
     assert written is not None
     assert written["labels"].removed == 2  # the row's verdict and its extractor answer
-    assert written["items"].removed == 2  # the attribute and the chunk (labelled only by that row)
+    # The lost row's attribute, chunk, conversation and gold: no other row or label refers to them.
+    assert written["items"].removed == 4
+    assert written["users"].removed == 1
     assert "removed" in result.render()
+    con = duckdb.connect(str(db), read_only=True)
+    users = con.execute("SELECT DISTINCT user_id FROM items ORDER BY ALL").fetchall()
+    con.close()
+    assert users == [("u0",)]
+
+
+def test_shortened_laps_file_removes_its_sessions_and_gold(shared_data: Path, tmp_path: Path) -> None:
+    source = shared_data / "laps" / "movie_dataset_val.json"
+    workers = json.loads(source.read_text(encoding="utf-8"))
+    copy = tmp_path / source.name
+    copy.write_text(json.dumps(workers), encoding="utf-8")
+    db = tmp_path / "db.duckdb"
+    from personagap.stages.extraction import import_laps
+
+    first = import_laps(copy, db)
+    dropped = workers[-1]
+    copy.write_text(json.dumps(workers[:-1]), encoding="utf-8")
+    again = import_laps(copy, db)
+    assert again.batch.written is not None
+    lost_gold = len({(c, v.strip()) for s in dropped["sessions"] for c, vs in s["preferences"].items() for v in vs})
+    lost = len(dropped["sessions"]) + lost_gold
+    assert again.batch.written["items"].removed == lost
+    con = duckdb.connect(str(db), read_only=True)
+    n_items = con.execute("SELECT count(*) FROM items WHERE dataset = 'laps'").fetchall()[0][0]
+    con.close()
+    assert n_items == len(first.batch.items) - lost == len(again.batch.items)
 
 
 def test_write_batch_contract_for_other_importers(tmp_path: Path) -> None:
