@@ -46,10 +46,18 @@ def good_db(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def _with_meta(db: Path, value: str) -> None:
+def _altered(good_db: Path, db: Path, *sql: str) -> Path:
+    """A copy of ``good_db`` at ``db`` with ``sql`` run on it."""
+    shutil.copy(good_db, db)
     con = duckdb.connect(str(db))
-    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [value])
+    for statement in sql:
+        con.execute(statement)
     con.close()
+    return db
+
+
+def _version_sql(value: str) -> str:
+    return "UPDATE meta SET value = '" + value.replace("'", "''") + "' WHERE key = 'schema_version'"
 
 
 def _both_refuse(db: Path, release: Path, *expected: str) -> None:
@@ -124,19 +132,12 @@ def test_connections_never_autoload_or_autoinstall_extensions(tmp_path: Path) ->
 ])
 def test_schema_versions_it_cannot_read(version: str, expected: str, tmp_path: Path, release: Path,
                                         good_db: Path) -> None:
-    db = tmp_path / "v.duckdb"
-    shutil.copy(good_db, db)
-    _with_meta(db, version)
+    db = _altered(good_db, tmp_path / "v.duckdb", _version_sql(version))
     _both_refuse(db, release, expected)
 
 
 def test_a_version_1_database_is_read_and_migrated_on_write(tmp_path: Path, release: Path, good_db: Path) -> None:
-    db = tmp_path / "v1.duckdb"
-    shutil.copy(good_db, db)
-    con = duckdb.connect(str(db))
-    con.execute("DROP TABLE import_items")
-    con.close()
-    _with_meta(db, "1")
+    db = _altered(good_db, tmp_path / "v1.duckdb", "DROP TABLE import_items", _version_sql("1"))
     assert _report(db)[0] == 0  # readers need nothing new
     code, out, err, exc = run_import("recenter", release, db)
     assert code == 0, (out, err, exc)
@@ -148,11 +149,7 @@ def test_a_version_1_database_is_read_and_migrated_on_write(tmp_path: Path, rele
 
 
 def test_a_missing_table_is_named(tmp_path: Path, release: Path, good_db: Path) -> None:
-    db = tmp_path / "damaged.duckdb"
-    shutil.copy(good_db, db)
-    con = duckdb.connect(str(db))
-    con.execute("DROP TABLE judge_cache")
-    con.close()
+    db = _altered(good_db, tmp_path / "damaged.duckdb", "DROP TABLE judge_cache")
     _both_refuse(db, release, "missing table(s) judge_cache")
 
 
