@@ -31,7 +31,15 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list, json_safe_dict
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    MIN_USERS_FOR_CI,
+    ci_list,
+    ci_text,
+    json_safe_dict,
+)
+from personagap.analysis.comparable import JUDGE_KINDS, MAJORITY_RULE, roles
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     extracted_items,
@@ -49,7 +57,7 @@ if TYPE_CHECKING:
     from personagap.human_data.laps import LapsImport
     from personagap.judges.runner import LMConfig, RunSummary
 
-VERIFIER_KINDS = ("llm", "trained", "baseline")
+VERIFIER_KINDS = JUDGE_KINDS
 ATTRIBUTE_KINDS = (None, "extracted")
 PILOT_EXTRACTOR = "(not released)"
 CALIBRATION_NOTE = ("offline matcher: containment of the gold value's content words in the attribute >= "
@@ -102,6 +110,7 @@ class VerifierAgreement(BaseModel):
     dataset: str
     verifier: str
     n: int
+    n_users: int = 0
     kappa: float
     kappa_ci: list[float]
     accuracy: float
@@ -167,6 +176,8 @@ class ExtractionReport(BaseModel):
     n_resamples: int
     seed: int
     ci_level: float = 0.95
+    majority_rule: str = MAJORITY_RULE
+    min_users_for_ci: int = MIN_USERS_FOR_CI
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
@@ -208,7 +219,9 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     if labels.empty:
         labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
                                        "dataset"])
-    labels = labels[labels["condition"].fillna("") == ""]
+    # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
+    # protocol (anchored or other-question labels are not stage-1 verdicts).
+    labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
     labels = labels.assign(kind=labels["item_id"].map(kind_of))
     verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
     verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
@@ -280,7 +293,9 @@ def _verifiers(verdicts: pd.DataFrame, **kw: Any) -> list[VerifierAgreement]:
         for rater, g in judges.groupby("rater", sort=True):
             mine = dict(zip(g["item_id"], g["label"], strict=True))
             est = judge_vs_reference(mine, reference, cluster_of, **kw)
-            out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(set(mine) & set(reference)),
+            shared = set(mine) & set(reference)
+            out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
+                                         n_users=len({cluster_of[i] for i in shared}),
                                          kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
                                          accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"])))
     return out
@@ -422,7 +437,10 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "  n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def _fmt_ci(ci: list[float]) -> str:
+def _fmt_ci(ci: list[float], n_users: int | None = None) -> str:
+    # Table cells: the users column sits beside; below the minimum no interval is shown.
+    if n_users is not None and n_users < MIN_USERS_FOR_CI:
+        return "(too few users)"
     return f"[{_fmt(ci[0], 2)}, {_fmt(ci[1], 2)}]"
 
 
@@ -434,18 +452,18 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
         categories: Include per-category precision/recall rows.
     """
     lines = [f"Stage 1 — attribute extraction (95% CIs: user-clustered bootstrap, {report.n_resamples} resamples, "
-             f"seed {report.seed})"]
+             f"seed {report.seed}; no CI below {report.min_users_for_ci} users)",
+             f"Majority rule (verifiers vs humans): {report.majority_rule}."]
     lines += ["", "Human–human agreement on verdicts (ok / bad / unsure, nominal):"]
     if not report.human_agreement:
         lines.append("  (no dataset with two or more human raters on the same attributes)")
     for h in report.human_agreement:
         lines += [f"  {h.dataset}: {h.annotators} annotators, {h.items} attributes rated by >= 2, {h.users} users",
-                  f"    Krippendorff's alpha (nominal): {_fmt(h.alpha)} {_fmt_ci(h.alpha_ci)}",
-                  f"    Fleiss' kappa on {h.fleiss_items} attributes ({h.fleiss_users} users) rated by "
-                  f"{h.fleiss_raters_per_item}: "
-                  f"{_fmt(h.fleiss)} {_fmt_ci(h.fleiss_ci)}",
+                  f"    Krippendorff's alpha (nominal): {_fmt(h.alpha)} {ci_text(ci=h.alpha_ci, n_users=h.users)}",
+                  f"    Fleiss' kappa on {h.fleiss_items} attributes rated by {h.fleiss_raters_per_item}: "
+                  f"{_fmt(h.fleiss)} {ci_text(ci=h.fleiss_ci, n_users=h.fleiss_users)}",
                   f"    mean pairwise Cohen's kappa over {h.rater_pairs} pairs: {_fmt(h.mean_pairwise_kappa)} "
-                  f"{_fmt_ci(h.mean_pairwise_kappa_ci)}",
+                  f"{ci_text(ci=h.mean_pairwise_kappa_ci, n_users=h.users)}",
                   f"    {'annotator':<22}{'n':>5}{'ok':>7}{'bad':>7}{'unsure':>8}"]
         for r in h.per_annotator:
             lines.append(f"    {r.rater[:21]:<22}{r.n:>5}{_fmt(r.ok, 2):>7}{_fmt(r.bad, 2):>7}{_fmt(r.unsure, 2):>8}")
@@ -453,17 +471,20 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
     if not report.acceptance:
         lines.append("  (no verdicts on extracted attributes)")
     else:
-        head = f"  {'dataset':<18}{'extractor':<30}{'rater':<34}{'n':>5}{'fail':>5}  {'ok':<19}{'bad':<19}{'unsure':<6}"
+        head = (f"  {'dataset':<18}{'extractor':<30}{'rater':<34}{'n':>5}{'users':>6}{'fail':>5}  {'ok':<20}"
+                f"{'bad':<20}{'unsure':<6}")
         lines += [head, "  " + "-" * (len(head) - 2)]
         for r in report.acceptance:
-            lines.append(f"  {r.dataset[:17]:<18}{r.extractor[:29]:<30}{r.rater[:33]:<34}{r.n:>5}{r.failures:>5}  "
-                         f"{_fmt(r.ok, 2)} {_fmt_ci(r.ok_ci):<14}{_fmt(r.bad, 2)} {_fmt_ci(r.bad_ci):<14}"
+            lines.append(f"  {r.dataset[:17]:<18}{r.extractor[:29]:<30}{r.rater[:33]:<34}{r.n:>5}{r.n_users:>6}"
+                         f"{r.failures:>5}  {_fmt(r.ok, 2)} {_fmt_ci(r.ok_ci, r.n_users):<15}{_fmt(r.bad, 2)} "
+                         f"{_fmt_ci(r.bad_ci, r.n_users):<15}"
                          f"{_fmt(r.unsure, 2)}")
     if report.verifiers:
         lines += ["", "Verifiers vs the human majority (3-class Cohen's kappa; ties dropped):"]
         for v in report.verifiers:
-            lines.append(f"  {v.dataset}: {v.verifier}: n {v.n}, kappa {_fmt(v.kappa)} {_fmt_ci(v.kappa_ci)}, "
-                         f"accuracy {_fmt(v.accuracy)} {_fmt_ci(v.accuracy_ci)}")
+            lines.append(f"  {v.dataset}: {v.verifier}: n {v.n}, kappa {_fmt(v.kappa)} "
+                         f"{ci_text(ci=v.kappa_ci, n_users=v.n_users)}, accuracy {_fmt(v.accuracy)} "
+                         f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
     lines += ["", "Gold preferences:"]
     if not report.gold:
         lines.append("  (none imported: personagap import laps PATH, or gold in an extraction JSONL)")
@@ -492,8 +513,8 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
             cat = m.category if m.category == "all" else "  " + m.category
             lines.append(f"  {m.dataset[:13]:<14}{m.extractor[:29]:<30}{m.matcher[:21]:<22}{m.split[:6]:<7}"
                          f"{cat[:25]:<26}{m.users:>6}{m.attributes:>6}{m.gold:>6}  "
-                         f"{_fmt(m.precision, 2)} {_fmt_ci(m.precision_ci):<15}{_fmt(m.recall, 2)} "
-                         f"{_fmt_ci(m.recall_ci):<15}{_fmt(m.f1, 2)} {_fmt_ci(m.f1_ci):<15}")
+                         f"{_fmt(m.precision, 2)} {_fmt_ci(m.precision_ci, m.users):<15}{_fmt(m.recall, 2)} "
+                         f"{_fmt_ci(m.recall_ci, m.users):<15}{_fmt(m.f1, 2)} {_fmt_ci(m.f1_ci, m.users):<15}")
     return "\n".join(lines)
 
 

@@ -38,6 +38,7 @@ from personagap.analysis.agreement import (
     MIN_USERS_FOR_CI,
     NAN_ESTIMATE,
     ci_list,
+    ci_text,
     json_safe,
     json_safe_dict,
 )
@@ -130,6 +131,7 @@ class HumanBias(BaseModel):
     dataset: str
     rater: str
     n: int
+    n_users: int = 0
     first_position_rate: float | None = Field(description="None where the A/B order is not what the human saw.")
     first_position_ci: list[float] | None
     longer_rate: float
@@ -164,6 +166,7 @@ class GenericVsPersonalized(BaseModel):
     dataset: str
     rater_kind: str
     n: int
+    n_users: int = 0
     failures: int
     no_better_rate: float
     no_better_ci: list[float]
@@ -485,7 +488,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         longer = longer_rate(h, len_a.loc[ids], len_b.loc[ids], clusters, n_resamples=n_resamples, seed=seed)
         raters = sorted(frame.loc[blind_human_mask(frame), "rater"].unique())
         human_rows.append(HumanBias(
-            dataset=dataset, rater=", ".join(map(str, raters)), n=len(h),
+            dataset=dataset, rater=", ".join(map(str, raters)), n=len(h), n_users=len(set(clusters)),
             first_position_rate=first.value if shown else None, first_position_ci=ci_list(first) if shown else None,
             longer_rate=longer.value, longer_ci=ci_list(longer), tie_rate=float((h == "tie").mean()),
             baselines={b: float((baseline_labels(b, len_a.loc[ids], len_b.loc[ids]) == h).mean())
@@ -534,6 +537,7 @@ def _gvp_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_re
                if len(ids) else NAN_ESTIMATE)
         out.append(GenericVsPersonalized(
             rater=str(rater), condition=str(condition), dataset=dataset, rater_kind=str(kind), n=len(ids),
+            n_users=int(items.loc[ids, "user_id"].nunique()) if len(ids) else 0,
             failures=int(rows["label"].isna().sum()), no_better_rate=est.value, no_better_ci=ci_list(est),
             personalized_preferred_rate=float((lab == pers).mean()) if len(ids) else float("nan"),
         ))
@@ -620,22 +624,28 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def _fmt_ci(ci: list[float] | None) -> str:
-    return "" if ci is None else f"[{_fmt(ci[0], 2)}, {_fmt(ci[1], 2)}]"
+def _fmt_ci(ci: list[float] | None, n_users: int | None = None) -> str:
+    if ci is None:
+        return ""
+    if n_users is not None and n_users < MIN_USERS_FOR_CI:
+        return "(too few users)"
+    return f"[{_fmt(ci[0], 2)}, {_fmt(ci[1], 2)}]"
 
 
 def render_response(report: ResponseReport) -> str:
     """Render the report as plain-text tables for the terminal."""
     lines = [f"Stage 3 — response judgment: judges vs humans (95% CIs: user-clustered bootstrap, "
-             f"{report.n_resamples} resamples, seed {report.seed})", ""]
+             f"{report.n_resamples} resamples, seed {report.seed}; no CI below {report.min_users_for_ci} users)",
+             f"Human reference where several humans label an item: {report.majority_rule}.", ""]
     pairwise = [j for j in report.judges if j.first_position_rate is not None]
     if pairwise:
-        head = (f"{'judge':<44}{'dataset':<16}{'n':>5}{'fail':>5}{'acc':>7}  {'95% CI':<14}{'kappa':>6}"
+        head = (f"{'judge':<44}{'dataset':<16}{'n':>5}{'users':>6}{'fail':>5}{'acc':>7}  {'95% CI':<16}{'kappa':>6}"
                 f"{'1st pos':>8}{'longer':>7}{'ties':>6}{'alwaysA':>8}{'longer*':>8}")
         lines += [head, "-" * len(head)]
         for j in pairwise:
-            lines.append(f"{j.judge[:43]:<44}{j.dataset[:15]:<16}{j.n:>5}{j.failures:>5}{_fmt(j.accuracy):>7}  "
-                         f"{_fmt_ci(j.accuracy_ci):<14}{_fmt(j.kappa, 2):>6}{_fmt(j.first_position_rate, 2):>8}"
+            lines.append(f"{j.judge[:43]:<44}{j.dataset[:15]:<16}{j.n:>5}{j.n_users:>6}{j.failures:>5}"
+                         f"{_fmt(j.accuracy):>7}  {_fmt_ci(j.accuracy_ci, j.n_users):<16}{_fmt(j.kappa, 2):>6}"
+                         f"{_fmt(j.first_position_rate, 2):>8}"
                          f"{_fmt(j.longer_rate, 2):>7}{_fmt(j.tie_rate, 2):>6}{_fmt(j.always_a_accuracy, 2):>8}"
                          f"{_fmt(j.always_longer_accuracy, 2):>8}")
             if j.failure_reasons:
@@ -651,15 +661,18 @@ def render_response(report: ResponseReport) -> str:
         for h in report.humans:
             pos = (f"1st pos {_fmt(h.first_position_rate, 2)} {_fmt_ci(h.first_position_ci)}"
                    if h.first_position_rate is not None else "1st pos n/a (order not shown to humans)")
-            lines.append(f"  {h.dataset}: n {h.n}, {pos}, longer {_fmt(h.longer_rate, 2)} {_fmt_ci(h.longer_ci)}, "
+            lines.append(f"  {h.dataset}: n {h.n} ({h.n_users} users), {pos}, longer {_fmt(h.longer_rate, 2)} "
+                         f"{_fmt_ci(h.longer_ci, h.n_users)}, "
                          f"ties {_fmt(h.tie_rate, 2)}; baselines " +
                          ", ".join(f"{k} {_fmt(v, 3)}" for k, v in h.baselines.items()))
     if report.profile_gaps:
-        lines += ["", "With vs without the profile (same judge, same items):", ""]
+        lines += ["", "With vs without the profile (same judge; a paired gap uses only the items judged both ways):",
+                  ""]
         for g in report.profile_gaps:
             lines.append(f"  {g.rater} on {g.dataset}: {g.with_condition} {_fmt(g.accuracy_with)} vs "
-                         f"{g.without_condition} {_fmt(g.accuracy_without)} on {g.n} items: gap "
-                         f"{g.gap:+.3f} {_fmt_ci(g.gap_ci)}")
+                         f"{g.without_condition} {_fmt(g.accuracy_without)} on the {g.n} items both conditions "
+                         f"judged (of {g.n_with} judged with the profile, {g.n_without} without): gap "
+                         f"{g.gap:+.3f} {ci_text(ci=g.gap_ci, n_users=g.n_users)}")
     groups = [j for j in pairwise if j.by_group]
     if groups:
         lines += ["", "Accuracy by split / tier:", ""]
@@ -670,16 +683,18 @@ def render_response(report: ResponseReport) -> str:
         lines += ["", "Generic vs personalised answers: share where the personalised one is judged no better:", ""]
         for gp in report.generic_vs_personalized:
             lines.append(f"  {_judge_name(gp.rater, gp.condition)} ({gp.dataset}): {_fmt(gp.no_better_rate)} "
-                         f"{_fmt_ci(gp.no_better_ci)} on {gp.n} pairs, {gp.failures} failures")
+                         f"{ci_text(ci=gp.no_better_ci, n_users=gp.n_users)} on {gp.n} pairs, "
+                         f"{gp.failures} failures")
     if report.usr is not None:
         u = report.usr
         lines += ["", f"USR PersonaChat: {u.n_items} responses in {u.n_contexts} contexts, raters "
                       + ", ".join(f"{r} ({n})" for r, n in u.raters.items()), "",
                   f"  'Uses Knowledge' among raters: Krippendorff's alpha {_fmt(u.uses_knowledge_alpha)} "
-                  f"{_fmt_ci(u.uses_knowledge_alpha_ci)}, Fleiss' kappa {_fmt(u.uses_knowledge_fleiss)} "
-                  f"{_fmt_ci(u.uses_knowledge_fleiss_ci)}; majority yes-rate {_fmt(u.majority_yes_rate, 2)}",
+                  f"{_fmt_ci(u.uses_knowledge_alpha_ci, u.n_contexts)}, Fleiss' kappa "
+                  f"{_fmt(u.uses_knowledge_fleiss)} {_fmt_ci(u.uses_knowledge_fleiss_ci, u.n_contexts)}; "
+                  f"majority yes-rate {_fmt(u.majority_yes_rate, 2)}",
                   f"  'Overall' (1-5) among raters: Krippendorff's alpha (ordinal) {_fmt(u.overall_alpha)} "
-                  f"{_fmt_ci(u.overall_alpha_ci)}",
+                  f"{_fmt_ci(u.overall_alpha_ci, u.n_contexts)}",
                   "  per rater: " + ", ".join(f"{r} yes-rate {_fmt(u.rater_yes_rate[r], 2)}, mean kappa with others "
                                               f"{_fmt(k, 2)}" for r, k in u.rater_mean_kappa.items())]
         if u.judges:

@@ -55,6 +55,26 @@ def test_real_report_shows_pilot_human_agreement(real_db: Path, shared_data: Pat
     assert "Krippendorff's alpha (nominal)" in text and "annotator_01" in text
 
 
+def test_a_ci_over_too_few_users_is_not_printed_as_one(real_db: Path):
+    # The pilot's Fleiss items (all eight annotators) come from a single user: a bootstrap over one user has
+    # zero width. The report gives no CI there and says why, with the user count; other CIs carry theirs.
+    from personagap.analysis.agreement import MIN_USERS_FOR_CI
+
+    report = report_extraction(real_db, n_resamples=100)
+    (pilot,) = report.human_agreement
+    assert pilot.fleiss_users < MIN_USERS_FOR_CI and pilot.fleiss_items > 0
+    assert all(math.isnan(c) for c in pilot.fleiss_ci) and not math.isnan(pilot.fleiss)
+    text = render_extraction(report)
+    users = f"{pilot.fleiss_users} user{'s' if pilot.fleiss_users != 1 else ''}"
+    assert f"{_fmt3(pilot.fleiss)} (too few users for a CI: {users})" in text
+    assert f"; {pilot.users} users]" in text  # alpha's CI with its user count
+    assert json.loads(json.dumps(report.to_json_dict()))["human_agreement"][0]["fleiss_ci"] == [None, None]
+
+
+def _fmt3(v: float) -> str:
+    return f"{v:.3f}"
+
+
 def test_real_report_shows_laps_gold(real_db: Path):
     report = report_extraction(real_db, n_resamples=50)
     gold = {g.split: g for g in report.gold if g.dataset == "laps"}

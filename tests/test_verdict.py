@@ -289,6 +289,30 @@ def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
         assert data["worst_stage"] is None and data["verdict"].startswith("Cannot tell")
 
 
+# --------------------------------------------------------------------------- defect 9: say what a figure rests on
+
+def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: Path) -> None:
+    report = _json(["report", "response", "--db", str(shared_db), "--json", "--resamples", "50"])
+    assert report["profile_gaps"]
+    def judged(g: dict, condition: str) -> set[str]:
+        return {i for (i,) in _query(shared_db, f"""
+            SELECT l.item_id FROM labels l JOIN items i USING (item_id)
+            WHERE i.dataset = '{g["dataset"]}' AND l.rater = '{g["rater"]}' AND l.condition = '{condition}'
+              AND l.label IS NOT NULL
+              AND l.item_id IN (SELECT item_id FROM labels WHERE rater_kind = 'human' AND condition = ''
+                                AND label IS NOT NULL)""")}
+
+    for g in report["profile_gaps"]:
+        with_, without = judged(g, g["with_condition"]), judged(g, g["without_condition"])
+        assert (g["n_with"], g["n_without"], g["n"]) == (len(with_), len(without), len(with_ & without))
+        assert g["n"] < min(g["n_with"], g["n_without"])  # on PRISM the shared subset is much smaller
+    text = CliRunner().invoke(cli, ["report", "response", "--db", str(shared_db), "--resamples", "50"]).output
+    g = report["profile_gaps"][0]
+    assert (f"on the {g['n']} items both conditions judged (of {g['n_with']} judged with the profile, "
+            f"{g['n_without']} without)") in text
+    assert f"; {g['n_users']} users]" in text
+
+
 # --------------------------------------------------------------------------- defect 8: demo keeps your data
 
 def test_demo_refuses_an_existing_non_demo_database(recenter_db_copy: Path) -> None:
