@@ -377,8 +377,8 @@ class WriteSummary:
     def render(self) -> str:
         """One line for the terminal: ``unchanged (...)`` when nothing changed, else the counts per table."""
         if not self.changed:
-            total = sum(c.unchanged for c in self.tables.values())
-            return f"unchanged: the database already held all {total:,} rows"
+            held = ", ".join(f"{c.unchanged:,} {table}" for table, c in self.tables.items() if c.unchanged)
+            return f"unchanged (the database already held every row: {held or 'none'})"
         return "; ".join(f"{table} {c.render()}" for table, c in self.tables.items() if c.changed or c.unchanged)
 
 

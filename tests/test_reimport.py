@@ -96,6 +96,10 @@ def test_unchanged_reimport_says_unchanged(stage2_copy: Path, tmp_path: Path) ->
     assert again.exit_code == 0, again.output
     assert "database: unchanged" in again.stdout
     assert "written:" not in again.stdout and "inserted" not in again.stdout
+    con = duckdb.connect(str(db), read_only=True)
+    n_labels = con.execute("SELECT count(*) FROM labels").fetchall()[0][0]
+    con.close()
+    assert f"{n_labels:,} labels" in again.stdout
 
 
 def test_changed_label_is_updated_not_duplicated(stage2_copy: Path, tmp_path: Path) -> None:
