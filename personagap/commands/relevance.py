@@ -46,10 +46,13 @@ def import_recenter(path: str, db: str) -> None:
               help="Bootstrap resamples (whole users are resampled) for every 95% CI.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
 def report_relevance(db: str, as_json: bool, resamples: int, seed: int) -> None:
-    """Stage 2: every judge vs the human majority, then the pilot's rater agreement.
+    """Stage 2: every judge vs the blind human majority, then the pilot's rater agreement.
 
-    Per judge: kappa with 95% CI, over-selection, yes-rates, precision/recall/F1, failures by reason; then
-    the pilot's human-human, LLM-LLM and human-LLM mean kappa, Krippendorff's alpha and Fleiss' kappa.
+    Per judge: kappa with 95% CI (and the users it rests on), over-selection, yes-rates, precision/recall/F1,
+    failures by reason; then the pilot's mean pairwise kappa per rater group (humans, LLMs, trained models and
+    baselines kept apart), Krippendorff's alpha and Fleiss' kappa from blind labels, and the same figures for
+    labels given after seeing an LLM's label, reported apart as anchored. Majority: the unique most frequent
+    label; a tie is undecided. No CI below 5 users.
     """
     result = run_or_exit(lambda: api.report_relevance(db, n_resamples=resamples, seed=seed))
     click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json else render_relevance(result))
