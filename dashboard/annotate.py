@@ -366,14 +366,18 @@ def queue_inputs(db: str | Path, stage: str, dataset: str) -> tuple[list[str], p
     return items, labels
 
 
-def labelled_by(db: str | Path, name: str, stage: str, dataset: str) -> set[str]:
-    """Items of a stage and dataset this person labelled already: stored (any condition) or still pending."""
+def stored_by(db: str | Path, name: str, stage: str, dataset: str) -> set[str]:
+    """Items of a stage and dataset this person's labels (any condition) are stored on."""
     with read_only(db) as con:
-        done = {r[0] for r in con.execute("""
+        return {r[0] for r in con.execute("""
             SELECT DISTINCT l.item_id FROM labels l JOIN items i USING (item_id)
             WHERE l.rater = ? AND l.rater_kind = 'human' AND i.stage = ? AND i.dataset = ?
         """, [name, stage, dataset]).fetchall()}
-    return done | {e.label.item_id for e in pending(db) if e.label.rater == name}
+
+
+def pending_items(db: str | Path, name: str) -> set[str]:
+    """Items this person labelled whose labels are still in the spool."""
+    return {e.label.item_id for e in pending(db) if e.label.rater == name}
 
 
 def categories(db: str | Path, stage: str, dataset: str) -> list[str]:

@@ -35,6 +35,18 @@ def _choices(db: str) -> pd.DataFrame:
     return annotate.choices(db)
 
 
+# Cached like every read (a flush that writes labels clears the caches), so that labelling goes on from
+# cached reads while a writer holds the file; labels still in the spool are added live.
+@st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
+def _stored_by(db: str, name: str, stage: str, dataset: str) -> set[str]:
+    return annotate.stored_by(db, name, stage, dataset)
+
+
+@st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
+def _others_labels(db: str, item_id: str, name: str) -> pd.DataFrame:
+    return annotate.others_labels(db, item_id, name)
+
+
 def flush_pending(db: str) -> annotate.FlushResult:
     """Write pending labels if the file is free; new labels clear every cached query so all pages show them."""
     result = annotate.flush(db)
@@ -56,12 +68,17 @@ pending_status = st.fragment(run_every=FLUSH_EVERY_SECONDS)(_pending_status)
 
 
 def _best_judge(stage: str, dataset: str) -> str | None:
-    try:
-        d = render._diag()
-    except StoreError:
-        return None
-    ranked = [j for j in d.stage(stage).judges if j.dataset == dataset and not render.missing(j.kappa)]
-    return ranked[0].rater if ranked else None
+    # Kept for the page's session: every written label clears the caches, and the queue must not wait for a
+    # new diagnosis (seconds of bootstrap) after each label.
+    known: dict[tuple[str, str], str | None] = st.session_state.setdefault("annotate_best", {})
+    if (stage, dataset) not in known:
+        try:
+            d = render._diag()
+        except StoreError:
+            return None
+        ranked = [j for j in d.stage(stage).judges if j.dataset == dataset and not render.missing(j.kappa)]
+        known[(stage, dataset)] = ranked[0].rater if ranked else None
+    return known[(stage, dataset)]
 
 
 def _name_form() -> str | None:
@@ -116,7 +133,7 @@ def annotate_page() -> None:
                                help="Seed of the random order and of every tie-break."))
     best = _best_judge(stage, dataset)
     queue = _queue(db, stage, dataset, order, seed, best)
-    done = annotate.labelled_by(db, name, stage, dataset)
+    done = _stored_by(db, name, stage, dataset) | annotate.pending_items(db, name)
     revealed = st.session_state.get("annotate_revealed")
     if revealed and revealed["item_id"] in set(queue["item_id"]):
         _reveal(db, name, revealed)
@@ -173,7 +190,7 @@ def _reveal(db: str, name: str, revealed: dict[str, Any]) -> None:
     with st.container(border=True):
         st.subheader("How judges and other people labelled it")
         try:
-            others = annotate.others_labels(db, item_id, name)
+            others = _others_labels(db, item_id, name)
         except StoreError as exc:
             st.warning(f"The other labels cannot be read right now: {render.md(exc)}")
             others = None

@@ -24,7 +24,7 @@ import pandas as pd
 from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql
 from personagap.analysis.diagnosis import REFERENCE_SQL
 from personagap.dashboard import access
-from personagap.store import opened
+from personagap.store import connect
 
 #: Disagreement kinds offered by the browser: key -> (label, SQL meaning documented in _DISAGREEMENT_SQL).
 DISAGREEMENT_KINDS: dict[str, str] = {
@@ -48,11 +48,19 @@ class DisagreementFilter:
     text: str | None = None
 
 
+#: How long a read waits for a writer (a judge run's batch, an import) to let go of the file.
+READ_WAIT_SECONDS = 30.0
+
+
 @contextlib.contextmanager
 def read_only(db: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the store read-only for one batch of queries, through this process's gate (see :mod:`.access`)."""
-    with access.reading(), opened(db, read_only=True) as con:
-        yield con
+    with access.reading():
+        con = connect(db, read_only=True, wait_seconds=READ_WAIT_SECONDS)
+        try:
+            yield con
+        finally:
+            con.close()
 
 
 def db_state(db: str | Path) -> dict[str, int]:

@@ -1,0 +1,98 @@
+"""`personagap dashboard` as a real process: SIGTERM stops its Streamlit child too; a busy port is one clear line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.browser_helpers import free_port
+
+CLI = [str(Path(sys.executable).parent / "personagap")]
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc: no psutil needed)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Field 4 (after the parenthesised command, which may contain spaces) is the parent pid.
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "dashboard exited early"
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError("dashboard did not start")
+
+
+def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path):
+    port = free_port()
+    # Own session so that the test can clean up whatever is left; the signal under test goes to the CLI's pid only.
+    proc = subprocess.Popen([*CLI, "dashboard", "--db", str(tmp_path / "none.duckdb"), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        children = _children(proc.pid)
+        assert children, "the CLI serves through a child process"
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while any(_alive(c) for c in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [c for c in children if _alive(c)]
+        assert not left, f"processes left behind after SIGTERM: {left}"
+        assert code == 0
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0, "the port is still served"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+
+
+def test_busy_port_is_one_line_before_any_banner(tmp_path: Path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        start = time.monotonic()
+        out = subprocess.run([*CLI, "dashboard", "--db", str(tmp_path / "x.duckdb"), "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - start
+    assert out.returncode == 2
+    assert "dashboard on http" not in out.stdout  # no banner promising a dashboard that never came
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {port}" in lines[0] and "in use" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert took < 30
