@@ -257,6 +257,15 @@ def read_jsonl(path: str | Path, data: bytes | None = None) -> Iterator[Row]:
         yield Row(value, path, number)
 
 
+def require_exists(path: str | Path) -> Path:
+    """``path`` as a Path, or a :class:`DataError` when nothing (or a broken link) is there."""
+    path = Path(path)
+    if not path.exists():
+        reason = "broken or looping symlink" if path.is_symlink() else "no such file or folder"
+        raise DataError(path, None, None, reason)
+    return path
+
+
 def no_rows(path: str | Path) -> DataError:
     """The error of a release file that holds no row (an import that would import nothing)."""
     return DataError(path, None, None, "the file holds no rows: nothing to import")

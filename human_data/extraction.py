@@ -34,7 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label, normalise_attribute
-from personagap.human_data._jsonl import DataError, Row, clip, cut, import_run, no_rows, read_bytes, read_jsonl
+from personagap.human_data._jsonl import (
+    DataError,
+    Row,
+    clip,
+    cut,
+    import_run,
+    no_rows,
+    read_bytes,
+    read_jsonl,
+    require_exists,
+)
 from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Stage, User, item_id
 from personagap.store import ImportBatch
 
@@ -66,7 +76,7 @@ class ExtractionImport:
 
 def extraction_files(path: str | Path) -> list[Path]:
     """``path`` itself (a .jsonl file) or the .jsonl files in it (a folder)."""
-    path = Path(path)
+    path = require_exists(path)
     if path.is_dir():
         files = sorted(path.glob("*.jsonl"))
         if not files:

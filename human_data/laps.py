@@ -28,7 +28,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from personagap.human_data._jsonl import DataError, Row, clip, cut, import_run, parse_json, read_bytes
+from personagap.human_data._jsonl import (
+    DataError,
+    Row,
+    clip,
+    cut,
+    import_run,
+    parse_json,
+    read_bytes,
+    require_exists,
+)
 from personagap.records import Item, Stage, User, item_id
 from personagap.store import ImportBatch
 
@@ -66,9 +75,9 @@ class LapsImport:
 
 def laps_files(path: str | Path) -> list[Path]:
     """The release files under ``path`` (a folder) or ``path`` itself (one file)."""
-    path = Path(path)
-    if path.is_file():
-        return [path]
+    path = require_exists(path)
+    if not path.is_dir():
+        return [path]  # read_bytes names what else it may be
     files = sorted(p for p in path.glob("*.json") if _FILE.match(p.name))
     if not files:
         raise DataError(path, None, None, "not a LAPS release: no <topic>_dataset_<split>.json file")

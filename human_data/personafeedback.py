@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from personagap.human_data._jsonl import DataError, Row, clip, no_rows, read_bytes, read_jsonl
+from personagap.human_data._jsonl import DataError, Row, clip, no_rows, read_bytes, read_jsonl, require_exists
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import Item, Label, User, item_id
 
@@ -76,7 +76,7 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
     Raises:
         DataError: A file or row deviates from the release format (names file, line and field).
     """
-    root = Path(root)
+    root = require_exists(root)
     persona_dir, data_dir = root / "persona", root / "data"
     if not persona_dir.is_dir() or not data_dir.is_dir():
         raise DataError(root, None, None, "not a PersonaFeedback release: expected persona/ and data/ folders")

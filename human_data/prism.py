@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from personagap.human_data import _jsonl
-from personagap.human_data._jsonl import DataError, Row, cut, no_rows, read_bytes, read_jsonl
+from personagap.human_data._jsonl import DataError, Row, cut, no_rows, read_bytes, read_jsonl, require_exists
 from personagap.records import Item, Label, Run, User, item_id
 from personagap.store import ImportBatch
 
@@ -244,7 +244,7 @@ def load_prism(path: str | Path) -> ResponseImport:
         DataError: A file name or row deviates from the release format; the message
             names file, line and field.
     """
-    root = Path(path)
+    root = require_exists(path)
     files = sorted(root.glob("prism_*.jsonl")) if root.is_dir() else [root]
     if not files:
         raise DataError(root, None, None, "no prism_*.jsonl files in this folder")

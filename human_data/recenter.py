@@ -23,7 +23,17 @@ from typing import Any
 
 from personagap.analysis.comparable import ANCHORED_MAJORITY, BLIND, CONVERTED_SHOWN_LLM, SHOWN_LLM, SHOWN_LLM_RATING
 from personagap.analysis.comparable import majority_label as _majority_label
-from personagap.human_data._jsonl import DataError, Row, clip, cut, import_run, no_rows, read_bytes, read_jsonl
+from personagap.human_data._jsonl import (
+    DataError,
+    Row,
+    clip,
+    cut,
+    import_run,
+    no_rows,
+    read_bytes,
+    read_jsonl,
+    require_exists,
+)
 from personagap.records import Attribute, Item, Prompt, RaterKind, Stage, User, item_id, item_ids
 from personagap.store import ImportBatch
 
@@ -200,7 +210,7 @@ def load_recenter(root: str | Path) -> RecenterImport:
         DataError: Any file deviates from the release format; the message names
             file, line and field.
     """
-    root = Path(root)
+    root = require_exists(root)
     stage2, pilot = root / "stage2", root / "pilot"
     if not stage2.is_dir() and not pilot.is_dir():
         raise DataError(root, None, None, "not a Re-Centering release: expected a stage2/ or pilot/ folder")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from personagap.human_data._jsonl import DataError, Row, cut, parse_json, read_bytes
+from personagap.human_data._jsonl import DataError, Row, cut, parse_json, read_bytes, require_exists
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import Item, Label, User, item_id
 
@@ -67,7 +67,7 @@ def load_usr(path: str | Path) -> ResponseImport:
     Raises:
         DataError: The file deviates from the release format (names file, JSON index and field).
     """
-    file = Path(path)
+    file = require_exists(path)
     if file.is_dir():
         file = file / FILE_NAME
     raw = read_bytes(file)

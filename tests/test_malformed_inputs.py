@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from personagap.cli import cli
+from personagap.human_data import DataError
 from personagap.store import TABLES
 from tests.release_builders import ATTRS, IMPORTERS, encode, write_release
 
@@ -379,3 +380,17 @@ def test_pilot_tie_and_converted_rows_on_the_fixture(tmp_path: Path) -> None:
     # Two annotators voted per pair (n_annotators = 2) but only one of them blind: the majority is anchored.
     assert ("human_majority", "anchored-majority", 2) in rows
     assert not any(r[0] == "human_majority" and r[1] == "" for r in rows)
+
+
+@pytest.mark.parametrize("name", sorted(IMPORTERS))
+@pytest.mark.parametrize("kind", ["missing", "symlink_loop"])
+def test_top_level_path_that_is_not_there(name: str, kind: str, tmp_path: Path) -> None:
+    """The library entry points (the CLI's click check aside) name a missing or looping release path."""
+    from tests.test_fuzz_parsers import LOADERS
+
+    target = tmp_path / "release"
+    if kind == "symlink_loop":
+        os.symlink(target.name, target)
+    with pytest.raises(DataError) as info:
+        LOADERS[name](target)
+    assert str(info.value).startswith(f"{target}: ")
