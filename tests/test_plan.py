@@ -1,0 +1,144 @@
+"""`personagap plan`: label budgets by simulation, checked against the reports' own bootstrap on real data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from personagap.analysis.agreement import estimate, resample_weights
+from personagap.analysis.alt_test import indicators
+from personagap.analysis.budget import alt_test_power, plan_rows, simulated_halfwidth, smallest_sufficient
+from personagap.analysis.robust import human_reference, individual_humans, judge_labels, user_tables
+from personagap.cli import cli
+from personagap.store import load_labels, opened
+
+SIMS = 60
+
+
+@pytest.fixture(scope="module")
+def relevance(recenter_db: Path) -> pd.DataFrame:
+    with opened(recenter_db, read_only=True) as con:
+        return load_labels(con, stage="relevance")
+
+
+def _tables(labels: pd.DataFrame, dataset: str, judge: str) -> np.ndarray:
+    frame = labels[labels["dataset"] == dataset]
+    ref = human_reference(frame)
+    [j] = [j for j in judge_labels(frame) if j.judge == judge]
+    shared = j.labels.index.intersection(ref.index)
+    tables, _ = user_tables(ref.loc[shared, "label"], j.labels.loc[shared], ref.loc[shared, "user_id"], ["no", "yes"])
+    return tables
+
+
+def test_cli_budget_holds_under_the_reports_bootstrap(recenter_db: Path, relevance: pd.DataFrame) -> None:
+    out = CliRunner().invoke(cli, ["plan", "--stage", "relevance", "--dataset", "recenter-stage2", "--json",
+                                   "--simulations", str(SIMS), "--db", str(recenter_db)])
+    assert out.exit_code == 0, out.output
+    plan = json.loads(out.output)
+    assert plan["stage"] == "relevance" and {k["dataset"] for k in plan["kappa"]} == {"recenter-stage2"}
+    assert len(plan["kappa"]) == 2
+    rng = np.random.default_rng(12345)
+    for row in plan["kappa"]:
+        n = row["users_needed"]
+        assert n is not None and row["projected_halfwidth"] <= 0.05
+        assert row["n_users"] + row["additional_users"] >= n
+        tables = _tables(relevance, "recenter-stage2", row["judge"])
+        # Independent check: studies of n users drawn from the stored ones, each with the CI the reports compute
+        # (agreement.estimate over resample_weights), other seeds than the plan's.
+        widths = []
+        for s in range(40):
+            study = tables[rng.integers(0, len(tables), size=n)]
+            e = estimate(study, "kappa", resample_weights(n, 400, seed=100 + s))
+            widths.append((e.ci[1] - e.ci[0]) / 2)
+        assert np.median(widths) <= 0.05 * 1.05, (row["judge"], n, np.median(widths))
+        # ... and a study of today's size is wider than the target (else the budget would be 0 additional users).
+        if row["additional_users"] > 0:
+            assert row["halfwidth"] > 0.05
+
+
+def test_smaller_halfwidth_needs_more_users(relevance: pd.DataFrame) -> None:
+    wide = plan_rows(relevance, ["recenter-stage2"], halfwidth=0.05, simulations=SIMS)
+    narrow = plan_rows(relevance, ["recenter-stage2"], halfwidth=0.03, simulations=SIMS)
+    for w, n in zip(wide.kappa, narrow.kappa, strict=True):
+        assert w.judge == n.judge
+        assert n.users_needed is not None and w.users_needed is not None
+        assert n.users_needed > w.users_needed
+        assert n.items_needed is not None and w.items_needed is not None and n.items_needed > w.items_needed
+    again = plan_rows(relevance, ["recenter-stage2"], halfwidth=0.05, simulations=SIMS)
+    assert again.model_dump() == wide.model_dump()  # seeded
+
+
+def test_budget_is_the_smallest_sufficient_size(relevance: pd.DataFrame) -> None:
+    tables = _tables(relevance, "recenter-stage2", "gpt-5.4")
+    [row] = [k for k in plan_rows(relevance, ["recenter-stage2"], simulations=SIMS).kappa if k.judge == "gpt-5.4"]
+    n = row.users_needed
+    assert n is not None
+    assert simulated_halfwidth(tables, n, simulations=SIMS) <= 0.05 < simulated_halfwidth(tables, n - 1,
+                                                                                           simulations=SIMS)
+
+
+def test_smallest_sufficient() -> None:
+    assert smallest_sufficient(lambda n: n >= 37, 5, lowest=2, highest=1000) == 37
+    assert smallest_sufficient(lambda n: n >= 37, 900, lowest=2, highest=1000) == 37
+    assert smallest_sufficient(lambda n: n >= 1, 50, lowest=2, highest=1000) == 2
+    assert smallest_sufficient(lambda n: False, 50, lowest=2, highest=1000) is None
+
+
+def test_alt_test_power_on_the_anchored_pilot(relevance: pd.DataFrame) -> None:
+    plan = plan_rows(relevance, ["recenter-pilot"], humans="anchored", simulations=SIMS)
+    blind = plan_rows(relevance, ["recenter-pilot"], humans="blind", simulations=SIMS)
+    assert blind.alt_test and not any(a.applicable for a in blind.alt_test)  # one blind annotator per item
+    frame = relevance[relevance["dataset"] == "recenter-pilot"]
+    people = individual_humans(frame, "anchored")
+    judges = {j.judge: j for j in judge_labels(frame)}
+    looser = {a.judge: a for a in plan_rows(relevance, ["recenter-pilot"], humans="anchored", epsilon=0.3,
+                                            simulations=SIMS).alt_test}
+    for a in plan.alt_test:
+        assert a.applicable and a.humans == "anchored"
+        m = a.items_per_annotator_needed
+        assert m is not None and m >= 30
+        assert a.projected_power is not None and a.projected_power >= 0.8
+        ind = indicators(judges[a.judge].labels.to_dict(), people, min_items_per_annotator=1)
+        ind = type(ind)([x for x in ind.annotators if len(x.items) >= 2], ind.n_items, ind.skipped)
+        if m > 30:
+            assert alt_test_power(ind, m - 1, simulations=SIMS) < 0.8
+        needed_looser = looser[a.judge].items_per_annotator_needed
+        assert needed_looser is not None and needed_looser <= m  # a bigger margin never needs more items
+
+
+def test_unreachable_power_says_why() -> None:
+    # Two annotators who always agree with each other; the judge always gives the other label: it never wins.
+    items = [f"i{k}" for k in range(40)]
+    rows = [{"item_id": i, "rater": r, "rater_kind": "human", "condition": "", "label": "yes", "user_id": i,
+             "dataset": "d"} for i in items for r in ("a", "b")]
+    rows += [{"item_id": i, "rater": "bad", "rater_kind": "llm", "condition": "", "label": "no", "user_id": i,
+              "dataset": "d"} for i in items]
+    [row] = plan_rows(pd.DataFrame(rows), simulations=20).alt_test
+    assert row.applicable and row.current_power == 0.0 and row.items_per_annotator_needed is None
+    assert row.reason is not None and "out of reach" in row.reason
+
+
+def test_bad_input_is_one_line_exit_2(recenter_db: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["plan", "--stage", "relevance", "--db", str(tmp_path / "none.duckdb")])
+    assert missing.exit_code == 2 and "no such database" in missing.output
+    assert "Traceback" not in missing.output and len(missing.output.strip().splitlines()) == 1
+    unknown = runner.invoke(cli, ["plan", "--stage", "relevance", "--dataset", "nope", "--db", str(recenter_db)])
+    assert unknown.exit_code == 2 and "'nope'" in unknown.output and "recenter-stage2" in unknown.output
+    empty_stage = runner.invoke(cli, ["plan", "--stage", "extraction", "--db", str(recenter_db), "--simulations", "10"])
+    # The pilot's stage-1 verdicts have humans but no judge: a plan that says so, not an error.
+    assert empty_stage.exit_code == 0 and "(no judge labels)" in empty_stage.output
+    bad = runner.invoke(cli, ["plan", "--stage", "relevance", "--halfwidth", "0", "--db", str(recenter_db)])
+    assert bad.exit_code == 2 and "halfwidth" in bad.output
+
+
+def test_text_output(recenter_db: Path) -> None:
+    out = CliRunner().invoke(cli, ["plan", "--stage", "relevance", "--simulations", "20", "--db", str(recenter_db)])
+    assert out.exit_code == 0, out.output
+    assert "recenter-stage2 / gpt-5.4: kappa" in out.output and "users (+" in out.output
+    assert "not applicable" in out.output  # blind pilot humans: one per item
