@@ -10,10 +10,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from personagap.analysis.comparable import CONVERTED_SHOWN_LLM
+from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
 from personagap.api import import_recenter
 from personagap.human_data import DataError, load_recenter
 from personagap.human_data.recenter import PILOT, STAGE2
+from personagap.records import item_id
 
 BAD = Path(__file__).parent / "fixtures" / "recenter_bad"
 EXPECTED_ERRORS = json.loads((BAD / "expected.json").read_text())
@@ -120,3 +121,42 @@ def test_failed_import_writes_nothing(case: str, tmp_path: Path) -> None:
 def test_not_a_release(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="not a Re-Centering release"):
         load_recenter(tmp_path)
+
+
+def test_pilot_majorities_ties_undecided_and_anchored_votes(shared_data: Path) -> None:
+    """Defect 5 on the real pilot: ties give no majority; majorities resting on anchored votes are not blind."""
+    pilot = shared_data / "recenter" / "pilot"
+    clf = _jsonl(pilot / "task3_relevance_clf.jsonl")
+    user_of = {r["sample_index"]: r["user_id"] for f in (pilot / "llm_relevance").glob("*.jsonl") for r in _jsonl(f)}
+    # Blind votes straight from the files: task-3 rows without the converted note, answered judgments only.
+    blind: dict[tuple[str, int, str], int] = {}
+    converted = 0
+    for f in (pilot / "annotations").glob("*_task3.jsonl"):
+        for r in _jsonl(f):
+            is_converted = "[converted from task2]" in (r.get("note") or "")
+            for j in r["relevance_judgments"]:
+                if j.get("relevant") is None:
+                    continue
+                if is_converted:
+                    converted += 1
+                else:
+                    key = (r["user_id"], r["prompt_index"], j["attribute"])
+                    blind[key] = blind.get(key, 0) + 1
+    ties = [r for r in clf if r["n_annotators"] * r["human_yes_rate"] * 2 == r["n_annotators"]]
+    anchored = [r for r in clf if r not in ties
+                and blind.get((user_of[r["sample_index"]], r["prompt_index"], r["attribute"]), 0) < r["n_annotators"]]
+
+    result = load_recenter(shared_data / "recenter")
+    clf_file = str(pilot / "task3_relevance_clf.jsonl")
+    assert result.undecided == {clf_file: len(ties)} and len(ties) == 42
+    assert sum(result.converted.values()) == converted == 620
+    assert result.anchored_majorities == {clf_file: len(anchored)}
+    majority = [lab for lab in result.batch.label_columns.rows()
+                if lab.rater == "human_majority" and result.batch.items[lab.item_id].dataset == PILOT]
+    assert len(majority) == len(clf) - len(ties)
+    assert sum(lab.condition == ANCHORED_MAJORITY for lab in majority) == len(anchored)
+    assert all(lab.condition in ("", ANCHORED_MAJORITY) for lab in majority)
+    tie_items = {item_id(PILOT, "relevance", user_of[r["sample_index"]], r["prompt_index"], r["attribute"])
+                 for r in ties}
+    assert tie_items <= set(result.batch.items)
+    assert not tie_items & {lab.item_id for lab in majority}
