@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
@@ -41,6 +42,8 @@ from personagap.analysis.agreement import (
     FloatArray,
     _div,
     ci_list,
+    cluster_tables,
+    encode,
     estimate,
     get_metric,
     indexed_tables,
@@ -223,6 +226,45 @@ def base_rate_panel(tables: FloatArray, weights: FloatArray, level: float = 0.95
     accuracy = estimate(t, "accuracy", weights, level)
     return {"kappa": kappa.value, "kappa_ci": ci_list(kappa), "accuracy": accuracy.value,
             "majority_class": majority, **panel_fields(t, weights, level)}
+
+
+def _pair_tables(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike) -> FloatArray:
+    # The tables agreement() builds for the same arguments: 0/1 codes stay 2x2 (even if one class is missing).
+    h, j = np.asarray(human), np.asarray(judge)
+    binary = all(a.dtype.kind in "biu" and (a.size == 0 or (a.min() >= 0 and a.max() <= 1)) for a in (h, j))
+    if binary:
+        codes, k = [h.astype(np.int64), j.astype(np.int64)], 2
+    else:
+        codes, categories = encode(h, j)
+        k = max(len(categories), 1)
+    tables, _ = cluster_tables(codes[0], codes[1], clusters, k)
+    return tables
+
+
+def panel(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
+          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Any]:
+    """:func:`panel_fields` from aligned label arrays, resampling the same users as ``agreement(...)``.
+
+    Called with the arguments a report passes to :func:`~personagap.analysis.agreement.agreement`, every CI
+    comes from the same resampled users as that row's kappa (same tables, same ``resample_weights``).
+
+    Args:
+        human: Reference labels (0/1 codes for binary, or any labels).
+        judge: Judge labels aligned with ``human``.
+        clusters: User (cluster) of each item.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        level: Confidence level.
+    """
+    tables = _pair_tables(human, judge, clusters)
+    return panel_fields(tables, resample_weights(tables.shape[0], n_resamples, seed), level)
+
+
+def base_rate(human: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
+              seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Any]:
+    """:func:`base_rate_panel` from the reference labels of the items (a report's chance-level row)."""
+    tables = _pair_tables(human, human, clusters)
+    return base_rate_panel(tables, resample_weights(tables.shape[0], n_resamples, seed), level)
 
 
 # --------------------------------------------------------------------------- tidy labels
