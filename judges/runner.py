@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dspy
+import duckdb
 from tqdm import tqdm
 
 from personagap.judges.base import Judge, JudgeTask, Program, Verdict, rater_name
@@ -463,6 +464,11 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
 
     db_failed = False  # the database refuses writes (not a lock): answers stay in the journal
 
+    def fail(exc: StoreError) -> None:
+        nonlocal db_failed
+        db_failed = True
+        halt(StoreError(f"run stopped: cannot write answers: {exc}"))
+
     def halt(error: StoreError) -> None:
         if not fatal:
             fatal.append(error)
@@ -514,9 +520,7 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
             if is_lock_conflict(exc):
                 notes.locked(len(batch), journal.path)  # calls go on: their answers are safe in the journal
             else:
-                nonlocal db_failed
-                db_failed = True
-                halt(StoreError(f"run stopped: cannot write to {db}: {exc}"))
+                fail(exc)
             return False
         notes.freed(len(batch))
         return True
@@ -539,8 +543,12 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
                     batch = []
                 last = time.monotonic()
         if batch and not db_failed:
-            await asyncio.to_thread(_store_patiently, lambda: _write(db, batch, summary), notes, len(batch),
-                                    journal.path)
+            try:
+                await asyncio.to_thread(_store_patiently, lambda: _write(db, batch, summary), notes, len(batch),
+                                        journal.path)
+            except StoreError as exc:
+                fail(exc)
+                return batch
             batch = []
         return batch
 
@@ -666,8 +674,11 @@ def _write(db: str | Path, answers: Sequence[_Answer], summary: RunSummary, *,
         return
     labels = [label for a in answers for label in a.labels]
     cache_rows = [a.cache_row for a in answers if a.cache_row is not None]
-    with closing(connect(db, wait_seconds=wait_seconds)) as con:
-        store_answers(con, labels, cache_rows)
+    try:
+        with closing(connect(db, wait_seconds=wait_seconds)) as con:
+            store_answers(con, labels, cache_rows)
+    except duckdb.Error as exc:  # the file or its tables refuse the write: one line for the user, not a traceback
+        raise StoreError(f"{db}: {_first_line(exc)}") from exc
     for a in answers:  # only after the commit: a batch written again after a lock wait is counted once
         _count(summary, a.outcome)
 

@@ -302,6 +302,52 @@ def test_locked_database_loses_no_paid_answer(recenter_db_copy: Path) -> None:
     assert not list(db.parent.glob("*.journal"))
 
 
+SQL_WHEN_FREE = textwrap.dedent("""
+    import sys, time, duckdb
+    while True:  # between two of the judge run's batches
+        try:
+            con = duckdb.connect(sys.argv[1])
+            break
+        except duckdb.IOException:
+            time.sleep(0.005)
+    con.execute(sys.argv[2])
+    con.close()
+""")
+
+
+def test_failed_write_stops_the_run_at_once_and_keeps_its_answers(recenter_db_copy: Path) -> None:
+    """A write that cannot succeed (not a lock) stops new calls at once; the next run stores what was paid."""
+    db, total, concurrency = recenter_db_copy, 600, 4
+    with ScriptedOpenAIServer(lambda body: Reply(text=_good(body), delay=0.03)) as server:
+        proc = subprocess.Popen(_cli(db, server.base_url, total, concurrency), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        _wait_for(lambda: server.count >= 40)
+        # Another process breaks the cache table between two batches: every later write fails.
+        subprocess.run([sys.executable, "-c", SQL_WHEN_FREE, str(db),
+                        "ALTER TABLE judge_cache RENAME TO judge_cache_moved"], check=True, timeout=60)
+        broken = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        sent_by_failed_run = server.count
+        last_call = max(server.times)
+        assert proc.returncode == 2
+        last = err.strip().splitlines()[-1]  # the CLI's one line (a note above it said so as it happened)
+        assert "Traceback" not in err and "run stopped: cannot write answers" in last and ".journal" in last
+        # At once: no call starts later than the next batch (1 s) plus the calls in flight need.
+        assert sent_by_failed_run < total and last_call - broken < 2.5
+
+        subprocess.run([sys.executable, "-c", SQL_WHEN_FREE, str(db),
+                        "ALTER TABLE judge_cache_moved RENAME TO judge_cache"], check=True, timeout=60)
+        resumed = api.judge_relevance(db, "relevance-per-attribute", LMConfig(model=MODEL, api_base=server.base_url),
+                                      limit=total, concurrency=concurrency, progress=False)
+        assert server.count == total  # every answer the stopped run paid for was kept: none asked twice
+        assert resumed.cached == sent_by_failed_run
+    rows = _labels(db)
+    assert len(rows) == total and all(label is not None for _, label, _, _ in rows)
+    # The broken database refused the stopped run's final status too; the next run found its process gone.
+    assert [status for _, status, _ in _runs(db)] == ["interrupted", "finished"]
+    assert not list(db.parent.glob("*.journal"))
+
+
 def test_api_key_is_used_but_never_stored_or_printed(recenter_db_copy: Path, tmp_path: Path) -> None:
     sentinel = "sk-SENTINEL-7f3a9c"
     exe = Path(sys.executable).with_name("personagap")
