@@ -54,7 +54,7 @@ from personagap.analysis.agreement import (
     resample_weights,
 )
 from personagap.analysis.comparable import IN_SAMPLE, blind_human_sql, majority_label
-from personagap.judges.base import Judge, JudgeTask, Verdict, get_judge
+from personagap.judges.base import Judge, JudgeTask, Program, Verdict, get_judge
 from personagap.judges.runner import LMConfig, TokenPrices, response_format_for, token_prices
 from personagap.store import StoreError, git_sha, now, opened, upsert
 
@@ -927,10 +927,8 @@ class ProgramJudge(Judge):
         """The program's demonstrations, in the order DSPy puts them before each call."""
         return [dict(d) for d in self.program_demos]
 
-    def program(self) -> Any:
+    def program(self) -> Program:
         """The runner's prompt recipe: this program's signature (instructions) and demos (all in its cache key)."""
-        from personagap.judges.base import Program
-
         return Program(self.signature, tuple(self.demos()))
 
 

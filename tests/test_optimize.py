@@ -193,14 +193,19 @@ def test_judging_with_the_program_stores_in_sample_labels(run: Run, tmp_path: Pa
     assert log and all(len(s.demos) == len(saved.judge.demos()) for s in log)  # type: ignore[attr-defined]
 
 
-def test_budget_caps_the_optimiser_calls(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
-                                         tmp_path: Path) -> None:
-    _, oracle = data
+def _counted_run(db: Path, oracle: dict[str, bool], settings: OptimizeSettings,
+                 out: Path) -> tuple[OptimizeResult, dict[str, int]]:
+    """Optimise against a fresh server (own model name: no cached answers); requests sent before each phase."""
     starts: dict[str, int] = {}
     with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
-        lm = LMConfig(model="openai/demo-budget", api_base=server.base_url)
-        result = optimize(opt_db, _settings(budget=2, candidates=3), lm, tmp_path / "p.json",
-                          on_phase=lambda name: starts.setdefault(name, server.count))
+        lm = LMConfig(model=f"openai/demo-{out.stem}", api_base=server.base_url)
+        result = optimize(db, settings, lm, out, on_phase=lambda name: starts.setdefault(name, server.count))
+    return result, starts
+
+
+def test_budget_caps_the_optimiser_calls(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
+                                         tmp_path: Path) -> None:
+    result, starts = _counted_run(opt_db, data[1], _settings(budget=2, candidates=3), tmp_path / "p.json")
     assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 2
     assert result.budget_exhausted
 
@@ -297,12 +302,8 @@ def test_local_table_metrics_match_references() -> None:
 
 def test_simba_stays_within_budget(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                    tmp_path: Path) -> None:
-    _, oracle = data
-    starts: dict[str, int] = {}
-    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
-        lm = LMConfig(model="openai/demo-simba", api_base=server.base_url)
-        result = optimize(opt_db, _settings(optimizer="simba", budget=24, candidates=2, n_users=5, n_resamples=50),
-                          lm, tmp_path / "s.json", on_phase=lambda name: starts.setdefault(name, server.count))
+    result, starts = _counted_run(opt_db, data[1], _settings(optimizer="simba", budget=24, candidates=2, n_users=5,
+                                                            n_resamples=50), tmp_path / "s.json")
     assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 24
     assert [c["name"] for c in result.candidates][0] == "unoptimised" and len(result.candidates) >= 1
     assert load_program(tmp_path / "s.json").meta["optimizer"] == "simba"
