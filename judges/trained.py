@@ -36,7 +36,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,13 +72,14 @@ class TrainedJudgeSpec:
 
 
 TRAINED_JUDGES: dict[str, TrainedJudgeSpec] = {}
+"""Registered trained judges by name; the first one registered for a kind is that kind's default."""
 
 
 def register_trained_judge(spec: TrainedJudgeSpec) -> TrainedJudgeSpec:
-    """Register a trained judge under its kind; duplicates are an error."""
-    if spec.kind in TRAINED_JUDGES:
-        raise ValueError(f"duplicate trained judge {spec.kind!r}")
-    TRAINED_JUDGES[spec.kind] = spec
+    """Register a trained judge under its name; duplicates are an error."""
+    if spec.name in TRAINED_JUDGES:
+        raise ValueError(f"duplicate trained judge {spec.name!r}")
+    TRAINED_JUDGES[spec.name] = spec
     return spec
 
 
@@ -86,6 +87,10 @@ RELEVANCE_JUDGE = register_trained_judge(TrainedJudgeSpec(
     name="trained-relevance", version=1, stage="relevance", kind="relevance",
     description="logistic regression on lexical/structural (attribute, prompt, profile) features; "
                 "threshold = human base rate"))
+RELEVANCE_EMBED_JUDGE = register_trained_judge(TrainedJudgeSpec(
+    name="trained-relevance-embed", version=1, stage="relevance", kind="relevance",
+    description="trained-relevance's features plus sentence-encoder ones (prompt-attribute similarity, the "
+                "attribute's embedding as its type); needs the optional `embed` extra"))
 PREFERENCE_JUDGE = register_trained_judge(TrainedJudgeSpec(
     name="trained-preference", version=1, stage="response", kind="preference",
     description="Bradley-Terry (pairwise logistic, no intercept) on (profile, question, answer) features"))
@@ -96,12 +101,14 @@ VERIFIER_JUDGE = register_trained_judge(TrainedJudgeSpec(
                 "threshold 0.5 (balanced training data)"))
 
 
-def get_trained_judge(kind: str) -> TrainedJudgeSpec:
-    """Return the trained judge for ``kind`` ('relevance', 'preference' or 'verifier')."""
-    try:
-        return TRAINED_JUDGES[kind]
-    except KeyError:
-        raise KeyError(f"unknown trained judge {kind!r}; known: {', '.join(sorted(TRAINED_JUDGES))}") from None
+def get_trained_judge(name: str) -> TrainedJudgeSpec:
+    """Return the trained judge named ``name``, or the default one of a kind ('relevance', 'preference', 'verifier')."""
+    if name in TRAINED_JUDGES:
+        return TRAINED_JUDGES[name]
+    for spec in TRAINED_JUDGES.values():
+        if spec.kind == name:
+            return spec
+    raise KeyError(f"unknown trained judge {name!r}; known: {', '.join(sorted(TRAINED_JUDGES))}")
 
 
 def trained_rater(spec: TrainedJudgeSpec, tag: str) -> str:
@@ -163,17 +170,29 @@ RELEVANCE_DENSE = (
 )
 
 
+RelevanceFeatures = Literal["lexical", "embed"]
+"""Feature sets of the relevance matcher: ``lexical`` (the default, scikit-learn only) or ``embed`` (lexical plus
+sentence-encoder features: needs the optional ``embed`` extra, see :mod:`personagap.judges.embed`)."""
+
+
 @dataclass
 class RelevanceVocab:
-    """The text vectorizers a relevance model fits on its training texts."""
+    """The text vectorizers a relevance model fits on its training texts (and the encoder it uses, if any)."""
 
     word: TfidfVectorizer
     char: TfidfVectorizer
     attribute_bag: TfidfVectorizer
+    encoder: str | None = None
+    """Name of the sentence encoder of the ``embed`` features (None: lexical features only)."""
+    prompt_bank: npt.NDArray[np.float32] | None = None
+    """``embed``: the encoded distinct training prompts (how specific an attribute is to one prompt is its
+    similarity to that prompt against its mean similarity to these)."""
 
 
-def fit_relevance_vocab(items: pd.DataFrame) -> RelevanceVocab:
+def fit_relevance_vocab(items: pd.DataFrame, features: RelevanceFeatures = "lexical") -> RelevanceVocab:
     """Fit the vectorizers on the training items' attribute, reason and prompt texts."""
+    from personagap.judges.embed import DEFAULT_ENCODER
+
     texts = pd.concat([items["attribute"], items["prompt_text"], items["reason"].fillna("")]).drop_duplicates()
     return RelevanceVocab(
         word=_fit_tfidf(texts.tolist(), ngram_range=(1, 1), min_df=1, token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b",
@@ -181,7 +200,15 @@ def fit_relevance_vocab(items: pd.DataFrame) -> RelevanceVocab:
         char=_fit_tfidf(texts.tolist(), analyzer="char_wb", ngram_range=(3, 5), min_df=2, max_features=50000),
         attribute_bag=_fit_tfidf(items["attribute"].drop_duplicates().tolist(), ngram_range=(1, 2), min_df=3,
                                  stop_words="english"),
+        encoder=DEFAULT_ENCODER if features == "embed" else None,
+        prompt_bank=_prompt_bank(items) if features == "embed" else None,
     )
+
+
+def _prompt_bank(items: pd.DataFrame) -> npt.NDArray[np.float32]:
+    from personagap.judges.embed import DEFAULT_ENCODER, encode
+
+    return encode(sorted(set(items["prompt_text"].fillna("").astype(str))), DEFAULT_ENCODER)
 
 
 def _group_stats(values: npt.NDArray[np.float64], groups: npt.NDArray[Any]) -> tuple[npt.NDArray[np.float64], ...]:
@@ -205,7 +232,8 @@ def relevance_features(items: pd.DataFrame, vocab: RelevanceVocab) -> sp.csr_mat
         vocab: Vectorizers fitted on training texts.
 
     Returns:
-        ``[dense features (see RELEVANCE_DENSE) | bag of attribute n-grams]``, one row per item.
+        ``[dense features (see RELEVANCE_DENSE) | encoder features (EMBED_DENSE, when vocab.encoder) | bag of
+        attribute n-grams]``, one row per item.
     """
     attrs = items["attribute"].fillna("").astype(str).tolist()
     prompts = items["prompt_text"].fillna("").astype(str).tolist()
@@ -234,7 +262,64 @@ def relevance_features(items: pd.DataFrame, vocab: RelevanceVocab) -> sp.csr_mat
         [float(any(h in a for h in _HEDGES)) for a in lower], reason_cos, r_rank,
         *[[float(any(k in a for k in keys)) for a in lower] for keys in _ATTR_TOPICS.values()],
     ])
+    if vocab.encoder is not None:
+        if vocab.prompt_bank is None:
+            raise ValueError("an encoder vocabulary needs its prompt bank (fit it with fit_relevance_vocab)")
+        dense = np.hstack([dense, embedding_features(attrs, prompts, reasons.tolist(), groups, vocab.encoder,
+                                                     vocab.prompt_bank)])
     return sp.hstack([sp.csr_matrix(dense), transform_unique(vocab.attribute_bag, attrs)], format="csr")
+
+
+EMBED_DENSE = ["emb_cos", "emb_cos_rank", "emb_cos_z", "emb_cos_gap", "emb_reason_cos", "emb_reason_rank",
+               "emb_cos_vs_prompts", "emb_specificity", "emb_specificity_rank"]
+"""Scalar encoder features: the prompt-attribute cosine (raw; rank, z-score and gap to the best within the
+user's prompt), the extractor's reason vs the prompt, and how specific the attribute is to this prompt (its
+cosine minus, and z-scored against, its cosines with every training prompt). They are followed by
+:data:`EMBED_TYPE_DIMS` dimensions of the attribute's own embedding (a fixed seeded projection): its *type*
+(language, work, style, ...), whose relevance the model learns."""
+EMBED_TYPE_DIMS = 32
+"""Attribute-type dimensions. Chosen by user-grouped CV only (see benchmarks/learning_curve.py): all 384 raw
+dimensions over-fit (kappa 0.28, over-selection 1.37x); no type dimensions gave 0.455; 32 gave 0.457."""
+
+
+def embedding_features(attrs: Sequence[str], prompts: Sequence[str], reasons: Sequence[str],
+                       groups: npt.NDArray[Any], encoder: str,
+                       prompt_bank: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """Encoder features of relevance items: :data:`EMBED_DENSE`, then the attribute type (pure).
+
+    Args:
+        attrs: Attribute sentences.
+        prompts: The prompt of each item.
+        reasons: The extractor's reason of each item ('' when none).
+        groups: The (user, prompt) group of each item (ranks and z-scores are taken within it).
+        encoder: A registered encoder name (:mod:`personagap.judges.embed`).
+        prompt_bank: Encoded training prompts (:attr:`RelevanceVocab.prompt_bank`).
+    """
+    from personagap.judges.embed import encode
+
+    a = encode(attrs, encoder).astype(float)
+    p = encode(prompts, encoder).astype(float)
+    r = encode(reasons, encoder).astype(float)
+    cos = np.einsum("ij,ij->i", a, p)
+    reason_cos = np.einsum("ij,ij->i", r, p) * np.array([bool(t.strip()) for t in reasons])
+    rank, z, gap = _group_stats(cos, groups)
+    r_rank, _, _ = _group_stats(reason_cos, groups)
+    bank = a @ np.asarray(prompt_bank, dtype=float).T
+    vs_prompts = cos - bank.mean(axis=1)
+    specificity = vs_prompts / (bank.std(axis=1) + 1e-6)
+    s_rank, _, _ = _group_stats(specificity, groups)
+    # A fixed seeded Gaussian projection: stateless (nothing fitted on data), so it cannot leak across folds.
+    projection = np.random.default_rng(0).standard_normal((a.shape[1], EMBED_TYPE_DIMS)) / math.sqrt(EMBED_TYPE_DIMS)
+    return np.column_stack([cos, rank, z, gap, reason_cos, r_rank, vs_prompts, specificity, s_rank, a @ projection])
+
+
+def warm_embeddings(items: pd.DataFrame, encoder: str | None = None) -> None:
+    """Encode every distinct text of relevance items once (the encoder caches them for the folds to reuse)."""
+    from personagap.judges.embed import DEFAULT_ENCODER, encode
+
+    texts = pd.concat([items["attribute"], items["prompt_text"],
+                       items["reason"] if "reason" in items else pd.Series(dtype=object)]).fillna("").astype(str)
+    encode(list(dict.fromkeys(texts)), encoder or DEFAULT_ENCODER)
 
 
 # --------------------------------------------------------------------------- preference features
@@ -400,6 +485,30 @@ def verifier_features(items: pd.DataFrame, vocab: VerifierVocab) -> npt.NDArray[
 
 # --------------------------------------------------------------------------- the saved model
 
+FIT_COLUMNS = ("user_id", "question", "source_user", "item_id")
+"""Columns whose distinct values a fit records (:class:`FitRecord`): who and what the model saw."""
+
+
+@dataclass(frozen=True)
+class FitRecord:
+    """What one fit actually received, read from the rows handed to it (not from the caller's intent).
+
+    Cross-validation reads each fold's record back from the fitted model, so a fold fitted on more than
+    its training part shows up (see :class:`FoldRecord`); :func:`personagap.stages.trained` uses
+    ``values['user_id']`` to flag labels on any item of a training user as in-sample.
+    """
+
+    n_rows: int
+    values: dict[str, frozenset[str]]
+    """Column -> distinct values of the fitted rows, for the :data:`FIT_COLUMNS` present."""
+
+    @classmethod
+    def of(cls, items: pd.DataFrame) -> FitRecord:
+        """The record of fitting on ``items``."""
+        return cls(n_rows=len(items), values={c: frozenset(items[c].dropna().astype(str)) for c in FIT_COLUMNS
+                                              if c in items})
+
+
 @dataclass
 class TrainedModel:
     """A fitted trained judge with everything needed to predict and to explain where it came from.
@@ -429,6 +538,13 @@ class TrainedModel:
     train_units: frozenset[str] = frozenset()
     """Verifier: ``dataset\\x1funit`` of the histories it was fitted on (attributes extracted from them are
     in-sample: the model saw that conversation with its user's stated preferences)."""
+    fitted: FitRecord | None = None
+    """What the classifier was actually fitted on (set by the ``fit_*`` function from the rows it received)."""
+
+    @property
+    def train_users(self) -> frozenset[str]:
+        """Users whose labelled items it was fitted on: its labels on any item of theirs are in-sample."""
+        return self.fitted.values.get("user_id", frozenset()) if self.fitted is not None else frozenset()
 
     @property
     def tag(self) -> str:
@@ -460,7 +576,7 @@ class TrainedModel:
 
 
 def _scale_relevance(x: sp.csr_matrix, scaler: StandardScaler) -> sp.csr_matrix:
-    n = len(RELEVANCE_DENSE)
+    n = int(scaler.n_features_in_)  # the dense block: RELEVANCE_DENSE (+ the encoder's features)
     dense = scaler.transform(x[:, :n].toarray())
     return sp.hstack([sp.csr_matrix(dense), x[:, n:]], format="csr")
 
@@ -472,7 +588,8 @@ def fingerprint(frame: pd.DataFrame, columns: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
 
 
-def fit_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 1.0, seed: int = 0) -> TrainedModel:
+def fit_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 1.0, seed: int = 0,
+                  features: RelevanceFeatures = "lexical") -> TrainedModel:
     """Fit the relevance matcher on labelled items; threshold = the human base rate of these items.
 
     Args:
@@ -480,27 +597,40 @@ def fit_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 1.0,
         labels: 1 = the human majority says relevant, 0 = not, aligned with ``items``.
         c: Inverse L2 regularisation strength of the logistic regression.
         seed: Seed recorded with the model (lbfgs is deterministic; kept for solvers that are not).
+        features: ``lexical`` (default) or ``embed`` (adds :data:`EMBED_DENSE` and the attribute embedding;
+            needs the ``embed`` extra).
 
     Raises:
         ValueError: Fewer than two classes in ``labels``.
+        MissingExtra: ``features='embed'`` without the ``embed`` extra installed.
     """
     y = np.asarray(labels, dtype=int)
     if len(set(y.tolist())) < 2:
         raise ValueError("training a relevance matcher needs both relevant and irrelevant labels")
-    vocab = fit_relevance_vocab(items)
+    spec = RELEVANCE_EMBED_JUDGE if features == "embed" else RELEVANCE_JUDGE
+    vocab = fit_relevance_vocab(items, features)
     x = relevance_features(items, vocab)
-    n = len(RELEVANCE_DENSE)
+    n_bag = len(vocab.attribute_bag.vocabulary_)
+    n = x.shape[1] - n_bag
     scaler = StandardScaler().fit(x[:, :n].toarray())
     xs = _scale_relevance(x, scaler)
-    clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(xs, y)
+    clf = LogisticRegression(C=c, max_iter=5000, random_state=seed).fit(xs, y)
     p = clf.predict_proba(xs)[:, 1]
     threshold = base_rate_threshold(p, float(y.mean()))
-    return TrainedModel(kind="relevance", judge=RELEVANCE_JUDGE.name, version=RELEVANCE_JUDGE.version,
-                        classifier=clf, scaler=scaler, vocab=vocab, threshold=threshold,
-                        metadata={"features": [*RELEVANCE_DENSE, "attribute n-gram tf-idf "
-                                               f"({len(vocab.attribute_bag.vocabulary_)} terms)"],
+    names = [*RELEVANCE_DENSE]
+    if vocab.encoder is not None:
+        names += [*EMBED_DENSE, f"attribute type: {EMBED_TYPE_DIMS} projected dims of its {vocab.encoder} embedding"]
+    return TrainedModel(kind="relevance", judge=spec.name, version=spec.version,
+                        classifier=clf, scaler=scaler, vocab=vocab, threshold=threshold, fitted=FitRecord.of(items),
+                        train_item_ids=_item_ids(items),
+                        metadata={"features": [*names, f"attribute n-gram tf-idf ({n_bag} terms)"],
+                                  "feature_set": features, "encoder": vocab.encoder,
                                   "params": {"C": c, "seed": seed}, "base_rate": float(y.mean()),
                                   "train_yes_rate": float((p >= threshold).mean())})
+
+
+def _item_ids(items: pd.DataFrame) -> frozenset[str]:
+    return frozenset(items["item_id"].astype(str)) if "item_id" in items else frozenset()
 
 
 def base_rate_threshold(probabilities: npt.ArrayLike, base_rate: float) -> float:
@@ -544,7 +674,8 @@ def fit_preference(items: pd.DataFrame, labels: Sequence[str], *, c: float = 1.0
     scaler = StandardScaler(with_mean=False).fit(x)
     clf = LogisticRegression(C=c, fit_intercept=False, max_iter=2000, random_state=seed).fit(scaler.transform(x), yy)
     return TrainedModel(kind="preference", judge=PREFERENCE_JUDGE.name, version=PREFERENCE_JUDGE.version,
-                        classifier=clf, scaler=scaler, vocab=vocab, threshold=0.5,
+                        classifier=clf, scaler=scaler, vocab=vocab, threshold=0.5, fitted=FitRecord.of(items),
+                        train_item_ids=_item_ids(items),
                         metadata={"features": [f"{f} (A minus B)" for f in PREFERENCE_FEATURES],
                                   "params": {"C": c, "seed": seed},
                                   "weights": dict(zip(PREFERENCE_FEATURES, map(float, clf.coef_[0]), strict=True))})
@@ -573,7 +704,7 @@ def fit_verifier(items: pd.DataFrame, labels: npt.ArrayLike, *, c: float = 1.0, 
     scaler = StandardScaler().fit(x)
     clf = LogisticRegression(C=c, max_iter=2000, random_state=seed).fit(scaler.transform(x), y)
     return TrainedModel(kind="verifier", judge=VERIFIER_JUDGE.name, version=VERIFIER_JUDGE.version,
-                        classifier=clf, scaler=scaler, vocab=vocab, threshold=0.5,
+                        classifier=clf, scaler=scaler, vocab=vocab, threshold=0.5, fitted=FitRecord.of(items),
                         metadata={"features": list(VERIFIER_FEATURES), "params": {"C": c, "seed": seed},
                                   "base_rate": float(y.mean()), "threshold_rule": "fixed 0.5, set before any "
                                   "evaluation (training pairs are balanced: one negative per positive)",
@@ -610,36 +741,133 @@ def grouped_folds(groups: npt.ArrayLike, n_splits: int = 5, seed: int = 0) -> It
         yield np.flatnonzero(item_fold != f), np.flatnonzero(item_fold == f)
 
 
-def cross_val_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: int = 5, seed: int = 0,
-                        c: float = 1.0) -> tuple[list[str], npt.NDArray[np.float64]]:
-    """Out-of-fold labels and probabilities, folds grouped by user (each fold's threshold from its train part)."""
-    y = np.asarray(labels, dtype=int)
+@dataclass(frozen=True)
+class FoldRecord:
+    """What one cross-validation fold actually did, for the leakage guarantees to be checked, not assumed.
+
+    ``train_groups``/``test_groups`` are the group values (users, or questions) of the rows in the fold's
+    training and test parts; ``fitted_groups``/``n_fitted`` are read back from the fitted model's
+    :class:`FitRecord` (what :func:`fit_relevance` & co. received), so a fold whose model saw more than its
+    training part cannot pass for one that did not.
+    """
+
+    fold: int
+    train_groups: frozenset[str]
+    test_groups: frozenset[str]
+    fitted_groups: frozenset[str]
+    n_train: int
+    n_test: int
+    n_fitted: int
+    test_index: tuple[int, ...]
+
+    @property
+    def disjoint(self) -> bool:
+        """No group has rows in both the training and the test part."""
+        return not self.train_groups & self.test_groups
+
+    @property
+    def fitted_on_train_only(self) -> bool:
+        """The model was fitted on (a part of) the training rows: no test group, no more rows than the part."""
+        return (self.fitted_groups <= self.train_groups and not self.fitted_groups & self.test_groups
+                and self.n_fitted <= self.n_train)
+
+
+@dataclass
+class CrossValidation:
+    """Out-of-fold predictions of a grouped cross-validation, with the record of every fold."""
+
+    labels: list[str]
+    probabilities: npt.NDArray[np.float64]
+    grouped_by: str
+    """The column whose values are the groups ('user_id' or 'question')."""
+    seed: int
+    folds: list[FoldRecord]
+
+    def record(self) -> dict[str, Any]:
+        """JSON-safe account of what each fold did (for the model's sidecar and the run's parameters).
+
+        User ids are listed; questions (long texts) are represented by a sha256 of their sorted list.
+        """
+        def ids(groups: frozenset[str]) -> dict[str, Any]:
+            digest = hashlib.sha256("\n".join(sorted(groups)).encode("utf-8")).hexdigest()
+            return {"sha256": digest} | ({"ids": sorted(groups)} if self.grouped_by == "user_id" else {})
+
+        return {"grouped_by": self.grouped_by, "seed": self.seed, "n_splits": len(self.folds),
+                "folds": [{"fold": f.fold, "n_train": f.n_train, "n_test": f.n_test, "n_fitted": f.n_fitted,
+                           "n_train_groups": len(f.train_groups), "n_test_groups": len(f.test_groups),
+                           "disjoint": f.disjoint, "fitted_on_train_only": f.fitted_on_train_only,
+                           "test_groups": ids(f.test_groups)} for f in self.folds]}
+
+
+def _group_values(items: pd.DataFrame, rows: npt.NDArray[np.int64], columns: Sequence[str]) -> frozenset[str]:
+    part = items.iloc[rows]
+    return frozenset().union(*(frozenset(part[c].dropna().astype(str)) for c in columns if c in part))
+
+
+def _cross_validate(items: pd.DataFrame, by: str, *, n_splits: int, seed: int,
+                    train_rows: Callable[[npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.int64]],
+                    fit: Callable[[npt.NDArray[np.int64]], TrainedModel],
+                    proba: Callable[[TrainedModel, npt.NDArray[np.int64]], npt.NDArray[np.float64]],
+                    seen_columns: Sequence[str] = ()) -> CrossValidation:
+    """Grouped CV by column ``by``: per fold, fit on ``train_rows(train, test)`` and predict the test part.
+
+    Args:
+        items: The labelled items.
+        by: The grouping column (no value of it is ever in a fold's training and test part at once).
+        n_splits: Folds.
+        seed: Fold-assignment seed.
+        train_rows: The rows of a fold's complement to fit on (all of them, or a filtered subset).
+        fit: Fits a model on the given rows.
+        proba: The fitted model's probabilities for the given (test) rows.
+        seen_columns: Further columns whose values count as groups the model saw (e.g. the verifier's
+            ``source_user``, the user a negative attribute came from).
+    """
     out = np.empty(len(items), dtype=object)
     prob = np.zeros(len(items))
-    for train, test in grouped_folds(items["user_id"].to_numpy(), n_splits, seed):
-        model = fit_relevance(items.iloc[train], y[train], c=c, seed=seed)
-        prob[test] = model.predict_proba(items.iloc[test])
+    folds = []
+    columns = (by, *seen_columns)
+    for k, (rest, test) in enumerate(grouped_folds(items[by].fillna("").astype(str).to_numpy(), n_splits, seed)):
+        train = train_rows(rest, test)
+        model = fit(train)
+        prob[test] = proba(model, test)
         out[test] = model.predict(items.iloc[test], prob[test])
-    return list(out), prob
+        fitted = model.fitted if model.fitted is not None else FitRecord(0, {})
+        folds.append(FoldRecord(
+            fold=k, train_groups=_group_values(items, train, columns), test_groups=_group_values(items, test, (by,)),
+            fitted_groups=frozenset().union(*(fitted.values.get(c, frozenset()) for c in columns)),
+            n_train=len(train), n_test=len(test), n_fitted=fitted.n_rows, test_index=tuple(map(int, test))))
+    return CrossValidation(labels=list(out), probabilities=prob, grouped_by=by, seed=seed, folds=folds)
+
+
+def cross_val_relevance(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: int = 5, seed: int = 0,
+                        c: float = 1.0, features: RelevanceFeatures = "lexical") -> CrossValidation:
+    """Out-of-fold labels and probabilities, folds grouped by user (each fold's threshold from its train part).
+
+    ``features='embed'`` encodes every distinct text once up front: the encoder is fixed (nothing is fitted
+    on any data), so sharing its vectors across folds leaks nothing.
+    """
+    y = np.asarray(labels, dtype=int)
+    if features == "embed":
+        warm_embeddings(items)
+    return _cross_validate(
+        items, "user_id", n_splits=n_splits, seed=seed, train_rows=lambda rest, test: rest,
+        fit=lambda rows: fit_relevance(items.iloc[rows], y[rows], c=c, seed=seed, features=features),
+        proba=lambda model, rows: model.predict_proba(items.iloc[rows]))
 
 
 def cross_val_preference(items: pd.DataFrame, labels: Sequence[str], *, n_splits: int = 5, seed: int = 0,
-                         c: float = 1.0) -> tuple[list[str], npt.NDArray[np.float64]]:
+                         c: float = 1.0) -> CrossValidation:
     """Out-of-fold A/B labels for every item (ties included), folds grouped by question; trained on A/B only."""
     lab = np.asarray(list(labels), dtype=object)
-    out = np.empty(len(items), dtype=object)
-    prob = np.zeros(len(items))
-    for train, test in grouped_folds(items["question"].fillna("").to_numpy(), n_splits, seed):
-        decisive = train[np.isin(lab[train], ["A", "B"])]
-        model = fit_preference(items.iloc[decisive], lab[decisive].tolist(), c=c, seed=seed)
-        prob[test] = model.predict_proba(items.iloc[test])
-        out[test] = model.predict(items.iloc[test], prob[test])
-    return list(out), prob
+    return _cross_validate(
+        items, "question", n_splits=n_splits, seed=seed,
+        train_rows=lambda rest, test: rest[np.isin(lab[rest], ["A", "B"])],
+        fit=lambda rows: fit_preference(items.iloc[rows], lab[rows].tolist(), c=c, seed=seed),
+        proba=lambda model, rows: model.predict_proba(items.iloc[rows]))
 
 
 def cross_val_verifier(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: int = 5, seed: int = 0,
-                       c: float = 1.0, features: npt.NDArray[np.float64] | None = None) -> tuple[
-                           list[str], npt.NDArray[np.float64]]:
+                       c: float = 1.0, features: npt.NDArray[np.float64] | None = None) -> CrossValidation:
     """Out-of-fold ok/bad labels and P(supported), folds grouped by user.
 
     A fold's test part holds every pair whose conversation is one of its users'. Its training part leaves
@@ -648,18 +876,18 @@ def cross_val_verifier(items: pd.DataFrame, labels: npt.ArrayLike, *, n_splits: 
     :func:`verifier_features` of ``items`` when already computed (stateless vectorizers: no fold leakage).
     """
     y = np.asarray(labels, dtype=int)
-    out = np.empty(len(items), dtype=object)
-    prob = np.zeros(len(items))
     source = items["source_user"].astype(str).to_numpy() if "source_user" in items else None
     users = items["user_id"].astype(str).to_numpy()
     x = verifier_features(items, verifier_vocab()) if features is None else features
-    for train, test in grouped_folds(users, n_splits, seed):
-        if source is not None:
-            train = train[~np.isin(source[train], np.unique(users[test]))]
-        model = fit_verifier(items.iloc[train], y[train], c=c, seed=seed, features=x[train])
-        prob[test] = model.classifier.predict_proba(model.scaler.transform(x[test]))[:, 1]
-        out[test] = model.predict(items.iloc[test], prob[test])
-    return list(out), prob
+
+    def train_rows(rest: npt.NDArray[np.int64], test: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return rest if source is None else rest[~np.isin(source[rest], np.unique(users[test]))]
+
+    return _cross_validate(
+        items, "user_id", n_splits=n_splits, seed=seed, train_rows=train_rows, seen_columns=("source_user",),
+        fit=lambda rows: fit_verifier(items.iloc[rows], y[rows], c=c, seed=seed, features=x[rows]),
+        proba=lambda model, rows: np.asarray(model.classifier.predict_proba(model.scaler.transform(x[rows]))[:, 1],
+                                             dtype=float))
 
 
 # --------------------------------------------------------------------------- save / load

