@@ -207,14 +207,18 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
 
     Returns:
         One JSON-safe dict per judge sharing at least one item with the human reference; empty without a
-        reference or without judges.
+        reference, without judges, or when nobody ever gave the ``positive`` label. Each estimate is of its
+        own items: naive, Rogan–Gladen and PPI of the items the judge labelled, human-only of every item
+        with a human reference (they differ where a judge covers a subset, e.g. one PRISM file).
     """
     frame = labels[labels["dataset"] == dataset]
     reference = human_reference(frame, humans)
-    if reference.empty:
-        return []
+    judges = list(judge_labels(frame))
+    used = (reference["label"] == positive).any() or any((j.labels == positive).any() for j in judges)
+    if reference.empty or not used:
+        return []  # no reference, or a label this dataset does not use (a "yes" rate of A/B preferences)
     out = []
-    for j in judge_labels(frame):
+    for j in judges:
         if j.labels.index.intersection(reference.index).empty:
             continue
         row = judge_estimates(j, reference, dataset=dataset, positive=positive, humans=humans,

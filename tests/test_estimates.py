@@ -119,3 +119,11 @@ def test_recenter(recenter_db: Path) -> None:
     # Where every judged item is human-labelled, Rogan–Gladen recovers the human rate exactly (algebra, not fit).
     for r in (r for r in pilot if r["n_judge"] == r["n_both"]):
         assert r["rogan_gladen"] == pytest.approx(r["human_only"])
+
+
+def test_a_label_the_dataset_does_not_use_gives_no_rows() -> None:
+    rows = [("i1", "hm", "human_majority", "A", "u1"), ("i1", "llm1", "llm", "B", "u1"),
+            ("i2", "hm", "human_majority", "B", "u2"), ("i2", "llm1", "llm", "B", "u2")]
+    assert estimate_rows(_frame(rows), "d") == []  # no "yes" anywhere: a yes-rate means nothing here
+    [row] = estimate_rows(_frame(rows), "d", positive="A", n_resamples=50)
+    assert row["quantity"] == "A_rate" and row["naive"] == 0.0 and row["human_only"] == 0.5
