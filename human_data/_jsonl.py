@@ -193,8 +193,13 @@ def run_id_for(path: str | Path) -> str:
     earlier import wrote (see :func:`personagap.store.write_batch`), and a byte-identical file
     under another name is another run.
     """
+    return "import-" + hashlib.sha256(real_path(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def real_path(path: str | Path) -> str:
+    """The absolute path with every symlink resolved: what names an imported file (or folder) in the store."""
     # realpath, not Path.resolve(): it never raises on a symlink loop (the read reports that).
-    return "import-" + hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return os.path.realpath(path)
 
 
 def import_run(path: str | Path, data: bytes, rater: str | None, parameters: dict[str, Any] | None = None) -> Run:
@@ -202,7 +207,7 @@ def import_run(path: str | Path, data: bytes, rater: str | None, parameters: dic
     digest = hashlib.sha256(data).hexdigest()[:16]
     return Run(run_id=run_id_for(path), kind="import", source=str(path), rater=rater, git_sha=git_sha(),
                started_at=now(), finished_at=now(), status="finished",
-               parameters={"sha256_prefix": digest} | (parameters or {}))
+               parameters={"sha256_prefix": digest, "path": real_path(path)} | (parameters or {}))
 
 
 def _decode_error(path: Path, line: int | None, exc: orjson.JSONDecodeError) -> DataError:

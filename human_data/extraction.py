@@ -43,6 +43,7 @@ from personagap.human_data._jsonl import (
     no_rows,
     read_bytes,
     read_jsonl,
+    real_path,
     require_exists,
 )
 from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Stage, User, item_id
@@ -98,6 +99,8 @@ def load_extraction(path: str | Path) -> ExtractionImport:
         DataError: A row deviates from the format; the message names file, line and field.
     """
     result = ExtractionImport()
+    if Path(path).is_dir():
+        result.batch.folders.append(real_path(path))
     state = _State()
     for file in extraction_files(path):
         _load_file(file, result, state)

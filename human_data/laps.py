@@ -36,6 +36,7 @@ from personagap.human_data._jsonl import (
     import_run,
     parse_json,
     read_bytes,
+    real_path,
     require_exists,
 )
 from personagap.records import Item, Stage, User, item_id
@@ -98,6 +99,8 @@ def load_laps(path: str | Path) -> LapsImport:
             the JSON path of the offending field.
     """
     result = LapsImport()
+    if Path(path).is_dir():
+        result.batch.folders.append(real_path(path))
     seen_units: dict[str, str] = {}
     for file in laps_files(path):
         _load_file(file, result, seen_units)

@@ -23,7 +23,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from personagap.human_data._jsonl import DataError, Row, clip, no_rows, read_bytes, read_jsonl, require_exists
+from personagap.human_data._jsonl import (
+    DataError,
+    Row,
+    clip,
+    no_rows,
+    read_bytes,
+    read_jsonl,
+    real_path,
+    require_exists,
+)
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import Item, Label, User, item_id
 
@@ -81,6 +90,7 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
     if not persona_dir.is_dir() or not data_dir.is_dir():
         raise DataError(root, None, None, "not a PersonaFeedback release: expected persona/ and data/ folders")
     result = ResponseImport()
+    result.batch.folders.append(real_path(root))
     personas: dict[str, tuple[str, str]] = {}
     for file in sorted(persona_dir.glob("*.jsonl")):
         count = 0

@@ -26,7 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from personagap.human_data import _jsonl
-from personagap.human_data._jsonl import DataError, Row, cut, no_rows, read_bytes, read_jsonl, require_exists
+from personagap.human_data._jsonl import (
+    DataError,
+    Row,
+    cut,
+    no_rows,
+    read_bytes,
+    read_jsonl,
+    real_path,
+    require_exists,
+)
 from personagap.records import Item, Label, Run, User, item_id
 from personagap.store import ImportBatch
 
@@ -249,6 +258,8 @@ def load_prism(path: str | Path) -> ResponseImport:
     if not files:
         raise DataError(root, None, None, "no prism_*.jsonl files in this folder")
     result = ResponseImport()
+    if root.is_dir():
+        result.batch.folders.append(real_path(root))
     builder = _PairBuilder(result)
     for file in files:
         protocol = parse_file_name(file)

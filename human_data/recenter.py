@@ -32,6 +32,7 @@ from personagap.human_data._jsonl import (
     no_rows,
     read_bytes,
     read_jsonl,
+    real_path,
     require_exists,
 )
 from personagap.records import Attribute, Item, Prompt, RaterKind, Stage, User, item_id, item_ids
@@ -215,6 +216,7 @@ def load_recenter(root: str | Path) -> RecenterImport:
     if not stage2.is_dir() and not pilot.is_dir():
         raise DataError(root, None, None, "not a Re-Centering release: expected a stage2/ or pilot/ folder")
     result = RecenterImport()
+    result.batch.folders.append(real_path(root))  # the release folder is the unit: a file deleted from it goes
     builder = _Builder(result)
     if stage2.is_dir():
         _load_stage2(stage2, builder)

@@ -364,6 +364,8 @@ class WriteSummary:
     """What :func:`write_batch` did, per table: rows inserted, updated, removed and left unchanged."""
 
     tables: dict[str, TableCounts] = field(default_factory=dict)
+    gone: list[str] = field(default_factory=list)
+    """Files imported earlier from the same folders that are no longer there (their rows were removed)."""
 
     def __getitem__(self, table: str) -> TableCounts:
         """The counts of one table (all zero for a table the batch did not touch)."""
@@ -374,12 +376,18 @@ class WriteSummary:
         """Whether the write changed anything at all."""
         return any(c.changed for c in self.tables.values())
 
+    def gone_line(self) -> str:
+        """``; no longer in the folder: FILE, ...`` when earlier-imported files have gone, else ''."""
+        shown = ", ".join(self.gone[:5]) + (f" and {len(self.gone) - 5} more" if len(self.gone) > 5 else "")
+        return f"; no longer in the folder, so removed with their rows: {shown}" if self.gone else ""
+
     def render(self) -> str:
         """One line for the terminal: ``unchanged (...)`` when nothing changed, else the counts per table."""
         if not self.changed:
             held = ", ".join(f"{c.unchanged:,} {table}" for table, c in self.tables.items() if c.unchanged)
             return f"unchanged (the database already held every row: {held or 'none'})"
-        return "; ".join(f"{table} {c.render()}" for table, c in self.tables.items() if c.changed or c.unchanged)
+        return "; ".join(f"{table} {c.render()}" for table, c in self.tables.items()
+                         if c.changed or c.unchanged) + self.gone_line()
 
 
 def upsert(con: duckdb.DuckDBPyConnection, table: str,
@@ -459,6 +467,9 @@ class ImportBatch:
         """Bulk labels, column-wise (what large adapters append to); written together with ``labels``."""
         self.written: WriteSummary | None = None
         """What :func:`write_batch` did with this batch, once it has been written."""
+        self.folders: list[str] = []
+        """Real paths of folders this import reads completely: files imported from them before that the batch
+        no longer holds (deleted from the release) have their rows removed too."""
         self.owned: dict[str, set[str]] = {}
         """Run id -> the items its file mentions. A re-import removes items a file mentioned before and no
         longer does, once no file and no label refers to them (see :func:`write_batch`)."""
@@ -588,7 +599,13 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
             labels = columns_table("labels", {
                 c: [getattr(lab, c) for lab in batch.labels] + bulk[c] for c in TABLES["labels"][0]})
             t["labels"] = upsert_counted(con, "labels", labels)
-            remove_stale(con, summary, [r.run_id for r in batch.runs], labels, items, _owned_table(batch))
+            gone = _gone_runs(con, batch)
+            remove_stale(con, summary, [r.run_id for r in batch.runs] + [g for g, _ in gone], labels, items,
+                         _owned_table(batch))
+            if gone:
+                con.execute("DELETE FROM runs WHERE run_id IN (SELECT unnest(?))", [[g for g, _ in gone]]).fetchall()
+                summary.tables["runs"] = replace(summary["runs"], removed=len(gone))
+                summary.gone = [source for _, source in gone]
             try:
                 con.execute("COMMIT")
             except (duckdb.TransactionException, duckdb.IOException) as exc:
@@ -602,6 +619,20 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
             raise
     batch.written = summary
     return summary
+
+
+def _gone_runs(con: duckdb.DuckDBPyConnection, batch: ImportBatch) -> list[tuple[str, str]]:
+    """(run id, source) of earlier imports of files under ``batch.folders`` that this batch does not hold."""
+    if not batch.folders:
+        return []
+    prefixes = [f.rstrip("/") + "/" for f in batch.folders]
+    rows = con.execute("""
+        SELECT run_id, source FROM runs
+        WHERE kind = 'import' AND run_id NOT IN (SELECT unnest(?))
+          AND list_bool_or([starts_with(json_extract_string(parameters, '$.path'), p) FOR p IN ?])
+        ORDER BY source
+    """, [[r.run_id for r in batch.runs], prefixes]).fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]
 
 
 def _owned_table(batch: ImportBatch) -> pa.Table:

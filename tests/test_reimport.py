@@ -240,3 +240,17 @@ def test_write_batch_contract_for_other_importers(tmp_path: Path) -> None:
     summary = write_batch(db, batch(["a", "c"]))
     assert (summary["labels"].removed, summary["labels"].unchanged, summary["items"].removed) == (1, 2, 1)
     assert not write_batch(db, batch(["a", "c"])).changed
+
+
+def test_file_deleted_from_the_release_folder_goes_with_its_rows(stage2_copy: Path, tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    import_recenter(stage2_copy, db)
+    gone = stage2_copy / "stage2" / "llm_relevance" / "google_gemma-4-31b-it.jsonl"
+    n = sum(len(r["items"]) for r in _rows(gone))
+    assert _labels_of(db, "google_gemma-4-31b-it", STAGE2) == n
+    gone.unlink()
+    again = import_recenter(stage2_copy, db)
+    assert _labels_of(db, "google_gemma-4-31b-it", STAGE2) == 0
+    assert again.written["labels"].removed == n and again.written["runs"].removed == 1
+    assert again.written.gone == [str(gone)] and "no longer in the folder" in again.render()
+    # (Importing one file of a folder on its own removes nothing of the others: see the PRISM test above.)
