@@ -55,6 +55,8 @@ from personagap.analysis.comparable import (
     reference_sql,
 )
 from personagap.analysis.pairwise import PairwiseResult, mean_pair_samples, pairwise_agreement
+from personagap.analysis.panel import PanelFields, panel_lines
+from personagap.analysis.robust import panel_fields
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {
@@ -76,7 +78,7 @@ BLIND_SQL = blind_human_sql("l")
 ANCHORED_SQL = anchored_human_sql("l")
 
 
-class JudgeScore(BaseModel):
+class JudgeScore(PanelFields):
     """One judge's labels on one dataset of one stage, compared with the human reference."""
 
     stage: str
@@ -336,7 +338,8 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         stage=stage, dataset=dataset, judge=judge, rater=rater, rater_kind=rater_kind, condition=condition,
         n=int(total.sum()), n_users=len(users), failures=failures, categories=categories,
         confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
-        accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined, **extra,
+        accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined,
+        **panel_fields(tables, weights, level), **extra,
     )
 
 
@@ -648,6 +651,7 @@ def render_diagnosis(d: Diagnosis) -> str:
         if s.best is not None and s.worst is not None:
             lines.append(f"  best judge:  {s.best.judge} ({s.best.dataset}, n={s.best.n}): {_kappa_text(s.best)}")
             lines.append(f"  worst judge: {s.worst.judge} ({s.worst.dataset}, n={s.worst.n}): {_kappa_text(s.worst)}")
+            lines += [f"  robust panel, {line.strip()}" for line in panel_lines([(f"best {s.best.judge}", s.best)])]
         for c in s.ceilings:
             lines.append(f"  human ceiling: {_ceiling_text(c)}")
         if s.gap is not None:

@@ -399,7 +399,8 @@ def majority(labels: Iterable[str]) -> str | None:
 
 
 def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,
-                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
+                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                       extra: tuple[str, ...] = ()) -> dict[str, Estimate]:
     """Cohen's kappa and accuracy of a judge's verdicts against reference verdicts, items joined by id.
 
     Args:
@@ -408,17 +409,18 @@ def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], c
         cluster_of: Item id -> user.
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
+        extra: More registered metrics on the same tables and resamples (e.g. the robust panel).
 
     Returns:
-        ``{'kappa', 'accuracy'}`` estimates (NaN with no shared item); the shared count is
+        ``{'kappa', 'accuracy'}`` (and ``extra``) estimates (NaN with no shared item); the shared count is
         ``len(set(judge) & set(reference))``.
     """
     shared = sorted(set(judge) & set(reference))
+    metrics = ("kappa", "accuracy", *extra)
     if not shared:
-        nan = Estimate(_NAN, (_NAN, _NAN))
-        return {"kappa": nan, "accuracy": nan}
+        return dict.fromkeys(metrics, Estimate(_NAN, (_NAN, _NAN)))
     return agreement([reference[i] for i in shared], [judge[i] for i in shared], [cluster_of[i] for i in shared],
-                     metrics=("kappa", "accuracy"), n_resamples=n_resamples, seed=seed)
+                     metrics=metrics, n_resamples=n_resamples, seed=seed)
 
 
 @dataclass(frozen=True)

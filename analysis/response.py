@@ -130,11 +130,22 @@ BASELINES = ("always-A", "always-longer")
 
 
 def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
-                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
-    """Accuracy and Cohen's kappa of a judge against the human label, with cluster-bootstrap CIs."""
+                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                   extra: tuple[str, ...] = ()) -> dict[str, Estimate]:
+    """Accuracy and Cohen's kappa of a judge against the human label, with cluster-bootstrap CIs.
+
+    Args:
+        human: Reference labels.
+        judge: The judge's labels, aligned.
+        clusters: Cluster (user) of each item.
+        n_resamples: Bootstrap resamples.
+        seed: Resampling seed.
+        extra: More registered metrics on the same tables and resamples (e.g. the robust panel).
+    """
+    metrics = ("accuracy", "kappa", *extra)
     if np.asarray(human).size == 0:
-        return {"accuracy": NAN_ESTIMATE, "kappa": NAN_ESTIMATE}
-    return agreement(human, judge, clusters, metrics=("accuracy", "kappa"), n_resamples=n_resamples, seed=seed)
+        return dict.fromkeys(metrics, NAN_ESTIMATE)
+    return agreement(human, judge, clusters, metrics=metrics, n_resamples=n_resamples, seed=seed)
 
 
 def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_profile: npt.ArrayLike,

@@ -50,6 +50,7 @@ from personagap.analysis.extraction import (
     rater_agreement,
     verdict_rates,
 )
+from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
 from personagap.store import ImportBatch, StoreError, gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class HumanAgreement(BaseModel):
     per_annotator: list[VerdictRow]
 
 
-class VerifierAgreement(BaseModel):
+class VerifierAgreement(PanelFields):
     """A verifier's verdicts against the per-item human majority (ties dropped)."""
 
     dataset: str
@@ -178,6 +179,10 @@ class ExtractionReport(BaseModel):
     ci_level: float = 0.95
     majority_rule: str = MAJORITY_RULE
     min_users_for_ci: int = MIN_USERS_FOR_CI
+    alt_test: list[dict[str, Any]] = Field(default_factory=list, description="Alternative-annotator test per "
+                                           "verifier and dataset (blind human verdicts).")
+    estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human 'ok' (acceptance) "
+                                            "rate per verifier.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
@@ -226,7 +231,9 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
     verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
     kw = {"n_resamples": n_resamples, "seed": seed}
-    return ExtractionReport(
+    verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
+    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed)
+    return ExtractionReport(alt_test=alt_test, estimates=estimates,
         human_agreement=_human_agreement(verdicts, **kw), acceptance=_acceptance(verdicts, **kw),
         verifiers=_verifiers(verdicts, **kw), extractors=_extractor_runs(items, labels),
         gold=_gold_summary(items), matching=_matching(items, labels, **kw), n_resamples=n_resamples, seed=seed)
@@ -292,12 +299,13 @@ def _verifiers(verdicts: pd.DataFrame, **kw: Any) -> list[VerifierAgreement]:
         judges = rows[rows["rater_kind"].isin(VERIFIER_KINDS) & rows["label"].notna()]
         for rater, g in judges.groupby("rater", sort=True):
             mine = dict(zip(g["item_id"], g["label"], strict=True))
-            est = judge_vs_reference(mine, reference, cluster_of, **kw)
+            est = judge_vs_reference(mine, reference, cluster_of, extra=panel_metrics(False), **kw)
             shared = set(mine) & set(reference)
             out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
                                          n_users=len({cluster_of[i] for i in shared}),
                                          kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
-                                         accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"])))
+                                         accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
+                                         **panel_values(est)))
     return out
 
 
@@ -485,6 +493,9 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
             lines.append(f"  {v.dataset}: {v.verifier}: n {v.n}, kappa {_fmt(v.kappa)} "
                          f"{ci_text(ci=v.kappa_ci, n_users=v.n_users)}, accuracy {_fmt(v.accuracy)} "
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
+        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += panel_lines((f"{v.verifier} ({v.dataset})", v) for v in report.verifiers)
+    lines += extras_lines(report.alt_test, report.estimates)
     lines += ["", "Gold preferences:"]
     if not report.gold:
         lines.append("  (none imported: personagap import laps PATH, or gold in an extraction JSONL)")

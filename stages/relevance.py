@@ -42,6 +42,7 @@ from personagap.analysis.comparable import (
     reference_labels,
 )
 from personagap.analysis.pairwise import pairwise_agreement
+from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
 
 REFERENCE = "human_majority"
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "judge_agreements", "multi_rater_report",
@@ -54,7 +55,7 @@ ANCHORED_TITLE = "anchored (annotators saw an LLM label)"
 _ANCHORED_PRIORITY = {CONVERTED_SHOWN_LLM: 0, SHOWN_LLM: 1}
 
 
-class JudgeAgreement(BaseModel):
+class JudgeAgreement(PanelFields):
     """One judge's relevance labels compared with the human majority on the same items."""
 
     judge: str
@@ -122,6 +123,9 @@ class RelevanceReport(BaseModel):
     pilot_anchored: MultiRaterReport | None = Field(
         default=None, description="Labels given after seeing an LLM's label: reported apart, never a ceiling.")
     notes: list[str] = Field(default_factory=list)
+    alt_test: list[dict[str, Any]] = Field(default_factory=list, description="Alternative-annotator test per judge "
+                                           "and dataset (blind humans; the pilot's anchored humans apart).")
+    estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human yes-rate per judge.")
     majority_rule: str = MAJORITY_RULE
     n_resamples: int
     seed: int
@@ -169,7 +173,8 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
             continue
         # A judge whose every answer failed still gets a row: its failures are the finding.
         est = agreement(joined["label_human"].map(_BINARY).to_numpy(), joined["label"].map(_BINARY).to_numpy(),
-                        joined["user_id"].to_numpy(), metrics=_METRICS, n_resamples=n_resamples, seed=seed)
+                        joined["user_id"].to_numpy(), metrics=_METRICS + panel_metrics(True),
+                        n_resamples=n_resamples, seed=seed)
         reasons = Counter(_reason_kind(e) for e in failed["error"])
         out.append(JudgeAgreement(
             judge=str(rater) if not condition else f"{rater} [{condition}]", dataset=dataset, rater_kind=str(kind),
@@ -181,7 +186,7 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
             human_yes_rate=est["human_yes_rate"].value, judge_yes_rate=est["judge_yes_rate"].value,
             precision=est["precision"].value, precision_ci=ci_list(est["precision"]),
             recall=est["recall"].value, recall_ci=ci_list(est["recall"]),
-            f1=est["f1"].value, f1_ci=ci_list(est["f1"]), accuracy=est["accuracy"].value,
+            f1=est["f1"].value, f1_ci=ci_list(est["f1"]), accuracy=est["accuracy"].value, **panel_values(est),
         ))
     return out
 
@@ -282,8 +287,11 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
             notes.append(f"{pilot_dataset}: {n_anchored} annotators' labels "
                          "given after seeing an LLM's label are reported apart as anchored; they are never blind "
                          "figures or a ceiling.")
-    return RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes,
-                           n_resamples=n_resamples, seed=seed)
+    alt_test, estimates = report_extras(labels, datasets, positive="yes",
+                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
+                                        n_resamples=n_resamples, seed=seed)
+    return RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
+                           estimates=estimates, n_resamples=n_resamples, seed=seed)
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -330,6 +338,11 @@ def render_relevance(report: RelevanceReport) -> str:
         lines += [""] + _multi_rater_lines(report.pilot, report.n_resamples)
     if report.pilot_anchored is not None:
         lines += ["", "Not blind — not a ceiling:"] + _multi_rater_lines(report.pilot_anchored, report.n_resamples)
+    rows = [*report.judges, *(report.pilot.judges if report.pilot else [])]
+    if rows:
+        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += panel_lines((f"{j.judge} ({j.dataset})", j) for j in rows)
+    lines += extras_lines(report.alt_test, report.estimates)
     for note in report.notes:
         lines += ["", f"Note: {note}"]
     return "\n".join(lines)

@@ -50,6 +50,7 @@ from personagap.analysis.comparable import (
     comparable_judge_mask,
     reference_labels,
 )
+from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
 from personagap.analysis.response import (
     BASELINES,
     accuracy_gap,
@@ -89,7 +90,7 @@ class GroupAccuracy(BaseModel):
     accuracy: float
 
 
-class JudgeResult(BaseModel):
+class JudgeResult(PanelFields):
     """One judge (rater + condition) on one dataset, compared with the human label."""
 
     judge: str = Field(description="Rater, with its condition in brackets when it has one.")
@@ -211,6 +212,10 @@ class ResponseReport(BaseModel):
     profile_gaps: list[ProfileGap]
     generic_vs_personalized: list[GenericVsPersonalized]
     usr: UsrReport | None
+    alt_test: list[dict[str, Any]] = Field(default_factory=list, description="Alternative-annotator test per judge "
+                                           "and dataset (needs several humans per item: USR, not PRISM).")
+    estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human 'uses the persona' "
+                                            "rate per judge (yes/no datasets only).")
     n_resamples: int
     seed: int
     ci_level: float = 0.95
@@ -414,8 +419,15 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
             judges += js
             if dataset == USR_DATASET or usr is None:
                 usr = report
+    # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
+    # datasets only (an A/B/tie preference has no single "positive" label).
+    datasets = sorted(map(str, labels["dataset"].unique()))
+    binary = [ds for ds in datasets if set(labels.loc[(labels["dataset"] == ds) & labels["label"].notna(), "label"])
+              <= {"yes", "no"}]
+    alt_test, estimates = report_extras(labels, datasets, positive="yes", rate_datasets=binary,
+                                        n_resamples=n_resamples, seed=seed)
     return ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp, usr=usr,
-                          n_resamples=n_resamples, seed=seed)
+                          alt_test=alt_test, estimates=estimates, n_resamples=n_resamples, seed=seed)
 
 
 def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_resamples: int,
@@ -441,7 +453,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         clusters = items.loc[ids, "user_id"].to_numpy()
         judge = joined["label"].to_numpy(dtype=object)
         human = joined["human"].to_numpy(dtype=object)
-        est = judge_vs_human(human, judge, clusters, n_resamples=n_resamples, seed=seed)
+        est = judge_vs_human(human, judge, clusters, n_resamples=n_resamples, seed=seed, extra=panel_metrics(False))
         swapped = np.array([bool(_meta(m).get("swapped", False)) for m in joined["meta"]])
         first = first_position_rate(judge, swapped, clusters, n_resamples=n_resamples, seed=seed)
         longer = longer_rate(judge, len_a.loc[ids], len_b.loc[ids], clusters, n_resamples=n_resamples, seed=seed)
@@ -475,7 +487,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
             always_a_accuracy=float((baseline_labels("always-A", len_a.loc[ids], len_b.loc[ids]) == human).mean()),
             always_longer_accuracy=float(
                 (baseline_labels("always-longer", len_a.loc[ids], len_b.loc[ids]) == human).mean()),
-            swap_consistency=consistency, swap_pairs=swap_n, by_group=by_group,
+            swap_consistency=consistency, swap_pairs=swap_n, by_group=by_group, **panel_values(est),
         ))
 
     human_rows = []
@@ -584,13 +596,14 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
             continue
         h = joined["human"].map(_YES).to_numpy().astype(int)
         j = joined["label"].map(_YES).to_numpy().astype(int)
-        est = judge_vs_human(h, j, joined["user_id"].to_numpy(), n_resamples=n_resamples, seed=seed)
+        est = judge_vs_human(h, j, joined["user_id"].to_numpy(), n_resamples=n_resamples, seed=seed,
+                             extra=panel_metrics(True))
         judge_results.append(JudgeResult(
             judge=str(rater), rater=str(rater), condition="", dataset=dataset, rater_kind=str(kind),
             reference="human majority (uses knowledge)", n=len(joined), n_users=int(joined["user_id"].nunique()),
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
             kappa_ci=ci_list(est["kappa"]), failures=len(failed),
-            failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])),
+            failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])), **panel_values(est),
         ))
         versus.append(RaterVsJudge(judge=str(rater), rater="majority", n=len(joined), accuracy=est["accuracy"].value,
                                    kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"])))
@@ -704,4 +717,8 @@ def render_response(report: ResponseReport) -> str:
                              f"{_fmt(v.kappa)} {_fmt_ci(v.kappa_ci)}")
         else:
             lines.append("  (no persona-use judge yet: personagap judge response --judge persona-use --model M)")
+    if report.judges:
+        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += panel_lines((f"{j.judge} ({j.dataset})", j) for j in report.judges)
+    lines += extras_lines(report.alt_test, report.estimates)
     return "\n".join(lines)

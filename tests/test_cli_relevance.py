@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sklearn.metrics import cohen_kappa_score, precision_score, recall_score
+from sklearn.metrics import (
+    balanced_accuracy_score,
+    cohen_kappa_score,
+    matthews_corrcoef,
+    precision_score,
+    recall_score,
+)
 
 from personagap.cli import cli
 
@@ -30,6 +36,15 @@ def _independent(root: Path, name: str) -> tuple[float, float, int]:
     h = [human[k] for k in keys]
     j = [llm[k] for k in keys]
     return cohen_kappa_score(h, j), sum(j) / sum(h), len(keys)
+
+
+def _stage2_labels(root: Path, name: str) -> tuple[dict, dict, list]:
+    """Human majority and one LLM file's labels keyed by (user, prompt, attribute), read from the release files."""
+    human = {(r["user_id"], int(r["prompt_id"].rsplit("_", 1)[1]), a["attribute"]): int(a["is_relevant"])
+             for r in _jsonl(root / "stage2/task6_items.jsonl") for a in r["attributes"]}
+    llm = {(r["user_id"], r["prompt_index"], i["attribute"]): int(i["relevant"])
+           for r in _jsonl(root / f"stage2/llm_relevance/{name}.jsonl") for i in r["items"]}
+    return human, llm, sorted(set(human) & set(llm))
 
 
 @pytest.fixture(scope="module")
@@ -53,15 +68,32 @@ def test_report_recomputes_kappa_and_over_selection(report_json: dict, shared_da
 
 
 def test_report_precision_recall_match_sklearn(report_json: dict, shared_data: Path) -> None:
-    root = shared_data / "recenter"
-    human = {(r["user_id"], int(r["prompt_id"].rsplit("_", 1)[1]), a["attribute"]): int(a["is_relevant"])
-             for r in _jsonl(root / "stage2/task6_items.jsonl") for a in r["attributes"]}
-    llm = {(r["user_id"], r["prompt_index"], i["attribute"]): int(i["relevant"])
-           for r in _jsonl(root / "stage2/llm_relevance/gpt-5.4.jsonl") for i in r["items"]}
-    keys = sorted(set(human) & set(llm))
+    human, llm, keys = _stage2_labels(shared_data / "recenter", "gpt-5.4")
     (row,) = [j for j in report_json["judges"] if j["judge"] == "gpt-5.4"]
     assert row["precision"] == pytest.approx(precision_score([human[k] for k in keys], [llm[k] for k in keys]))
     assert row["recall"] == pytest.approx(recall_score([human[k] for k in keys], [llm[k] for k in keys]))
+
+
+def test_report_rows_carry_the_robust_panel_and_the_report_the_test_and_estimates(report_json: dict,
+                                                                                   shared_data: Path) -> None:
+    human, llm, keys = _stage2_labels(shared_data / "recenter", "gpt-5.4")
+    h, j = [human[k] for k in keys], [llm[k] for k in keys]
+    (row,) = [r for r in report_json["judges"] if r["judge"] == "gpt-5.4"]
+    assert row["mcc"] == pytest.approx(matthews_corrcoef(h, j))
+    assert row["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(h, j))
+    n = len(keys)
+    both_yes, both_no = sum(a and b for a, b in zip(h, j, strict=True)), sum(not a and not b for a, b in zip(h, j,
+                                                                                                             strict=True))
+    assert row["prevalence_index"] == pytest.approx((both_yes - both_no) / n)
+    assert row["bias_index"] == pytest.approx((sum(j) - sum(h)) / n)
+    assert row["pabak"] == pytest.approx(2 * sum(a == b for a, b in zip(h, j, strict=True)) / n - 1)
+    for name in ("ac1", "mcc", "balanced_accuracy"):
+        lo, hi = row[f"{name}_ci"]
+        assert lo <= row[name] <= hi
+    assert {(t["judge"], t["dataset"]) for t in report_json["alt_test"]} >= {("gpt-5.4", "recenter-stage2")}
+    rates = [e for e in report_json["estimates"] if e["judge"] == "gpt-5.4" and e["dataset"] == "recenter-stage2"]
+    assert rates and rates[0]["naive"] == pytest.approx(sum(llm.values()) / len(llm))
+    assert rates[0]["human_only"] == pytest.approx(sum(human.values()) / len(human))
 
 
 def test_pilot_tables_have_all_three_pair_types(report_json: dict) -> None:

@@ -313,6 +313,25 @@ def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: P
     assert f"; {g['n_users']} users]" in text
 
 
+# --------------------------------------------------------------------------- issue 13 panel in every report
+
+def test_response_report_and_diagnosis_carry_the_robust_panel(shared_db: Path) -> None:
+    report = _json(["report", "response", "--db", str(shared_db), "--json", "--resamples", "50"])
+    pairwise = [j for j in report["judges"] if j["dataset"] == "prism-judge"]
+    assert pairwise
+    for j in pairwise:  # A/B/tie: the panel is defined, the yes/no indices are not
+        assert j["ac1_ci"][0] <= j["ac1"] <= j["ac1_ci"][1] and -1 <= j["mcc"] <= 1
+        assert j["prevalence_index"] is None and j["bias_index"] is None
+    prism_tests = [t for t in report["alt_test"] if t["dataset"] == "prism-judge"]
+    assert prism_tests and not any(t["applicable"] for t in prism_tests)  # one human per item: says why not
+    assert all(t["reason"] for t in prism_tests)
+    data = _json(["diagnose", "--db", str(shared_db), "--json", "--resamples", "50"])
+    best = data["stages"][2]["best"]
+    assert best["ac1"] is not None and best["balanced_accuracy_ci"][0] <= best["balanced_accuracy"]
+    (row,) = [j for j in pairwise if j["judge"] == best["judge"]]
+    assert best["mcc"] == pytest.approx(row["mcc"])  # the diagnosis and the report agree
+
+
 # --------------------------------------------------------------------------- defect 8: demo keeps your data
 
 def test_demo_refuses_an_existing_non_demo_database(recenter_db_copy: Path) -> None:

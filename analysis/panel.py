@@ -1,0 +1,134 @@
+"""The prevalence-robust panel, the alternative-annotator test and corrected estimates, as every report shows them.
+
+:mod:`personagap.analysis.robust`, :mod:`personagap.analysis.alt_test` and
+:mod:`personagap.analysis.estimates` compute the figures; this module is the one place that turns them
+into report fields (judge rows gain :class:`PanelFields`; reports gain ``alt_test`` and ``estimates``
+lists) and text, so the stage reports and ``diagnose`` cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+import personagap.analysis.robust as robust  # registers the panel's table metrics
+from personagap.analysis.agreement import Estimate, ci_list
+from personagap.analysis.alt_test import alt_test_rows
+from personagap.analysis.estimates import estimate_rows
+
+PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
+"""Panel figures with a CI (any number of classes)."""
+BINARY_POINT_METRICS: tuple[str, ...] = robust.PANEL_POINT_ONLY
+"""Panel figures for yes/no labels only, without a CI (prevalence and bias indices)."""
+_NAN = float("nan")
+
+
+def _nan_pair() -> list[float]:
+    return [_NAN, _NAN]
+
+
+class PanelFields(BaseModel):
+    """Prevalence-robust agreement beside kappa (same items, same resampled users)."""
+
+    ac1: float = Field(default=_NAN, description="Gwet's AC1.")
+    ac1_ci: list[float] = Field(default_factory=_nan_pair)
+    pabak: float = Field(default=_NAN, description="Prevalence- and bias-adjusted kappa.")
+    pabak_ci: list[float] = Field(default_factory=_nan_pair)
+    mcc: float = Field(default=_NAN, description="Matthews correlation.")
+    mcc_ci: list[float] = Field(default_factory=_nan_pair)
+    balanced_accuracy: float = Field(default=_NAN, description="Mean per-human-class recall.")
+    balanced_accuracy_ci: list[float] = Field(default_factory=_nan_pair)
+    prevalence_index: float = Field(default=_NAN, description="(both yes - both no) / n; yes/no labels only.")
+    bias_index: float = Field(default=_NAN, description="(judge yes - human yes) / n; yes/no labels only.")
+
+
+def panel_metrics(binary: bool) -> tuple[str, ...]:
+    """The registered metric names to estimate for a judge row (binary-only ones only for yes/no labels)."""
+    return PANEL_METRICS + (BINARY_POINT_METRICS if binary else ())
+
+
+def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
+    """:class:`PanelFields` keyword arguments from estimates keyed by metric name (missing ones stay NaN)."""
+    out: dict[str, Any] = {}
+    for name in PANEL_METRICS:
+        if name in estimates:
+            out[name], out[f"{name}_ci"] = estimates[name].value, ci_list(estimates[name])
+    for name in BINARY_POINT_METRICS:
+        if name in estimates:
+            out[name] = estimates[name].value
+    return out
+
+
+def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
+                  rate_datasets: Iterable[str] | None = None, n_resamples: int,
+                  seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
+
+    Args:
+        labels: The stage's tidy labels (item_id, rater, rater_kind, condition, label, user_id, dataset).
+        datasets: Datasets to cover (blind humans).
+        positive: The label whose human rate the estimates correct (None: no estimates, e.g. A/B/tie).
+        anchored: Datasets to cover again with anchored humans, reported apart (rows say ``humans``).
+        rate_datasets: Only these get estimates (default: all), e.g. the yes/no ones.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+    """
+    tests: list[dict[str, Any]] = []
+    rates: list[dict[str, Any]] = []
+    runs = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
+    rated = None if rate_datasets is None else set(rate_datasets)
+    for ds, humans in runs:
+        tests += alt_test_rows(labels, ds, humans=humans)  # type: ignore[arg-type]
+        if positive is not None and (rated is None or ds in rated):
+            rates += estimate_rows(labels, ds, positive=positive, humans=humans,  # type: ignore[arg-type]
+                                   n_resamples=n_resamples, seed=seed)
+    return tests, rates
+
+
+def _f(v: Any, digits: int = 2) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _ci(ci: list[Any] | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None or any(isinstance(c, float) and math.isnan(c) for c in ci):
+        return ""
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
+def panel_lines(rows: Iterable[tuple[str, PanelFields]]) -> list[str]:
+    """One text line per judge: AC1, PABAK, MCC and balanced accuracy with CIs, prevalence and bias indices."""
+    out = []
+    for name, p in rows:
+        indices = ("" if math.isnan(p.prevalence_index) else
+                   f", prevalence index {_f(p.prevalence_index)}, bias index {p.bias_index:+.2f}")
+        out.append(f"  {name}: AC1 {_f(p.ac1)}{_ci(p.ac1_ci)}, PABAK {_f(p.pabak)}, MCC {_f(p.mcc)}{_ci(p.mcc_ci)}, "
+                   f"balanced accuracy {_f(p.balanced_accuracy)}{_ci(p.balanced_accuracy_ci)}{indices}")
+    return out
+
+
+def extras_lines(alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]]) -> list[str]:
+    """Text for a report's alternative-annotator test and corrected estimates."""
+    lines: list[str] = []
+    if alt_test:
+        lines += ["", "Alternative-annotator test (can the judge replace a human? Calderon et al. 2025):"]
+        for t in alt_test:
+            who = f"{t['judge']} on {t['dataset']} ({t.get('humans', 'blind')} humans)"
+            if not t.get("applicable", True):
+                lines.append(f"  {who}: not applicable: {t.get('reason', '')}")
+            else:
+                lines.append(f"  {who}: {'PASSED' if t['passed'] else 'not passed'} at epsilon {t['epsilon']}: "
+                             f"winning rate {_f(t['winning_rate'])}, advantage probability "
+                             f"{_f(t['advantage_probability'])}, {t['n_items']} items, {t['n_annotators']} annotators")
+    if estimates:
+        lines += ["", "Corrected estimates of the human rate (a judge's naive rate, then corrected with human labels):"]
+        for e in estimates:
+            lines.append(f"  {e['judge']} on {e['dataset']} ({e.get('humans', 'blind')} humans), {e['quantity']}: "
+                         f"naive {_f(e['naive'])}, Rogan-Gladen {_f(e['rogan_gladen'])}{_ci(e['rogan_gladen_ci'])}, "
+                         f"PPI {_f(e['ppi'])}{_ci(e['ppi_ci'])}, human only {_f(e['human_only'])}"
+                         f"{_ci(e['human_only_ci'])} (n human {e['n_human']}, n judge {e['n_judge']}, "
+                         f"{e.get('n_users', '?')} users)")
+    return lines
