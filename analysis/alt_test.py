@@ -185,7 +185,7 @@ def indicators(judge: Mapping[str, Any], humans: pd.DataFrame, *, scoring: Scori
         min_items_per_annotator: Annotators with fewer remaining items are not tested.
     """
     score = SCORERS[scoring]
-    rows = humans[humans["item_id"].isin(list(judge))]
+    rows = humans[humans["item_id"].isin(list(judge))].drop_duplicates(["item_id", "rater"])
     per_item = rows.groupby("item_id")["rater"].transform("size")
     rows = rows[per_item >= min_humans_per_item]
     by_item: dict[str, dict[str, Any]] = {}
@@ -264,7 +264,7 @@ def alt_test(judge: Mapping[str, Any], humans: pd.DataFrame, *, judge_name: str,
     if not judge:
         return not_applicable("the judge labelled no item")
     shared = humans[humans["item_id"].isin(list(judge))]
-    counts = shared.groupby("item_id")["rater"].size()
+    counts = shared.groupby("item_id")["rater"].nunique()
     if counts.empty or counts.max() < min_humans_per_item:
         most = int(counts.max()) if not counts.empty else 0
         return not_applicable(f"no item the judge labelled has {min_humans_per_item} {humans_kind} human labels "
