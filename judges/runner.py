@@ -162,6 +162,17 @@ ANSWER_NEUTRAL_SETTINGS = frozenset({"api_key_env", "timeout"})
 Every other field -- and any field added later -- is part of the cache key."""
 
 
+def lm_identity(lm: LMConfig) -> dict[str, Any]:
+    """The LM settings that can change an answer: all but :data:`ANSWER_NEUTRAL_SETTINGS`, server URL normalised.
+
+    The one rule for which settings belong in a cache key; code with its own request cache (the optimiser's)
+    adds this to its key so that, e.g., the same model name on another server is never served from the cache.
+    """
+    settings = {k: v for k, v in lm.public().items() if k not in ANSWER_NEUTRAL_SETTINGS}
+    settings["api_base"] = (lm.api_base or "").rstrip("/") or None  # '.../v1/' and '.../v1' are one server
+    return settings
+
+
 def request_extra(judge: Judge, lm: LMConfig) -> dict[str, Any]:
     """Request arguments beyond the messages and the LM settings (the ``response_format`` when structured)."""
     wanted = judge.response_format()
@@ -189,13 +200,11 @@ def call_identity(judge: Judge, lm: LMConfig, program: Program | None = None) ->
         A hex digest; combine it with a task's inputs with :func:`answer_key`.
     """
     program = program or judge.program()
-    settings = {k: v for k, v in lm.public().items() if k not in ANSWER_NEUTRAL_SETTINGS}
-    settings["api_base"] = (lm.api_base or "").rstrip("/") or None  # '.../v1/' and '.../v1' are one server
     signature = program.signature
     fields = {name: [role, str(info.annotation), info.json_schema_extra]
               for role, group in (("in", signature.input_fields), ("out", signature.output_fields))
               for name, info in group.items()}
-    blob = {"judge": judge.name, "version": judge.version, "lm": settings, "request": request_extra(judge, lm),
+    blob = {"judge": judge.name, "version": judge.version, "lm": lm_identity(lm), "request": request_extra(judge, lm),
             "system": adapter_for(lm.adapter).format_system_message(signature), "fields": fields,
             "demos": [_plain(d) for d in program.demos]}
     return _digest(blob)
