@@ -11,6 +11,16 @@ Parses the release exactly as published (layout in ``shared/DATA.md``)::
 
 Relevance items are keyed by (user_id, prompt_index, attribute text). Nothing is
 written until every file has been read and checked; then one transaction writes it.
+
+Pilot label conditions (the rule of :mod:`personagap.analysis.comparable`):
+
+* task 2 (the annotator saw an LLM's label first): ``shown-llm`` (yes/no) and ``shown-llm-rating``;
+* task 3: blind (``''``), except rows whose note is ``[converted from task2]`` (every row of
+  annotator_06, 07, 09 and 10): copies of task-2 labels, stored as ``shown-llm-converted``;
+* ``task3_relevance_clf.jsonl`` majorities: a 2-2 tie is undecided and gets no label (the file codes
+  it "no"); a majority is blind only if the release's blind task-3 labels alone reproduce it (as many
+  blind votes as ``n_annotators``, with the same yes count), else ``anchored-majority``. On the
+  published release no majority qualifies: only two annotators gave blind task-3 labels.
 """
 
 from __future__ import annotations
