@@ -23,6 +23,7 @@ any other label counts as not positive. Human and judge labels are chosen by
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -191,7 +192,19 @@ def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str
         n_human=len(reference), n_judge=len(judge.labels), n_both=len(labelled), n_users=len(ids))
 
 
+def per_item_hits(labels: pd.Series, target: pd.Series) -> pd.Series:
+    """``"yes"`` where an item's label equals its own target label, else ``"no"``; items without a target dropped.
+
+    For quantities whose positive label differs by item, e.g. "the personalised answer is preferred" when the
+    personalised answer is A on some items and B on others.
+    """
+    kept = labels[labels.index.isin(target.index)]
+    hit = kept.to_numpy(dtype=object) == target.reindex(kept.index).astype(str).to_numpy(dtype=object)
+    return pd.Series(np.where(hit, "yes", "no"), index=kept.index, dtype=object)
+
+
 def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", humans: HumanSet = "blind",
+                  positive_by_item: pd.Series | None = None, quantity: str | None = None,
                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                   level: float = 0.95) -> list[dict[str, Any]]:
     """Corrected estimates of the human rate of ``positive`` for every judge of ``dataset`` (report rows).
@@ -201,6 +214,12 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
         dataset: Dataset key.
         positive: The label whose human rate is estimated ("yes" for relevance and persona use).
         humans: Reference from blind (default) or anchored humans.
+        positive_by_item: Instead of one ``positive`` label, the positive label of each item (item id ->
+            label), e.g. the position of the personalised answer: the quantity is then the share of items
+            whose label is their own positive one (stage 3: "humans prefer the personalised answer").
+            Items without an entry are left out.
+        quantity: Name of the quantity in the rows [default: ``<positive>_rate``, or ``hit_rate`` with
+            ``positive_by_item``].
         n_resamples: Bootstrap resamples over users.
         seed: Bootstrap seed.
         level: Confidence level.
@@ -214,6 +233,11 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
     frame = labels[labels["dataset"] == dataset]
     reference = human_reference(frame, humans)
     judges = list(judge_labels(frame))
+    if positive_by_item is not None:
+        hits = per_item_hits(reference["label"], positive_by_item)
+        reference = pd.DataFrame({"label": hits, "user_id": reference["user_id"].reindex(hits.index)})
+        judges = [replace(j, labels=per_item_hits(j.labels, positive_by_item)) for j in judges]
+        positive, quantity = "yes", quantity or "hit_rate"
     used = (reference["label"] == positive).any() or any((j.labels == positive).any() for j in judges)
     if reference.empty or not used:
         return []  # no reference, or a label this dataset does not use (a "yes" rate of A/B preferences)
@@ -223,5 +247,7 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
             continue
         row = judge_estimates(j, reference, dataset=dataset, positive=positive, humans=humans,
                               n_resamples=n_resamples, seed=seed, level=level)
+        if quantity:
+            row.quantity = quantity
         out.append(json_safe_dict(row.model_dump()))
     return out

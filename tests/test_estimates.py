@@ -127,3 +127,19 @@ def test_a_label_the_dataset_does_not_use_gives_no_rows() -> None:
     assert estimate_rows(_frame(rows), "d") == []  # no "yes" anywhere: a yes-rate means nothing here
     [row] = estimate_rows(_frame(rows), "d", positive="A", n_resamples=50)
     assert row["quantity"] == "A_rate" and row["naive"] == 0.0 and row["human_only"] == 0.5
+
+
+def test_positive_label_per_item() -> None:
+    # Stage 3: the personalised answer is A on i1, i2 and B on i3, i4. Humans prefer A, B, B, A: the personalised
+    # answer wins on i1 and i3 (hit rate 2/4). The judge always says A: hits on i1, i2 (naive 2/4); against the
+    # humans' hits (y, n, y, n) its hits (y, y, n, n) give sensitivity 1/2, specificity 1/2 -> se + sp = 1: no
+    # Rogan–Gladen estimate (the judge says nothing about which answer people prefer).
+    personalised = pd.Series({"i1": "A", "i2": "A", "i3": "B", "i4": "B"})
+    rows = [(i, "hm", "human_majority", h, "u" + i) for i, h in zip(personalised.index, "ABBA", strict=True)]
+    rows += [(i, "llm1", "llm", "A", "u" + i) for i in personalised.index]
+    rows += [("i5", "hm", "human_majority", "A", "u5"), ("i5", "llm1", "llm", "A", "u5")]  # no target: left out
+    [row] = estimate_rows(_frame(rows), "d", positive_by_item=personalised, quantity="personalised_preferred",
+                          n_resamples=50)
+    assert row["quantity"] == "personalised_preferred"
+    assert row["human_only"] == 0.5 and row["naive"] == 0.5 and row["n_human"] == 4 and row["n_judge"] == 4
+    assert row["sensitivity"] == 0.5 and row["specificity"] == 0.5 and row["rogan_gladen"] is None
