@@ -599,6 +599,8 @@ class OptimizeSettings:
     threads: int = 8
     n_resamples: int = DEFAULT_RESAMPLES
     datasets: tuple[str, ...] | None = None
+    max_items: int | None = None
+    """At most this many items per side (a seeded sample drawn after the user split): a cheap run."""
 
 
 @dataclass(frozen=True)
@@ -697,12 +699,17 @@ def sidecar_path(program_path: str | Path) -> Path:
     return path.with_name(path.name + ".meta.json")
 
 
-def _split_examples(examples: Sequence[Example], split: UserSplit) -> dict[str, list[Example]]:
+def _split_examples(examples: Sequence[Example], split: UserSplit,
+                    max_items: int | None = None) -> dict[str, list[Example]]:
     out: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}
     for e in examples:
         side = split.side(e.user_id)
         if side is not None:
             out[side].append(e)
+    if max_items is not None:
+        # Sampled within each side, after the users were split: a smaller run, never a leak.
+        out = {k: sorted(random.Random(split.seed).sample(v, min(max_items, len(v))), key=lambda e: e.item_id)
+               for k, v in out.items()}
     return out
 
 
@@ -724,7 +731,7 @@ def plan_run(db: str | Path, settings: OptimizeSettings, lm: LMConfig) -> tuple[
     if not examples:
         raise StoreError(f"{db}: no {settings.judge} items with a blind human label; import a release first")
     split = split_users([e.user_id for e in examples], settings.seed, settings.fractions, settings.n_users)
-    sides = _split_examples(examples, split)
+    sides = _split_examples(examples, split, settings.max_items)
     classes = _CLASSES[base_name(judge)]
     train_classes = {e.human for e in sides["train"]}
     if len(train_classes) < 2:
@@ -784,7 +791,7 @@ def optimize(db: str | Path, settings: OptimizeSettings, lm: LMConfig, out: str 
     plan, examples, judge = plan_run(db, settings, lm)
     if on_plan is not None:
         on_plan(plan)
-    sides = _split_examples(examples, plan.split)
+    sides = _split_examples(examples, plan.split, settings.max_items)
     classes = _CLASSES[base_name(judge)]
     meter = Meter(budget=settings.budget, prices=token_prices(lm.model), cache=load_cache(db, judge, lm.model))
     metered = MeteredLM(lm, meter)
@@ -890,6 +897,7 @@ def save_program(program: dspy.Module, out: str | Path, judge: Judge, settings: 
         "format": SIDECAR_FORMAT, "format_version": SIDECAR_VERSION, "program_id": program_id(program, judge),
         "base_judge": judge.name, "judge_version": judge.version, "stage": judge.stage,
         "optimizer": settings.optimizer, "metric": settings.metric, "budget": settings.budget,
+        "max_items": settings.max_items,
         "split_seed": split.seed, "users": {"train": list(split.train), "dev": list(split.dev),
                                             "test": list(split.test)},
         "datasets": list(settings.datasets) if settings.datasets else None,

@@ -350,3 +350,47 @@ def test_response_persona_use_on_usr(shared_data: Path, tmp_path: Path) -> None:
     asked, shown = _users_seen(log[:starts["test"]], user_of)
     assert not (asked | shown) & set(meta["users"]["test"])
     assert result.test["kappa"].difference.ci[0] > 0
+
+
+def test_max_items_samples_within_each_side(opt_db: Path) -> None:
+    from personagap.judges.optimize import plan_run
+
+    lm = LMConfig(model="openai/x", api_base="http://127.0.0.1:9/v1")
+    full, _, _ = plan_run(opt_db, _settings(), lm)
+    small, examples, _ = plan_run(opt_db, _settings(max_items=7), lm)
+    assert small.split == full.split  # the users are split first; items are sampled inside each side
+    assert small.items == {"train": 7, "dev": 7, "test": 7} and small.max_calls["test"] == 14
+
+
+def test_judge_command_wiring_runs_the_program(run: Run, tmp_path: Path) -> None:
+    """The lines the judge commands add (program_option + judge_program), on a command built the same way."""
+    import click
+
+    from personagap._cli_base import RunSettings, db_option, llm_judge_options
+    from personagap.commands.optimize import judge_program, program_option
+
+    @click.command()
+    @click.option("--judge", "judge_name", default=JUDGE)
+    @program_option
+    @click.option("--limit", type=int, default=None)
+    @llm_judge_options()
+    @db_option
+    def judge(judge_name: str, program: str | None, limit: int | None, lm: LMConfig | None, run: RunSettings,
+              db: str) -> None:
+        assert program is not None
+        click.echo(judge_program("relevance", judge_name, db, program, lm, run, limit=limit))
+
+    db = tmp_path / "wiring.duckdb"
+    shutil.copy(run.db, db)
+    with DemoSensitiveServer(DemoSensitiveModel(run.oracle)) as server:
+        ok = CliRunner().invoke(judge, ["--program", str(run.program), "--limit", "5", "--model", "openai/demo",
+                                        "--api-base", server.base_url, "--no-progress", "--db", str(db)])
+        wrong = CliRunner().invoke(judge, ["--judge", "relevance-batched", "--program", str(run.program), "--model",
+                                           "openai/demo", "--api-base", server.base_url, "--db", str(db)])
+        missing = CliRunner().invoke(judge, ["--program", str(tmp_path / "none.json"), "--model", "openai/demo",
+                                             "--db", str(db)])
+        assert server.count == 5
+    assert ok.exit_code == 0, ok.output
+    assert f"{JUDGE}@{run.result.program_id}/v1/openai/demo" in ok.output
+    for bad in (wrong, missing):
+        assert bad.exit_code == 2 and "Traceback" not in bad.output and len(bad.output.strip().splitlines()) == 1

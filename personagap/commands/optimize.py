@@ -36,6 +36,8 @@ _DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the user split (recorded).")
 @click.option("--users", "n_users", type=click.IntRange(min=3), default=None,
               help="Use a seeded subset of this many users (a quick or cheap run).")
+@click.option("--max-items", type=click.IntRange(min=1), default=None,
+              help="At most N items per side (a seeded sample taken after the user split; a cheap run).")
 @click.option("--candidates", type=click.IntRange(min=1), default=4, show_default=True,
               help="Programs the optimiser proposes (each is scored on dev).")
 @click.option("--max-demos", type=click.IntRange(min=0), default=8, show_default=True,
@@ -47,8 +49,8 @@ _DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"
 @llm_judge_options()
 @db_option
 def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric: str, budget: int, out: str | None,
-                     dry_run: bool, seed: int, n_users: int | None, candidates: int, max_demos: int,
-                     datasets: tuple[str, ...], resamples: int, as_json: bool, lm: LMConfig | None,
+                     dry_run: bool, seed: int, n_users: int | None, max_items: int | None, candidates: int,
+                     max_demos: int, datasets: tuple[str, ...], resamples: int, as_json: bool, lm: LMConfig | None,
                      run: RunSettings, db: str) -> None:
     """Optimise a judge's DSPy program toward agreement with humans; report before/after on held-out users.
 
@@ -64,7 +66,7 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
     settings = OptimizeSettings(stage=stage, judge=judge, optimizer=optimizer, metric=metric,  # type: ignore[arg-type]
                                 budget=budget, seed=seed, n_users=n_users, candidates=candidates,
                                 max_demos=max_demos, max_bootstrapped=min(4, max_demos), threads=run.concurrency,
-                                n_resamples=resamples, datasets=datasets or None)
+                                n_resamples=resamples, datasets=datasets or None, max_items=max_items)
     path = out or f"optimized-{stage}.json"
 
     def go() -> Any:
@@ -87,3 +89,44 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
                                                  "cost": result.cost}, indent=2))
     else:
         click.echo(result.render())
+
+
+program_option = click.option(
+    "--program", type=click.Path(dir_okay=False), default=None,
+    help="Judge with a program saved by `personagap optimize` (its PROGRAM.meta.json sidecar beside it): a new "
+         "judge version; its labels on the program's own train/dev users are stored as 'in-sample'.")
+
+
+def judge_program(stage: str, judge_name: str, db: str, program: str, lm: LMConfig | None, run: RunSettings, *,
+                  limit: int | None = None, datasets: tuple[str, ...] = ()) -> str:
+    """`personagap judge STAGE --program PROGRAM`: run a saved program; errors are one line and exit 2.
+
+    Args:
+        stage: 'relevance' or 'response' (the program's stage must match).
+        judge_name: The command's --judge; must be the program's base judge.
+        db: The database.
+        program: The saved program's path.
+        lm: The model to judge with (required).
+        run: Concurrency, retries, progress.
+        limit: Judge only the first N calls.
+        datasets: Only these datasets [default: the program's].
+
+    Returns:
+        The run's summary text.
+    """
+    from personagap.judges.optimize import OptimizeError, judge_with_program, load_program
+
+    def go() -> str:
+        try:
+            meta = load_program(program).meta
+            if meta["stage"] != stage or meta["base_judge"] != judge_name:
+                raise OptimizeError(f"{program}: a {meta['stage']} program for judge {meta['base_judge']!r}; run "
+                                    f"it with: personagap judge {meta['stage']} --judge {meta['base_judge']} --program")
+            llm = require_lm(lm, meta["base_judge"])
+            return str(judge_with_program(db, program, llm, datasets=datasets or None, concurrency=run.concurrency,
+                                          limit=limit, max_retries=run.max_retries, progress=run.progress).render())
+        except OptimizeError as exc:
+            click.echo(f"error: {exc}", err=True)
+            raise SystemExit(2) from exc
+
+    return run_or_exit(go)
