@@ -378,6 +378,10 @@ class _Notes:
         if self.locked_since is not None:
             return
         self.locked_since = time.monotonic()
+        if not waiting:
+            self(f"{self.db} is locked by another process; the run's final status is written when it frees "
+                 "(retrying; every answer is already stored)")
+            return
         kept = f"kept in {journal}" if journal is not None else "kept in memory"
         self(f"{self.db} is locked by another process; {waiting} answers waiting to be written are {kept} "
              "and will be written when it frees (retrying; a run stopped now leaves them for the next run)")
@@ -389,7 +393,8 @@ class _Notes:
         waited = time.monotonic() - self.locked_since
         self.summary.lock_wait_seconds += waited
         self.locked_since = None
-        self(f"{self.db} is free again after {waited:.1f}s: {written} waiting answers written, none lost")
+        self(f"{self.db} is free again after {waited:.1f}s: {written} waiting answers written, none lost"
+             if written else f"{self.db} is free again after {waited:.1f}s")
 
 
 def _store_patiently(write: Callable[[], None], notes: _Notes, count: int, journal: Path | None = None) -> None:
