@@ -50,6 +50,10 @@ ANCHORED_MAJORITY = "anchored-majority"
 """A human majority computed from votes of which at least one was anchored by an LLM's label."""
 ANCHORED: frozenset[str] = frozenset({SHOWN_LLM, SHOWN_LLM_RATING, CONVERTED_SHOWN_LLM, ANCHORED_MAJORITY})
 """Conditions of human labels given after seeing an LLM's label: never reported as blind."""
+ANCHORED_ORDER: tuple[str, ...] = (SHOWN_LLM, CONVERTED_SHOWN_LLM, ANCHORED_MAJORITY)
+"""When one person has several anchored labels of an item, the first condition here counts (the label given
+after the reveal, then its task-3 copy): one vote per person. The three-way rating (:data:`SHOWN_LLM_RATING`)
+answers another question than yes/no and is never a vote."""
 IN_SAMPLE = "in-sample"
 """A trained/optimised judge's label on an item of its own training users: stored, never compared."""
 
@@ -156,17 +160,28 @@ def reference_labels(labels: pd.DataFrame, which: Reference = "blind") -> pd.Ser
         Item id -> label; items whose humans tie are absent (undecided).
     """
     mask = blind_human_mask(labels) if which == "blind" else anchored_human_mask(labels)
-    humans = labels[mask & labels["label"].notna()]
+    humans = labels[mask & labels["label"].notna() & (labels["condition"] != SHOWN_LLM_RATING)]
     if humans.empty:
         return pd.Series(dtype=object, name="human")
     is_major = humans["rater_kind"] == "human_majority"
     # Stored majorities count only where the item's rows agree (the SQL twin uses count(DISTINCT label) = 1).
     stored = humans[is_major].groupby("item_id")["label"].agg(lambda v: v.iloc[0] if v.nunique() == 1 else None)
     stored = stored[stored.notna()]
-    rest = humans[~is_major & ~humans["item_id"].isin(stored.index)]
+    rest = one_vote_per_rater(humans[~is_major & ~humans["item_id"].isin(stored.index)])
     voted = rest.groupby("item_id")["label"].agg(lambda v: majority_label(map(str, v)))
     ref = pd.concat([stored, voted[voted.notna()]])
     return ref.rename("human").astype(object)
+
+
+def one_vote_per_rater(rows: pd.DataFrame) -> pd.DataFrame:
+    """One label per (item, rater): where a person has several (anchored) labels, :data:`ANCHORED_ORDER` decides.
+
+    Args:
+        rows: Labels with ``item_id``, ``rater`` and ``condition`` columns.
+    """
+    rank = rows["condition"].map({c: i for i, c in enumerate(ANCHORED_ORDER)}).fillna(len(ANCHORED_ORDER))
+    ordered = rows.assign(_rank=rank).sort_values("_rank", kind="stable")
+    return ordered.drop_duplicates(["item_id", "rater"]).drop(columns="_rank")
 
 
 def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
@@ -177,6 +192,8 @@ def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
     labels table inside the CTEs.
     """
     humans = blind_human_sql(alias) if which == "blind" else anchored_human_sql(alias)
+    order = ("CASE " + " ".join(f"WHEN {alias}.condition = '{c}' THEN {i}" for i, c in enumerate(ANCHORED_ORDER))
+             + f" ELSE {len(ANCHORED_ORDER)} END")
     return f"""
     ref_major AS (
         SELECT {alias}.item_id, any_value({alias}.label) AS human
@@ -184,12 +201,16 @@ def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
         WHERE {humans} AND {alias}.rater_kind = 'human_majority' AND {alias}.label IS NOT NULL
         GROUP BY {alias}.item_id HAVING count(DISTINCT {alias}.label) = 1
     ),
-    human_votes AS (
-        SELECT {alias}.item_id, {alias}.label, count(*) AS c
+    one_vote AS (
+        SELECT {alias}.item_id, {alias}.label
         FROM labels {alias}
         WHERE {humans} AND {alias}.rater_kind = 'human' AND {alias}.label IS NOT NULL
+          AND {alias}.condition <> '{SHOWN_LLM_RATING}'
           AND {alias}.item_id NOT IN (SELECT item_id FROM ref_major)
-        GROUP BY {alias}.item_id, {alias}.label
+        QUALIFY row_number() OVER (PARTITION BY {alias}.item_id, {alias}.rater ORDER BY {order}) = 1
+    ),
+    human_votes AS (
+        SELECT item_id, label, count(*) AS c FROM one_vote GROUP BY item_id, label
     ),
     vote_top AS (
         SELECT item_id, label, c, max(c) OVER (PARTITION BY item_id) AS top FROM human_votes

@@ -30,14 +30,13 @@ from personagap.analysis.agreement import (
     krippendorff_alpha_ci,
 )
 from personagap.analysis.comparable import (
-    CONVERTED_SHOWN_LLM,
     JUDGE_KINDS,
     MAJORITY_RULE,
-    SHOWN_LLM,
     Reference,
     anchored_human_mask,
     blind_human_mask,
     comparable_judge_mask,
+    one_vote_per_rater,
     rater_group,
     reference_labels,
 )
@@ -50,9 +49,6 @@ __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "judge_agreements", "m
 _BINARY = {"no": 0, "yes": 1}
 _METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1", "accuracy")
 ANCHORED_TITLE = "anchored (annotators saw an LLM label)"
-# Anchored yes/no relevance labels, one per (item, annotator): the task-3 question (converted rows) before
-# the task-2 yes/no the converted rows copy.
-_ANCHORED_PRIORITY = {CONVERTED_SHOWN_LLM: 0, SHOWN_LLM: 1}
 
 
 class JudgeAgreement(PanelFields):
@@ -140,11 +136,7 @@ class RelevanceReport(BaseModel):
 def _humans(frame: pd.DataFrame, which: Reference) -> pd.DataFrame:
     """Individual human yes/no labels of one protocol, one per (item, annotator)."""
     mask = blind_human_mask(frame) if which == "blind" else anchored_human_mask(frame)
-    rows = frame[mask & (frame["rater_kind"] == "human") & frame["label"].isin(list(_BINARY))]
-    if which == "anchored":
-        rows = rows.assign(_p=rows["condition"].map(_ANCHORED_PRIORITY).fillna(9)).sort_values("_p")
-        rows = rows.drop_duplicates(["item_id", "rater"]).drop(columns="_p")
-    return rows
+    return one_vote_per_rater(frame[mask & (frame["rater_kind"] == "human") & frame["label"].isin(list(_BINARY))])
 
 
 def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,

@@ -165,7 +165,7 @@ def test_real_pilot_blind_figures_use_blind_annotators_only(recenter_db: Path, s
                                "USING (item_id) WHERE i.dataset = 'recenter-pilot' AND l.rater_kind = 'human' "
                                "AND l.condition IN ('shown-llm', 'shown-llm-converted') AND l.label IN ('yes', 'no')")
     by_rater: dict[str, dict[str, str]] = {}
-    for iid, rater, lab, _cond in sorted(rows, key=lambda r: r[3] != "shown-llm-converted"):
+    for iid, rater, lab, _cond in sorted(rows, key=lambda r: r[3] != "shown-llm"):  # the reveal's label first
         by_rater.setdefault(rater, {}).setdefault(iid, lab)
     kappas = []
     names = sorted(by_rater)
