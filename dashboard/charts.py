@@ -183,7 +183,9 @@ def matrix_chart(matrix: pd.DataFrame, overlap: pd.DataFrame,
     rect = base.mark_rect().encode(
         color=alt.Color("kappa:Q", scale=alt.Scale(scheme="redyellowgreen", domain=[-0.2, 1]), title="kappa"),
         tooltip=["a", "group_a", "b", "group_b", alt.Tooltip("kappa:Q", format=".3f"), "items"])
-    text = base.mark_text(fontSize=11).encode(text=alt.Text("kappa:Q", format=".2f"))
+    # Blank cells stay blank (Vega would print "null").
+    text = base.transform_filter("isValid(datum.kappa)").mark_text(fontSize=11).encode(
+        text=alt.Text("kappa:Q", format=".2f"))
     side = max(MIN_HEIGHT, 52 * len(order))
     # autosize pad: the cells get the whole side; the axis labels are added around it (see confusion_chart).
     return alt.layer(rect, text).properties(width=side, height=side, autosize=alt.AutoSizeParams(type="pad"))

@@ -59,6 +59,7 @@ def md(value: Any) -> str:
     ``![](http://host/p.png)`` becomes literal text (nothing is fetched), ``**x**`` stays starred.
     """
     out = _MD_INLINE.sub(r"\\\1", "" if value is None else str(value))
+    out = out.replace("://", ":\\/\\/")  # no autolinked URLs either
     out = _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
     return _MD_ORDERED.sub(lambda m: m.group(1) + "\\" + m.group(2), out)
 
@@ -84,10 +85,15 @@ def num(v: Any, digits: int = 2) -> str:
 
 
 def ci(bounds: list[float] | None, digits: int = 2) -> str:
-    """A CI as ``[low, high]`` (a dash when missing)."""
+    """A CI as ``[low, high]``; ``(no CI)`` when there is none (e.g. too few users to resample)."""
     if not bounds or all(missing(b) for b in bounds):
-        return MISSING
+        return "(no CI)"
     return f"[{num(bounds[0], digits)}, {num(bounds[1], digits)}]"
+
+
+def ci_phrase(bounds: list[float] | None) -> str:
+    """``95% CI [low, high]``, or ``no CI (too few users)``."""
+    return "no CI (too few users)" if ci(bounds) == "(no CI)" else f"95% CI {ci(bounds)}"
 
 
 def text(v: Any) -> str:
@@ -322,10 +328,10 @@ def judges_table(judges: list[JudgeScore], *, full: bool = True) -> pd.DataFrame
     """
     rows = []
     for j in judges:
-        row: dict[str, Any] = {"stage": STAGES.index(j.stage) + 1 if j.stage in STAGES else j.stage,
-                               "dataset": j.dataset, "judge": j.judge}
+        row: dict[str, Any] = {} if full else {"stage": STAGES.index(j.stage) + 1 if j.stage in STAGES else j.stage}
+        row |= {"dataset": j.dataset, "judge": j.judge}
         if full:
-            row |= {"kind": j.rater_kind, "users": j.n_users}
+            row |= {"kind": j.rater_kind}
         row |= {
             "n": j.n, "failures": j.failures, "kappa (95% CI)": f"{num(j.kappa)} {ci(j.kappa_ci)}",
             "accuracy": num(j.accuracy),
@@ -334,7 +340,8 @@ def judges_table(judges: list[JudgeScore], *, full: bool = True) -> pd.DataFrame
             "over-selection": f"{num(j.over_selection)}×" if j.binary and not missing(j.over_selection) else MISSING,
         }
         if full:
-            row |= {"precision": num(j.precision), "recall": num(j.recall), "F1": num(j.f1)}
+            row["precision / recall / F1"] = (f"{num(j.precision)} / {num(j.recall)} / {num(j.f1)}"
+                                              if j.binary else MISSING)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -360,9 +367,9 @@ def overview() -> None:
             st.caption(f"{s.n_items:,} items · {s.n_human_labels:,} human labels · {s.n_judge_labels:,} judge labels")
             if s.best is not None and s.worst is not None:
                 st.metric("Best judge: kappa vs humans", num(s.best.kappa))
-                st.caption(f"{md(s.best.judge)} ({md(s.best.dataset)}), 95% CI {ci(s.best.kappa_ci)}, n={s.best.n}")
+                st.caption(f"{md(s.best.judge)} ({md(s.best.dataset)}), {ci_phrase(s.best.kappa_ci)}, n={s.best.n}")
                 st.metric("Worst judge: kappa vs humans", num(s.worst.kappa))
-                st.caption(f"{md(s.worst.judge)} ({md(s.worst.dataset)}), 95% CI {ci(s.worst.kappa_ci)}, "
+                st.caption(f"{md(s.worst.judge)} ({md(s.worst.dataset)}), {ci_phrase(s.worst.kappa_ci)}, "
                            f"n={s.worst.n}")
                 if s.best.binary:
                     st.write(f"Over-selection (best judge): **{num(s.best.over_selection)}×** "
@@ -375,7 +382,7 @@ def overview() -> None:
                 st.write(f"Gap to the human ceiling (best judge, {md(gap.dataset)}): **{num(gap.gap)}** "
                          f"{ci(gap.gap_ci)}")
             for c in stage_ceilings(s):
-                st.write(f"Human ceiling ({md(c.dataset)}): **{num(c.mean_kappa)}** {ci(c.ci)} — mean pairwise "
+                st.write(f"Human ceiling ({md(c.dataset)}): **{num(c.mean_kappa)}** {ci(c.ci)}, the mean pairwise "
                          f"kappa of {c.n_raters} humans")
             for note in getattr(s, "notes", None) or []:
                 st.caption(md(note))

@@ -139,6 +139,7 @@ def screenshot_whole(page: Any, path: Path) -> None:
         " return Math.ceil(Math.max(m ? m.scrollHeight : 0, document.body.scrollHeight)); }")
     width = page.viewport_size["width"] if page.viewport_size else 1400
     page.set_viewport_size({"width": width, "height": min(max(int(height) + 40, 800), 16000)})
-    page.wait_for_timeout(500)
+    # Tables (canvas grids) and charts repaint for the new viewport.
+    page.wait_for_timeout(1200)
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)

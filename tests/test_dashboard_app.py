@@ -190,3 +190,13 @@ def test_dashboard_command_binds_loopback_unless_asked(tmp_path: Path):
     other = streamlit_command(tmp_path / "x.duckdb", host="0.0.0.0")
     assert other[other.index("--server.address") + 1] == "0.0.0.0"
     assert dashboard_env(tmp_path / "x.duckdb")["PERSONAGAP_DB"] == str((tmp_path / "x.duckdb").resolve())
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_no_table_cell_shows_none_or_nan(recenter_db: Path, page: str, monkeypatch: pytest.MonkeyPatch):
+    at = _open(recenter_db, page, monkeypatch)
+    for frame in at.dataframe:
+        value = frame.value
+        cells = value.astype(object)
+        assert not cells.isna().any().any(), f"{page}: a missing value would show as None/nan: {value.head()}"
+        assert not cells.map(lambda v: str(v) in ("None", "nan", "NaN")).any().any(), page
