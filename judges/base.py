@@ -77,7 +77,9 @@ class Judge(ABC):
 
     name: ClassVar[str]
     version: ClassVar[int]
-    """Bump on any change to the signature, instructions or parser (the cache is keyed by it)."""
+    """Bump on any change to the signature, instructions or parser: it is part of the rater name, so labels of
+    two versions never mix. (The cache key covers the rendered prompt as well, so a forgotten bump of a prompt
+    change cannot serve old answers; a parser change needs the bump.)"""
     stage: ClassVar[Stage]
     signature: ClassVar[type[dspy.Signature]]
 
