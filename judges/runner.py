@@ -475,7 +475,6 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
     fatal: list[StoreError] = []  # why the run stopped early (a write that cannot succeed)
     bar = tqdm(total=len(pending), desc=f"judging ({judge.name})", unit="call", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
-
     db_failed = False  # the database refuses writes (not a lock): answers stay in the journal
 
     def fail(exc: StoreError) -> None:
@@ -591,7 +590,6 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
 
 
 _TICK = _Answer(_Outcome(JudgeTask(key="", targets=(), inputs={}), "", None, {}), [], None)
-
 
 
 def response_format_for(mode: str, wanted: dict[str, Any]) -> dict[str, Any]:
