@@ -485,43 +485,14 @@ def evaluate(program: dspy.Module, judge: Judge, examples: Sequence[Example], lm
 
 # --------------------------------------------------------------------------- corpus metrics
 
-def _ac1(tables: FloatArray) -> FloatArray:
-    """Gwet's AC1 (local copy for when analysis/robust.py's registered 'ac1' is not available)."""
-    t = np.asarray(tables, dtype=float)
-    n = t.sum(axis=(-2, -1))
-    k = t.shape[-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pi = (t.sum(axis=-1) + t.sum(axis=-2)) / (2.0 * n[..., None])
-        pe = (pi * (1.0 - pi)).sum(axis=-1) / (k - 1)
-        out: FloatArray = (np.trace(t, axis1=-2, axis2=-1) / n - pe) / (1.0 - pe)
-    return np.where(n == 0, np.nan, out)
-
-
-def _balanced_accuracy(tables: FloatArray) -> FloatArray:
-    """Mean recall over the humans' classes (local copy, as scikit-learn's balanced_accuracy_score)."""
-    t = np.asarray(tables, dtype=float)
-    rows = t.sum(axis=-1)
-    diag = np.diagonal(t, axis1=-2, axis2=-1)
-    used = rows > 0
-    recall = np.where(used, diag / np.where(used, rows, 1.0), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out: FloatArray = recall.sum(axis=-1) / used.sum(axis=-1)
-    return out
-
-
 def table_metric(name: str) -> Callable[[FloatArray], FloatArray]:
-    """A corpus metric of confusion tables: the registered one, or the local copy for 'ac1'/'balanced_accuracy'."""
-    try:
-        import personagap.analysis.robust  # noqa: F401  registers 'ac1' and 'balanced_accuracy'
-    except ImportError:
-        pass
+    """A registered corpus metric of confusion tables ('kappa', 'ac1', 'balanced-accuracy', 'over_selection')."""
+    import personagap.analysis.robust  # noqa: F401  registers 'ac1' and 'balanced_accuracy'
+
     key = name.replace("-", "_")
-    if key in METRICS:
-        return METRICS[key].fn
-    local = {"ac1": _ac1, "balanced_accuracy": _balanced_accuracy}
-    if key not in local:
+    if key not in METRICS:
         raise OptimizeError(f"unknown metric {name!r}; choose one of {', '.join(SELECTION_METRICS)}")
-    return local[key]
+    return METRICS[key].fn
 
 
 def user_tables(examples: Sequence[Example], labels: Mapping[str, str | None], classes: Sequence[str],

@@ -28,8 +28,6 @@ from personagap.judges.optimize import (
     OptimizeError,
     OptimizeResult,
     OptimizeSettings,
-    _ac1,
-    _balanced_accuracy,
     balanced_metric,
     class_weights,
     judge_with_program,
@@ -38,6 +36,7 @@ from personagap.judges.optimize import (
     optimize,
     sidecar_path,
     split_users,
+    table_metric,
 )
 from personagap.judges.runner import LMConfig
 from tests.demo_llm_server import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
@@ -286,18 +285,18 @@ def test_class_weights_balance_the_classes() -> None:
     assert metric({"item_id": "i0"}, {"answer": "maybe", "reason": "r"}) == 0.0  # unparseable scores nothing
 
 
-def test_local_table_metrics_match_references() -> None:
+def test_selection_metrics_match_references() -> None:
     rng = np.random.default_rng(0)
     h = rng.integers(0, 2, 200)
     j = np.where(rng.random(200) < 0.7, h, 1 - h)
     table = np.zeros((2, 2))
     np.add.at(table, (h, j), 1)
-    assert float(_balanced_accuracy(table)) == pytest.approx(balanced_accuracy_score(h, j))
+    assert float(table_metric("balanced-accuracy")(table)) == pytest.approx(balanced_accuracy_score(h, j))
     # Gwet's AC1 by hand: pi = mean share of "yes" over both raters; pe = 2 pi (1 - pi).
     po = float(np.mean(h == j))
     pi = (h.mean() + j.mean()) / 2
     pe = 2 * pi * (1 - pi)
-    assert float(_ac1(table)) == pytest.approx((po - pe) / (1 - pe))
+    assert float(table_metric("ac1")(table)) == pytest.approx((po - pe) / (1 - pe))
 
 
 def test_simba_stays_within_budget(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
