@@ -114,6 +114,7 @@ class VerifierAgreement(PanelFields):
     n_users: int = 0
     kappa: float
     kappa_ci: list[float]
+    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
     accuracy: float
     accuracy_ci: list[float]
 
@@ -304,6 +305,7 @@ def _verifiers(verdicts: pd.DataFrame, **kw: Any) -> list[VerifierAgreement]:
             out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
                                          n_users=len({cluster_of[i] for i in shared}),
                                          kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+                                         undefined_resamples=est["kappa"].n_undefined,
                                          accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
                                          **panel_values(est)))
     return out
@@ -490,8 +492,10 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
     if report.verifiers:
         lines += ["", "Verifiers vs the human majority (3-class Cohen's kappa; ties dropped):"]
         for v in report.verifiers:
+            kappa_ci = ci_text(ci=v.kappa_ci, n_users=v.n_users, undefined=v.undefined_resamples,
+                               n_resamples=report.n_resamples)
             lines.append(f"  {v.dataset}: {v.verifier}: n {v.n}, kappa {_fmt(v.kappa)} "
-                         f"{ci_text(ci=v.kappa_ci, n_users=v.n_users)}, accuracy {_fmt(v.accuracy)} "
+                         f"{kappa_ci}, accuracy {_fmt(v.accuracy)} "
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
         lines += panel_lines((f"{v.verifier} ({v.dataset})", v) for v in report.verifiers)

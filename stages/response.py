@@ -123,6 +123,7 @@ class JudgeResult(PanelFields):
                                                  description="Baseline 'always longer' on the same items.")
     swap_consistency: float | None = Field(default=None, description="Same verdict in both orders (needs +reversed).")
     swap_pairs: int = 0
+    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
     by_group: dict[str, GroupAccuracy] = Field(default_factory=dict, description="'split=...'/'tier=...' -> accuracy.")
 
 
@@ -475,7 +476,7 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
             judge=_judge_name(rater, condition), rater=rater, condition=condition, dataset=dataset,
             rater_kind=str(kind), reference="human", n=len(joined), n_users=len(set(clusters)),
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
-            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
             failures=len(failed), failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])),
             accuracy_failures_as_wrong=float((judge == human).sum()
                                              / (len(joined) + int(failed["item_id"].isin(ref.index).sum()))),
@@ -602,7 +603,7 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
             judge=str(rater), rater=str(rater), condition="", dataset=dataset, rater_kind=str(kind),
             reference="human majority (uses knowledge)", n=len(joined), n_users=int(joined["user_id"].nunique()),
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
-            kappa_ci=ci_list(est["kappa"]), failures=len(failed),
+            kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined, failures=len(failed),
             failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])), **panel_values(est),
         ))
         versus.append(RaterVsJudge(judge=str(rater), rater="majority", n=len(joined), accuracy=est["accuracy"].value,
@@ -663,6 +664,9 @@ def render_response(report: ResponseReport) -> str:
                          f"{_fmt(j.always_longer_accuracy, 2):>8}")
             if j.failure_reasons:
                 lines.append(f"{'':<4}failures: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
+            if j.undefined_resamples:
+                lines.append(f"{'':<4}kappa undefined in {j.undefined_resamples}/{report.n_resamples} resamples "
+                             "(left out of its CI)")
             if j.swap_pairs:
                 lines.append(f"{'':<4}swap consistency {_fmt(j.swap_consistency, 2)} on {j.swap_pairs} pairs")
         lines += ["", "1st pos = share of A/B verdicts naming the answer shown first; longer = share naming the "
