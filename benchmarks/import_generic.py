@@ -25,7 +25,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from personagap.labels_api import import_labels
+from personagap.human_data.labels import LabelSpec, Source, load_label_sources
+from personagap.labels_api import import_labels, write_label_import
 
 RATERS = ("ann-1", "ann-2", "ann-3", "ann-4", "gpt-x")
 
@@ -75,7 +76,8 @@ def main() -> None:
                     p.unlink(missing_ok=True)
 
         print(f"{table.num_rows:,} label rows ({table.num_rows // len(RATERS):,} items, {len(RATERS)} raters each)")
-        print(f"{'format':<9}{'size MB':>9}{'floor s':>10}{'import s':>10}{'ratio':>8}")
+        print(f"{'format':<9}{'size MB':>9}{'floor s':>10}{'import s':>10}{'ratio':>8}"
+              f"{'= read+check s':>16}{'+ write s':>11}")
         for fmt, path in files.items():
             reader = f"read_parquet('{path}')" if fmt == "parquet" else f"read_json('{path}')"
 
@@ -88,9 +90,18 @@ def main() -> None:
 
             t_floor = timed(floor, args.repeat, fresh)
             t_ours = timed(ours, args.repeat, fresh)
+            # The two halves of an import, once each: reading + validating + building rows (no database),
+            # then writing them (primary-key indexes, one transaction, commit).
+            start = time.perf_counter()
+            built = load_label_sources([Source.of_path(path)], LabelSpec(stage="relevance", dataset="bench"))
+            t_read = time.perf_counter() - start
+            fresh()
+            start = time.perf_counter()
+            write_label_import(ours_db, built)
+            t_write = time.perf_counter() - start
             print(f"{fmt:<9}{path.stat().st_size / 1e6:>9.1f}{t_floor:>10.2f}{t_ours:>10.2f}"
-                  f"{t_ours / t_floor:>7.1f}x")
-        print("target: <= 3x the floor")
+                  f"{t_ours / t_floor:>7.1f}x{t_read:>16.2f}{t_write:>11.2f}")
+        print("target: <= 3x the floor (the floor writes no keys; the store's labels and items have primary keys)")
 
 
 if __name__ == "__main__":
