@@ -149,6 +149,27 @@ def test_response_items_are_judgeable_pairwise(tmp_path: Path) -> None:
     assert any(j["judge"].startswith("pairwise/") and j["dataset"] == "team-resp" for j in report["judges"])
 
 
+def test_single_yes_no_items_are_judgeable_by_persona_use(tmp_path: Path) -> None:
+    rows = team_rows("response", n_users=2, per_user=2, shape="single")
+    db = str(tmp_path / "team.duckdb")
+    import_labels(write_rows(tmp_path / "single.jsonl", rows), stage="response", dataset="team-single", db=db)
+    responses = {r["response"] for r in rows if "response" in r}
+    shown: list[str] = []
+
+    def answer(body: dict[str, Any]) -> str:
+        text = json.dumps(body["messages"])
+        shown.extend(r for r in responses if json.dumps(r)[1:-1] in text)
+        return json.dumps({"reason": "r", "uses_persona": "yes"})
+
+    with ScriptedOpenAIServer(answer) as server:
+        result = run("judge", "response", "--judge", "persona-use", "--model", "openai/scripted", "--api-base",
+                     server.base_url, "--dataset", "team-single", "--no-progress", "--db", db)
+        assert result.exit_code == 0, result.output
+    assert sorted(shown) == sorted(responses)  # each item's own response reached the model once
+    judged = load_labels(db, dataset="team-single", rater_kind="llm")
+    assert (judged[judged["rater"] != LLM]["label"] == "yes").sum() == 4
+
+
 def test_extraction_verdicts_end_to_end_and_in_the_dashboard(tmp_path: Path) -> None:
     from personagap.dashboard.queries import DisagreementFilter, case_detail, disagreements_page
 
