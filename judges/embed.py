@@ -75,7 +75,10 @@ def available(name: str = DEFAULT_ENCODER) -> bool:
     """Whether the packages of encoder ``name`` are installed (without importing them)."""
     from importlib.util import find_spec
 
-    return all(find_spec(p.replace("-", "_")) is not None for p in ENCODERS[name].packages)
+    try:
+        return all(find_spec(p.replace("-", "_")) is not None for p in ENCODERS[name].packages)
+    except (ImportError, ValueError):  # a broken or half-removed install counts as missing
+        return False
 
 
 def encode(texts: Sequence[str], name: str = DEFAULT_ENCODER, batch_size: int = 128) -> npt.NDArray[np.float32]:

@@ -80,7 +80,7 @@ def test_relevance_cv_holds_out_whole_users_and_fits_on_train_users_only(relevan
     assert load_model(model_path).train_users == users
 
 
-def test_relevance_cv_cannot_learn_labels_that_only_identify_users() -> None:
+def test_synthetic_relevance_cv_cannot_learn_labels_that_only_identify_users() -> None:
     """Labels decided per user, a token naming the user in each attribute: only leakage can predict them."""
     rng = np.random.default_rng(7)
     words = [f"w{i}" for i in range(60)]
@@ -141,7 +141,7 @@ def test_preference_cv_holds_out_whole_questions_and_fits_on_decisive_train_pair
 
 # --------------------------------------------------------------------------- the record itself
 
-def test_a_fold_fitted_on_its_test_rows_is_recorded_as_such() -> None:
+def test_synthetic_fold_record_of_a_fold_fitted_on_its_test_rows_says_so() -> None:
     """FoldRecord's verdicts are computed from the sets, so a leaky fold cannot be recorded as clean."""
     fold = judges_trained.FoldRecord(fold=0, train_groups=frozenset({"a", "b"}), test_groups=frozenset({"c"}),
                                      fitted_groups=frozenset({"a", "b", "c"}), n_train=4, n_test=2, n_fitted=6,
@@ -158,3 +158,67 @@ def test_a_fold_fitted_on_its_test_rows_is_recorded_as_such() -> None:
                                        fitted_groups=frozenset({"a"}), n_train=4, n_test=2, n_fitted=4,
                                        test_index=(4, 5))
     assert not shared.disjoint
+
+
+def test_synthetic_preference_cv_groups_by_question_and_fits_decisive_train_pairs_only() -> None:
+    rng = np.random.default_rng(3)
+    rows = []
+    for q in range(12):
+        for k in range(4):
+            rows.append({"item_id": f"q{q}-{k}", "user_id": f"u{(q + k) % 5}", "question": f"question {q} about x{q}",
+                         "answer_a": " ".join(rng.choice(["alpha", "beta", "gamma", "- item", "delta"], 6 + k)),
+                         "answer_b": " ".join(rng.choice(["epsilon", "zeta", "eta", "theta"], 3 + q % 4)),
+                         "profile": "a profile", "human": ["A", "B", "tie"][(q + k) % 3]})
+    items = pd.DataFrame(rows)
+    cv = cross_val_preference(items, items["human"].tolist(), n_splits=3, seed=1)
+    assert_grouped_and_train_only(cv, items, "question")
+    decisive = items["human"].isin(["A", "B"]).to_numpy()
+    for fold in cv.folds:
+        test = np.zeros(len(items), dtype=bool)
+        test[list(fold.test_index)] = True
+        assert fold.n_fitted == fold.n_train == int((decisive & ~test).sum())
+        assert fold.fitted_groups == frozenset(items.loc[decisive & ~test, "question"])
+    assert set(cv.labels) <= {"A", "B"} and len(cv.labels) == len(items)
+    assert ((cv.probabilities >= 0) & (cv.probabilities <= 1)).all()
+
+
+def test_synthetic_verifier_cv_keeps_test_users_out_as_sources_too() -> None:
+    from personagap.judges.trained import cross_val_verifier
+
+    rows = []
+    for u in range(8):
+        turns = (f"I really like topic{u} and things{u}", "tell me more")
+        for k in range(3):
+            rows.append({"user_id": f"u{u}", "source_user": f"u{u}", "attribute": f"likes topic{u} {k}",
+                         "label": 1, "user_turns": turns, "assistant_turns": ("sure",)})
+            rows.append({"user_id": f"u{u}", "source_user": f"u{(u + 1) % 8}", "attribute": f"likes topic{(u + 1) % 8}",
+                         "label": 0, "user_turns": turns, "assistant_turns": ("sure",)})
+    items = pd.DataFrame(rows)
+    cv = cross_val_verifier(items, items["label"].to_numpy(), n_splits=4, seed=0)
+    tested = np.zeros(len(items), dtype=int)
+    for fold in cv.folds:
+        test = np.asarray(fold.test_index)
+        tested[test] += 1
+        test_users = frozenset(items["user_id"].iloc[test])
+        assert fold.test_groups == test_users and fold.disjoint and fold.fitted_on_train_only
+        # No pair whose negative came from a test user is fitted on: fewer rows than the fold's complement.
+        rest = ~np.isin(np.arange(len(items)), test)
+        leaky = rest & items["source_user"].isin(test_users).to_numpy()
+        assert leaky.any() and fold.n_fitted == fold.n_train == int((rest & ~leaky).sum())
+        assert not fold.fitted_groups & test_users
+    assert (tested == 1).all()
+
+
+def test_synthetic_in_sample_mask_flags_training_users_under_any_dataset_name() -> None:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(30)]
+    train = pd.DataFrame([{"item_id": f"s2-{u}-{k}", "dataset": "recenter-stage2", "user_id": f"user{u}",
+                           "prompt_index": 0, "prompt_text": "Plan a trip", "reason": None, "confidence": np.nan,
+                           "attribute": " ".join(rng.choice(words, 4))} for u in range(4) for k in range(6)])
+    model = judges_trained.fit_relevance(train, np.arange(len(train)) % 2)
+    assert model.train_users == {"user0", "user1", "user2", "user3"}
+    assert model.train_item_ids == frozenset(train["item_id"])
+    other = pd.DataFrame({"item_id": ["s2-user0-0", "pilot-1", "pilot-2", "pilot-3"],
+                          "dataset": ["recenter-stage2", "recenter-pilot", "recenter-pilot", "recenter-pilot"],
+                          "user_id": ["user0", "user2", "someone-else", "user9"]})
+    assert stage.in_sample_mask(model, other).tolist() == [True, True, False, False]
