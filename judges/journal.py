@@ -100,7 +100,8 @@ def recover_journals(con: duckdb.DuckDBPyConnection, db: str | Path) -> dict[str
     """
     db = Path(db)
     found: dict[str, int] = {}
-    for name in sorted(glob.glob(glob.escape(str(db)) + ".*" + SUFFIX)):
+    # Run ids start with 'judge-': a database named like '<db>.x' keeps its own journals apart.
+    for name in sorted(glob.glob(glob.escape(str(db)) + ".judge-*" + SUFFIX)):
         path = Path(name)
         run_id = path.name[len(db.name) + 1:-len(SUFFIX)]
         row = con.execute("SELECT CAST(parameters AS TEXT) FROM runs WHERE run_id = ?", [run_id]).fetchall()
