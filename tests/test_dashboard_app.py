@@ -200,3 +200,23 @@ def test_no_table_cell_shows_none_or_nan(recenter_db: Path, page: str, monkeypat
         cells = value.astype(object)
         assert not cells.isna().any().any(), f"{page}: a missing value would show as None/nan: {value.head()}"
         assert not cells.map(lambda v: str(v) in ("None", "nan", "NaN")).any().any(), page
+
+
+def test_an_unparseable_judge_answer_shows_as_unparseable_never_nan(recenter_db_copy: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch):
+    db = recenter_db_copy
+    with duckdb.connect(str(db)) as con:
+        item = con.execute("SELECT item_id FROM items WHERE dataset = 'recenter-stage2' ORDER BY item_id LIMIT 1"
+                           ).fetchall()[0][0]
+        con.execute("INSERT INTO labels VALUES (?, 'broken-judge', 'llm', '', NULL, 'maybe?', NULL, "
+                    "'unparseable: no yes/no', 'broken-run', NULL)", [item])
+    at = _open(db, "page_disagreements.py", monkeypatch)
+    at.selectbox(key="dis_judge").set_value("broken-judge")
+    at.selectbox(key="dis_kind").set_value("judge_failed").run()
+    assert not at.exception
+    assert "**1** matching judge labels" in _text(at)
+    labels = [e.label for e in at.expander]
+    assert "broken-judge: unparseable (unparseable: no yes/no)" in labels
+    assert not any("nan" in label.split(": ", 1)[-1] for label in labels)
+    table = at.dataframe[0].value
+    assert table.iloc[0]["judge_label"] == "(unparseable)"
