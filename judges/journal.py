@@ -78,11 +78,13 @@ def read_journal(path: Path) -> Iterator[tuple[list[Label], dict[str, Any] | Non
         for line in f:
             try:
                 entry = orjson.loads(line)
-            except orjson.JSONDecodeError:
+                labels = [Label(**d) for d in entry["labels"]]
+                cache = entry["cache"]
+                if cache is not None and not isinstance(cache, dict):
+                    raise TypeError("cache row")
+            except (ValueError, TypeError, KeyError):  # cut short (orjson's and pydantic's errors are ValueErrors)
                 continue
-            cache = entry.get("cache")
-            yield ([Label(**d) for d in entry["labels"]],
-                   None if cache is None else cache | {"created_at": now()})
+            yield labels, None if cache is None else cache | {"created_at": now()}
 
 
 def recover_journals(con: duckdb.DuckDBPyConnection, db: str | Path) -> dict[str, int]:

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import duckdb
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from personagap.judges.journal import Journal, journal_path, recover_journals
+from personagap.judges.journal import Journal, journal_path, read_journal, recover_journals
 from personagap.judges.liveness import effective_status, mark_interrupted_runs, process_alive, process_marker
 from personagap.records import Label, Run
 from personagap.store import now, opened, upsert
@@ -83,3 +85,13 @@ def test_only_journals_of_dead_runs_are_stored(tmp_path: Path) -> None:
         con.close()
     assert labels == [("judge-dead", 3)] and cached == 3
     assert statuses == {"judge-dead": "interrupted", "judge-live": "running", "judge-foreign": "running"}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.binary(max_size=80), st.sampled_from([b"5", b"[]", b'{"labels": 3}', b'{"labels": []}',
+                                                                    b'{"labels": [], "cache": 1}']))))
+def test_any_journal_bytes_give_answers_or_are_skipped(tmp_path: Path, lines: list[bytes]) -> None:
+    path = tmp_path / "fuzz.journal"
+    path.write_bytes(b"\n".join(lines))
+    for labels, cache in read_journal(path):  # never an exception: what is not a whole answer is skipped
+        assert all(isinstance(label, Label) for label in labels) and (cache is None or "created_at" in cache)
