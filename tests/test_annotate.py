@@ -315,3 +315,44 @@ def test_the_page_shows_a_label_as_pending_while_the_file_is_held_then_writes_it
     at.run()  # ... the next rerun finds the file free and writes it
     stored = _stored(db, "Pending Tester")
     assert list(stored["item_id"]) == [item] and not annotate.has_pending(db)
+
+
+def test_two_annotators_give_the_dataset_a_human_ceiling_and_their_labels_export(recenter_db_copy: Path,
+                                                                                 tmp_path: Path):
+    from personagap.analysis.diagnosis import diagnose_db
+    from personagap.exchange import export_store
+
+    db = recenter_db_copy
+    stage, dataset = "relevance", "recenter-stage2"
+
+    def ceiling_raters() -> int:
+        d = diagnose_db(db, n_resamples=50)
+        found = [c for c in d.stage(stage).ceilings if c.dataset == dataset]
+        return found[0].n_raters if found else 0
+
+    assert ceiling_raters() == 0  # the release has no individual blind humans on stage 2
+    items, judge_labels = annotate.queue_inputs(db, stage, dataset)
+    queue = annotate.order_items(items, judge_labels, "random", best_judge="gpt-5.4", seed=3)
+    cats = annotate.categories(db, stage, dataset)
+    assert sorted(cats) == ["no", "yes"]
+    served = list(queue["item_id"].head(30))
+    truth = judge_labels[judge_labels["rater"] == "gpt-5.4"].set_index("item_id")["label"]
+    for k, name in enumerate(["Ann One", "Bob Two"]):
+        run = annotate.session_run(name)
+        for j, item in enumerate(served):
+            label = truth.get(item, "no")
+            if (j + k) % 5 == 0:  # the two disagree now and then
+                label = "yes" if label == "no" else "no"
+            annotate.submit(db, annotate.make_label(item_id=item, name=name, label=label, categories=cats,
+                                                    revealed=False, run_id=run.run_id), run)
+    assert annotate.flush(db).written == 60
+    assert ceiling_raters() == 2  # agreement among humans now exists, from the two annotators alone
+    out = tmp_path / "export"
+    export_store(db, out)
+    with duckdb.connect() as con:
+        rows = con.execute(f"SELECT rater, count(*) FROM read_parquet('{out}/labels/**/*.parquet', "
+                           "hive_partitioning = true) WHERE rater IN ('Ann One', 'Bob Two') GROUP BY 1 ORDER BY 1"
+                           ).fetchall()
+        runs = con.execute(f"SELECT count(*) FROM read_parquet('{out}/runs/**/*.parquet') "
+                           "WHERE source = 'dashboard Annotate page'").fetchall()[0][0]
+    assert rows == [("Ann One", 30), ("Bob Two", 30)] and runs == 2
