@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import math
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -264,6 +265,7 @@ def _unit(*parts: object) -> float:
 
 
 def _certainty(meta: Any) -> float | None:
+    # A judge's stated certainty, on whatever scale it used (0-1, 1-5, 0-100, as a number or numeric text).
     if not isinstance(meta, str) or not meta:
         return None
     try:
@@ -274,9 +276,16 @@ def _certainty(meta: Any) -> float | None:
         return None
     for key in CERTAINTY_KEYS:
         value = data.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, str):
+            try:
+                value = float(value.strip().rstrip("%"))
+            except ValueError:
+                continue
+        if isinstance(value, int | float) and math.isfinite(value):
             # A probability of the chosen label is as certain at 0.1 as at 0.9 of the other one.
-            return float(abs(2 * value - 1)) if key == "probability" else float(value)
+            return float(abs(2 * value - 1)) if key == "probability" and 0 <= value <= 1 else float(value)
     return None
 
 
@@ -294,7 +303,8 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
         judge_labels: Comparable judge labels on them: ``item_id``, ``rater``, ``label`` (parsed only) and
             optionally ``meta`` (JSON text; a numeric ``confidence``/``certainty``/``probability`` is used).
         order: ``disagreement``: share of judge labels that differ from the item's most common judge label,
-            highest first. ``uncertain``: the best judge's stored certainty, lowest first; without one, how
+            highest first. ``uncertain``: the best judge's stored certainty (as a percentile rank among its own
+            answers, so any scale works), lowest first; without one, how
             inconsistent the best judge is across its conditions (orders, with/without profile), then how many
             other judges contradict it. ``random``: a seeded random order stratified by the best judge's label
             (every stratum interleaved in proportion to its size, so each prefix is a stratified sample).
@@ -321,6 +331,8 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
         certainty = pd.Series(dtype=float)
         if not best.empty and "meta" in best:
             values = best.assign(c=best["meta"].map(_certainty)).dropna(subset=["c"])
+            # Percentile rank within the judge's own answers: comparable whatever scale the judge used.
+            values["c"] = values["c"].rank(pct=True)
             certainty = values.groupby("item_id")["c"].mean()
         inconsistency = best_modal.map(lambda m: 1.0 - m[1]) if not best_modal.empty else pd.Series(dtype=float)
         contradicted = pd.Series(dtype=float)

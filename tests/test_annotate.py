@@ -43,14 +43,18 @@ def test_disagreement_order_puts_split_judges_first():
 
 def test_uncertain_order_uses_the_best_judges_certainty_then_its_inconsistency():
     labels = _labels([
-        ("i1", "best", "yes", {"certainty": 0.9}), ("i2", "best", "no", {"certainty": 0.2}),
+        # Certainty on the judge's own scale (PRISM stores numeric text such as "60"): ranked, not read as 0-1.
+        ("i1", "best", "yes", {"certainty": "90"}), ("i2", "best", "no", {"certainty": "20"}),
+        ("i6", "best", "no", {"certainty": 50}),
         ("i3", "best", "yes", None), ("i3", "best", "no", None),  # two conditions, two answers: 0.5
-        ("i4", "other", "yes", None), ("i5", "best", "yes", {"certainty": "![](http://x/p.png)"}),
+        ("i4", "other", "yes", None), ("i5", "best", "yes", {"certainty": "NA"}),
     ])
-    queue = annotate.order_items(["i1", "i2", "i3", "i4", "i5"], labels, "uncertain", best_judge="best")
-    # 1 - certainty: i2 0.8, i3 (no certainty; inconsistency) 0.5, i1 0.1, i5 (text certainty, consistent) 0;
-    # i4 has no label by the best judge and comes last.
-    assert list(queue["item_id"]) == ["i2", "i3", "i1", "i5", "i4"]
+    queue = annotate.order_items(["i1", "i2", "i3", "i4", "i5", "i6"], labels, "uncertain", best_judge="best")
+    # 1 - percentile rank of certainty: i2 2/3, i6 1/3, i1 0; i3 (no certainty) its inconsistency 0.5;
+    # i5 ("NA", one consistent answer) 0; i4 has no label by the best judge and comes last.
+    order = list(queue["item_id"])
+    assert order[:3] == ["i2", "i3", "i6"] and set(order[3:5]) == {"i1", "i5"} and order[5] == "i4"
+    assert queue["score"].tolist()[:3] == pytest.approx([2 / 3, 0.5, 1 / 3])
 
 
 def test_random_order_is_seeded_stable_and_stratified_in_every_prefix():
