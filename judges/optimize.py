@@ -55,7 +55,7 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.comparable import IN_SAMPLE, blind_human_sql, majority_label
 from personagap.judges.base import Judge, JudgeTask, Program, Verdict, get_judge
-from personagap.judges.runner import LMConfig, TokenPrices, response_format_for, token_prices
+from personagap.judges.runner import LMConfig, TokenPrices, lm_identity, response_format_for, token_prices
 from personagap.store import StoreError, git_sha, now, opened, upsert
 
 OptimizerName = Literal["bootstrap-fewshot", "mipro", "simba"]
@@ -286,7 +286,10 @@ class MeteredLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type inform
                 **kwargs: Any) -> Any:
         """One chat completion: from the cache, or counted and sent."""
         request = {**self.kwargs, **kwargs}
-        key = request_key(self.model, messages or [{"role": "user", "content": prompt}], request)
+        # lm_identity: the runner's one rule for which LM settings can change an answer (server included),
+        # so the same model name on another server is never answered from this cache.
+        key = request_key(self.model, messages or [{"role": "user", "content": prompt}],
+                          {**request, "lm": lm_identity(self.config)})
         with self.meter.lock:
             hit = self.meter.cache.get(key)
             if hit is not None:

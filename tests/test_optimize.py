@@ -222,6 +222,12 @@ def test_rerun_answers_from_the_cache(opt_db: Path, data: tuple[dict[str, str], 
     assert sum(first.calls.values()) == sent and sum(second.calls.values()) == 0
     assert second.cache_hits >= sent
     assert second.test["kappa"].after.value == first.test["kappa"].after.value
+    # The same model name on another server is another model: asked again, never served from the cache.
+    with DemoSensitiveServer(DemoSensitiveModel(oracle)) as other:
+        third = optimize(opt_db, settings, LMConfig(model="openai/demo-cache", api_base=other.base_url),
+                         tmp_path / "c.json")
+        assert other.count == sent
+    assert sum(third.calls.values()) == sent
 
 
 def test_dry_run_prints_the_plan_and_sends_nothing(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]]) -> None:
