@@ -316,6 +316,18 @@ def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float 
     return bootstrap_estimate(point, fn(bootstrap_tables(tables, weights)), int(tables.shape[0]), level)
 
 
+def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray,
+              level: float = 0.95) -> dict[str, Estimate]:
+    """:func:`estimate` of several metrics on the same tables, resampled once (one weighted sum, not one per metric)."""
+    boot = bootstrap_tables(tables, weights)
+    total = tables.sum(axis=0)
+    out = {}
+    for m in metrics:
+        fn = get_metric(m).fn
+        out[m] = bootstrap_estimate(float(fn(total)), fn(boot), int(tables.shape[0]), level)
+    return out
+
+
 def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
               metrics: tuple[str, ...] = ("kappa",), n_resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Estimate]:
@@ -347,7 +359,7 @@ def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLik
         n_classes = max(len(categories), 1)
     tables, ids = cluster_tables(codes[0], codes[1], clusters, n_classes)
     weights = resample_weights(len(ids), n_resamples, seed)
-    return {m: estimate(tables, m, weights, level) for m in metrics}
+    return estimates(tables, metrics, weights, level)
 
 
 # --------------------------------------------------------------------------- several raters

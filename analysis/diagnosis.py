@@ -40,7 +40,7 @@ from personagap.analysis.agreement import (
     bootstrap_estimate,
     ci_list,
     ci_text,
-    estimate,
+    estimates,
     json_safe_dict,
     resample_weights,
 )
@@ -55,8 +55,7 @@ from personagap.analysis.comparable import (
     reference_sql,
 )
 from personagap.analysis.pairwise import PairwiseResult, mean_pair_samples, pairwise_agreement
-from personagap.analysis.panel import PanelFields, panel_lines
-from personagap.analysis.robust import panel_fields
+from personagap.analysis.panel import PanelFields, panel_lines, panel_metrics, panel_values
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {
@@ -317,12 +316,13 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     tables = cast(FloatArray, np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k))
     tables = tables.reshape(len(users), k, k)
     weights = _weights(len(users), n_resamples, seed)
-    kap = estimate(tables, "kappa", weights, level)
-    acc = estimate(tables, "accuracy", weights, level)
+    est = estimates(tables, ("kappa", "accuracy", *(("over_selection",) if binary else ()), *panel_metrics(k == 2)),
+                    weights, level)
+    kap, acc = est["kappa"], est["accuracy"]
     total = tables.sum(axis=0)
     extra: dict[str, Any] = {}
     if binary:
-        over = estimate(tables, "over_selection", weights, level)
+        over = est["over_selection"]
         fp, fn, tp = total[0, 1], total[1, 0], total[1, 1]
         n = total.sum()
         extra = {
@@ -339,47 +339,47 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         n=int(total.sum()), n_users=len(users), failures=failures, categories=categories,
         confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
         accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined,
-        **panel_fields(tables, weights, level), **extra,
+        **panel_values(est), **extra,
     )
 
 
-_HUMAN = "human\x1f"
-_JUDGE = "judge\x1f"
-
-
 def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_resamples: int,
-                       seed: int) -> tuple[PairwiseResult, dict[str, str], pd.DataFrame] | None:
-    """Every pairwise kappa among a dataset's blind humans and its judges, over one set of user resamples."""
+                       seed: int) -> tuple[PairwiseResult, dict[int, str], pd.DataFrame] | None:
+    """Every human–human and human–judge kappa of a dataset, over one set of user resamples.
+
+    Raters are integer keys (humans first, then judges by (rater, condition)), labels and users integer codes:
+    string work on a million labels is what costs. Users are coded in sorted id order, so SQL row order never
+    moves a CI.
+    """
     if humans.empty or humans["rater"].nunique() < 2:
         return None
-    frames = [pd.DataFrame({"item_id": humans["item_id"].astype(str).to_numpy(),
-                            "rater": (_HUMAN + humans["rater"].astype(str)).to_numpy(),
-                            "label": humans["label"].astype(str).to_numpy(),
-                            "cluster": humans["user_id"].astype(str).to_numpy()})]
-    groups = {_HUMAN + str(r): "human" for r in humans["rater"].unique()}
+    human_codes, human_names = pd.factorize(humans["rater"].astype(str), sort=True)
+    groups: dict[int, str] = dict.fromkeys(range(len(human_names)), "human")
+    frames = [pd.DataFrame({"item_id": humans["item_id"].to_numpy(), "rater": human_codes,
+                            "label": humans["label"].to_numpy(), "user": humans["user_id"].to_numpy()})]
     keys = pd.DataFrame(columns=["key", "rater", "rater_kind", "condition"])
     if judges is not None and not judges.empty:
-        key = _JUDGE + judges["rater"].astype(str) + "\x1f" + judges["condition"].astype(str)
-        frames.append(pd.DataFrame({"item_id": judges["item_id"].astype(str).to_numpy(), "rater": key.to_numpy(),
-                                    "label": judges["label"].astype(str).to_numpy(),
-                                    "cluster": judges["user_id"].astype(str).to_numpy()}))
-        keys = judges.assign(key=key)[["key", "rater", "rater_kind", "condition"]].drop_duplicates("key")
-        groups |= {str(k): rater_group(str(kind)) for k, kind in zip(keys["key"], keys["rater_kind"], strict=True)}
-    # Integer codes for items and labels keep pairwise_agreement's pivot fast; clusters stay user ids, which it
-    # codes in sorted order, so SQL row order never moves a CI.
+        judge_codes = judges.groupby(["rater", "condition"], sort=True).ngroup().to_numpy() + len(human_names)
+        frames.append(pd.DataFrame({"item_id": judges["item_id"].to_numpy(), "rater": judge_codes,
+                                    "label": judges["label"].to_numpy(), "user": judges["user_id"].to_numpy()}))
+        keys = judges.assign(key=judge_codes)[["key", "rater", "rater_kind", "condition"]].drop_duplicates("key")
+        groups |= {int(k): rater_group(str(kind)) for k, kind in zip(keys["key"], keys["rater_kind"], strict=True)}
     frame = pd.concat(frames, ignore_index=True).drop_duplicates(["item_id", "rater"])
-    frame["item_id"] = pd.factorize(frame["item_id"])[0]
-    frame["label"] = pd.factorize(frame["label"], sort=True)[0]
-    result = pairwise_agreement(frame, groups, min_overlap=MIN_PAIR_OVERLAP, n_resamples=n_resamples, seed=seed)
+    users = pd.factorize(frame["user"], sort=True)[0]
+    frame = pd.DataFrame({"item_id": pd.factorize(frame["item_id"])[0], "rater": frame["rater"].to_numpy(),
+                          "label": pd.factorize(frame["label"], sort=True)[0], "cluster": users})
+    weights = _weights(int(users.max()) + 1, n_resamples, seed)
+    result = pairwise_agreement(frame, groups, min_overlap=MIN_PAIR_OVERLAP, n_resamples=n_resamples, seed=seed,
+                                anchor_group="human", weights=weights)
     return result, groups, keys
 
 
-def _human_pairs(groups: dict[str, str]) -> list[tuple[str, str]]:
+def _human_pairs(groups: dict[int, str]) -> list[tuple[int, int]]:
     hs = sorted(k for k, g in groups.items() if g == "human")
     return [(a, b) for i, a in enumerate(hs) for b in hs[i + 1:]]
 
 
-def _ceiling_from(result: PairwiseResult, groups: dict[str, str], dataset: str, n_items: int,
+def _ceiling_from(result: PairwiseResult, groups: dict[int, str], dataset: str, n_items: int,
                   level: float) -> HumanCeiling | None:
     point, samples, n_pairs = mean_pair_samples(result, _human_pairs(groups))
     if not _finite(point):
@@ -439,7 +439,7 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
     human_keys = sorted(k for k, g in groups.items() if g == "human")
     gaps = []
     for key, rater, kind, condition in keys.itertuples(index=False):
-        j_point, j_samples, n_pairs = mean_pair_samples(result, [(str(key), h) for h in human_keys])
+        j_point, j_samples, n_pairs = mean_pair_samples(result, [(int(key), h) for h in human_keys])
         if not n_pairs:
             continue
         mine = judges[(judges["rater"] == rater) & (judges["condition"] == condition)]

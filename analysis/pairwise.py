@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,10 +35,10 @@ class PairwiseResult:
     """Square rater x rater count of items both labelled."""
     groups: dict[str, GroupAgreement]
     """Pair type ('human–human', 'llm–llm', 'human–llm', ...) -> mean pairwise kappa with CI."""
-    samples: dict[tuple[str, str], FloatArray] = field(default_factory=dict)
+    samples: dict[tuple[Any, Any], FloatArray] = field(default_factory=dict)
     """(rater a, rater b) in sorted order -> the pair's kappa on each resample. Every pair shares one set
     of user resamples, so differences of pair means are paired bootstraps."""
-    points: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
+    points: dict[tuple[Any, Any], tuple[float, int]] = field(default_factory=dict)
     """(rater a, rater b) -> (kappa on all shared items, shared items)."""
     n_clusters: int = 0
     """Users (clusters) of the items, i.e. what every resample draws from."""
@@ -54,8 +55,9 @@ class GroupAgreement:
     """Users whose items the pairs of this type share (the bootstrap resamples every user of the frame)."""
 
 
-def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_overlap: int = 10,
-                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> PairwiseResult:
+def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
+                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                       anchor_group: str | None = None, weights: FloatArray | None = None) -> PairwiseResult:
     """Cohen's kappa for every pair of raters, and mean kappa within and across groups.
 
     All pairs share one set of user resamples, so the CI of a group mean reflects
@@ -68,6 +70,10 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
         min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
         n_resamples: Bootstrap resamples over clusters.
         seed: Resampling seed.
+        anchor_group: Score only pairs with at least one rater of this group (e.g. 'human' when only
+            human–human and human–judge kappas are needed); other pairs get an overlap but no kappa.
+        weights: The resample weights ``resample_weights(n_clusters, n_resamples, seed)`` if the caller already
+            drew them (clusters in sorted order); drawing them again gives the same numbers, only slower.
 
     Returns:
         The matrices and group summaries.
@@ -76,20 +82,25 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
     raters = sorted(frame["rater"].unique(), key=lambda r: (groups[r], r))
     if frame.duplicated(["item_id", "rater"]).any():
         raise ValueError("labels hold more than one label per (item_id, rater)")
-    (codes,), categories = encode(frame["label"].to_numpy())
-    n_classes = max(len(categories), 1)
+    if pd.api.types.is_integer_dtype(frame["label"]):  # already coded (fast path for large frames)
+        codes = frame["label"].to_numpy(dtype=np.int64)
+        n_classes = max(int(codes.max()) + 1 if codes.size else 1, 1)
+    else:
+        (codes,), categories = encode(frame["label"].to_numpy())
+        n_classes = max(len(categories), 1)
     wide = pd.DataFrame({"item_id": frame["item_id"].to_numpy(), "rater": frame["rater"].to_numpy(),
                          "code": codes}).pivot(index="item_id", columns="rater", values="code")
     cluster_of_item = frame.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
     cluster_ids, cluster_index = np.unique(cluster_of_item.to_numpy(), return_inverse=True)
-    weights = resample_weights(len(cluster_ids), n_resamples, seed)
+    if weights is None or weights.shape[1] != len(cluster_ids):
+        weights = resample_weights(len(cluster_ids), n_resamples, seed)
 
     matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
     overlap = pd.DataFrame(0, index=raters, columns=raters)
     per_type: dict[str, list[tuple[float, FloatArray, int]]] = {}
-    pair_samples: dict[tuple[str, str], FloatArray] = {}
+    pair_samples: dict[tuple[Any, Any], FloatArray] = {}
     users_of: dict[str, set[int]] = {}
-    pair_points: dict[tuple[str, str], tuple[float, int]] = {}
+    pair_points: dict[tuple[Any, Any], tuple[float, int]] = {}
     for a in raters:
         matrix.loc[a, a] = 1.0
         overlap.loc[a, a] = int(wide[a].notna().sum()) if a in wide else 0
@@ -97,7 +108,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
         both = wide[a].notna() & wide[b].notna()
         n = int(both.sum())
         overlap.loc[a, b] = overlap.loc[b, a] = n
-        if n < min_overlap:
+        if n < min_overlap or (anchor_group is not None and anchor_group not in (groups[a], groups[b])):
             continue
         mask = both.to_numpy()
         tables = indexed_tables(wide[a].to_numpy()[mask].astype(np.int64), wide[b].to_numpy()[mask].astype(np.int64),
@@ -125,7 +136,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[str, str], *, min_o
                           n_clusters=len(cluster_ids))
 
 
-def mean_pair_samples(result: PairwiseResult, pairs: list[tuple[str, str]]) -> tuple[float, FloatArray, int]:
+def mean_pair_samples(result: PairwiseResult, pairs: list[tuple[Any, Any]]) -> tuple[float, FloatArray, int]:
     """Mean kappa over ``pairs`` (those the result scored) on the data and on every resample.
 
     Returns:
