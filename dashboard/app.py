@@ -8,6 +8,8 @@ import streamlit as st
 
 from personagap.dashboard import render
 
+# No "Deploy" or developer menu items, also under a plain `streamlit run app.py` (the CLI passes it too).
+st.set_option("client.toolbarMode", "viewer")
 st.set_page_config(page_title="PersonaGap", layout="wide")
 render.sidebar()
 navigation = st.navigation({

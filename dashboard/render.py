@@ -523,7 +523,8 @@ def _extraction_section(db: str) -> None:
     matching = report["matching"]
     st.subheader("Extraction vs gold: precision and recall (95% CI)")
     if matching:
-        frame = pd.DataFrame([{"row": f"{m['extractor']} · {m['dataset']} · {m['split']} · {m['category']}",
+        frame = pd.DataFrame([{"row": " · ".join(str(m[k]) for k in ("extractor", "dataset", "split", "category")
+                                                 if not missing(m[k]) and str(m[k])),
                                "metric": metric, "value": m[metric], "ci_low": m[f"{metric}_ci"][0],
                                "ci_high": m[f"{metric}_ci"][1]}
                               for m in matching for metric in ("precision", "recall")])
