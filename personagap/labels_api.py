@@ -35,12 +35,12 @@ from personagap.store import (
     _IMPORT_RUN_VOLATILE,
     TABLES,
     WriteSummary,
-    _remove_stale,
     columns_table,
     gc_paused,
     git_sha,
     now,
     opened,
+    remove_stale,
     upsert_counted,
 )
 
@@ -142,7 +142,7 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
                 summary.tables[table] = upsert_counted(con, table, tables[table],
                                                        _IMPORT_RUN_VOLATILE if table == "runs" else frozenset())
             if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
-                _remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
+                remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
             set_meta(con, {f"origin:{spec.dataset}": spec.origin,
                            f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode()})
             con.execute("COMMIT")
