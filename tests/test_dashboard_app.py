@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -160,6 +161,11 @@ def test_injection_strings_in_filters_change_nothing(recenter_db: Path, field: s
 
 def test_runs_page_compares_two_runs(recenter_db: Path, monkeypatch: pytest.MonkeyPatch):
     at = _open(recenter_db, "page_runs.py", monkeypatch)
+    # The default pair shares items (the two runs with the most items in common), and no picker entry says nan.
+    first = {m.label: m.value for m in at.metric}
+    assert int(first["Shared items"].replace(",", "")) > 0
+    options = at.selectbox(key="run_a").options
+    assert options and not any(re.search(r"\bnan\b|\bNone\b", str(o)) for o in options)
     runs = at.dataframe[0].value
     assert len(runs) == 28
     ids = runs.set_index("rater")

@@ -136,6 +136,9 @@ def test_every_page_renders_readably_in_chromium(chromium: str, all_db: Path, tm
                 assert charts, f"{path}: no chart"
             if path in ("stage2", "stage3"):
                 assert len(charts) >= 5  # forest, confusion heatmaps, bias
+            if path == "stage3":  # its own bias panel: position and length of answers, not stage 2's quartiles
+                main = page.locator('[data-testid="stMain"]').inner_text()
+                assert "quartile" not in main.lower() and "Share choosing the answer shown first" in main
             screenshot_whole(page, SCREENSHOTS / f"{path or 'overview'}.png")
         assert not errors, errors
         assert not remote, remote
