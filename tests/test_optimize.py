@@ -368,32 +368,22 @@ def test_max_items_samples_within_each_side(opt_db: Path) -> None:
 
 
 def test_judge_command_wiring_runs_the_program(run: Run, tmp_path: Path) -> None:
-    """The lines the judge commands add (program_option + judge_program), on a command built the same way."""
-    import click
+    """`personagap judge relevance --program PROGRAM` (the real CLI) runs the saved program."""
+    from click.testing import Result
 
-    from personagap._cli_base import RunSettings, db_option, llm_judge_options
-    from personagap.commands.optimize import judge_program, program_option
+    from personagap.cli import cli
 
-    @click.command()
-    @click.option("--judge", "judge_name", default=JUDGE)
-    @program_option
-    @click.option("--limit", type=int, default=None)
-    @llm_judge_options()
-    @db_option
-    def judge(judge_name: str, program: str | None, limit: int | None, lm: LMConfig | None, run: RunSettings,
-              db: str) -> None:
-        assert program is not None
-        click.echo(judge_program("relevance", judge_name, db, program, lm, run, limit=limit))
+    def judge(args: list[str]) -> Result:
+        return CliRunner().invoke(cli, ["judge", "relevance", *args])
 
     db = tmp_path / "wiring.duckdb"
     shutil.copy(run.db, db)
     with DemoSensitiveServer(DemoSensitiveModel(run.oracle)) as server:
-        ok = CliRunner().invoke(judge, ["--program", str(run.program), "--limit", "5", "--model", "openai/demo",
-                                        "--api-base", server.base_url, "--no-progress", "--db", str(db)])
-        wrong = CliRunner().invoke(judge, ["--judge", "relevance-batched", "--program", str(run.program), "--model",
-                                           "openai/demo", "--api-base", server.base_url, "--db", str(db)])
-        missing = CliRunner().invoke(judge, ["--program", str(tmp_path / "none.json"), "--model", "openai/demo",
-                                             "--db", str(db)])
+        ok = judge(["--program", str(run.program), "--limit", "5", "--model", "openai/demo",
+                    "--api-base", server.base_url, "--no-progress", "--db", str(db)])
+        wrong = judge(["--judge", "relevance-batched", "--program", str(run.program), "--model",
+                       "openai/demo", "--api-base", server.base_url, "--db", str(db)])
+        missing = judge(["--program", str(tmp_path / "none.json"), "--model", "openai/demo", "--db", str(db)])
         assert server.count == 5
     assert ok.exit_code == 0, ok.output
     assert f"{JUDGE}@{run.result.program_id}/v1/openai/demo" in ok.output

@@ -21,6 +21,7 @@ from personagap._cli_base import (
     run_or_exit,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.commands.optimize import judge_program, program_option
 from personagap.stages.relevance import render_relevance
 
 if TYPE_CHECKING:
@@ -80,16 +81,20 @@ def demo_relevance(workdir: Path, db: Path) -> str:
 @click.option("--dataset", "datasets", multiple=True, default=("recenter-stage2",), show_default=True,
               help="Which imported dataset's items to judge (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N calls.")
+@program_option
 @llm_judge_options()
 @db_option
 def judge_relevance(judge_name: str, model_path: str | None, datasets: tuple[str, ...], limit: int | None,
-                    lm: LMConfig | None, run: RunSettings, db: str) -> None:
+                    program: str | None, lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 2: ask an LLM which attributes matter for each imported prompt; store its labels as a judge.
 
     Results are written as they arrive and cached in the database: rerunning the same command resumes a
     killed run and sends requests only for items that are missing or failed. Compare with humans afterwards:
     personagap report relevance.
     """
+    if program is not None:
+        click.echo(judge_program("relevance", judge_name, db, program, lm, run, limit=limit, datasets=datasets))
+        return
     if judge_name == "trained":
         click.echo(_judge_trained(db, model_path, datasets))
         return

@@ -21,6 +21,7 @@ from personagap._cli_base import (
     run_or_exit,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.commands.optimize import judge_program, program_option
 from personagap.stages import response as stage
 
 if TYPE_CHECKING:
@@ -67,16 +68,20 @@ def import_personafeedback(path: str, db: str) -> None:
 @click.option("--dataset", "datasets", multiple=True, help="Judge only this dataset (repeatable).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Judge only the first N tasks.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-item position swap.")
+@program_option
 @llm_judge_options()
 @db_option
 def judge_response(judge_name: str, model_path: str | None, no_profile: bool, both_orders: bool,
-                   datasets: tuple[str, ...],
-                   limit: int | None, seed: int, lm: LMConfig | None, run: RunSettings, db: str) -> None:
+                   datasets: tuple[str, ...], limit: int | None, seed: int, program: str | None,
+                   lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 3: run an LLM judge on the imported response items; labels land in the store.
 
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report response.
     """
+    if program is not None:
+        click.echo(judge_program("response", judge_name, db, program, lm, run, limit=limit, datasets=datasets))
+        return
     if judge_name == "trained":
         click.echo(_judge_trained(db, model_path, datasets))
         return
