@@ -75,6 +75,23 @@ def test_relevance_jsonl_end_to_end(tmp_path: Path) -> None:
     assert stage["best"]["judge"] == LLM and stage["best"]["kappa"] == pytest.approx(kappa)
 
 
+def test_anchored_human_labels_are_kept_out_of_the_blind_reference(tmp_path: Path) -> None:
+    """A rater who saw the LLM first (condition shown-llm) is stored as given and never enters the reference."""
+    rows = [r | {"condition": "shown-llm"} if r["rater"] == HUMANS[2] else r for r in team_rows("relevance")]
+    # The anchored rater copies the LLM: counted as blind, it would pull the reference towards the judge.
+    llm_of = {r["item_id"]: r["label"] for r in rows if r.get("rater_kind") == "llm"}
+    rows = [r | {"label": llm_of[r["item_id"]]} if r.get("condition") else r for r in rows]
+    db = str(tmp_path / "team.duckdb")
+    import_labels(write_rows(tmp_path / "rel.jsonl", rows), stage="relevance", dataset="team-rel", db=db)
+    stored = load_labels(db, dataset="team-rel")
+    assert set(stored.loc[stored["rater"] == HUMANS[2], "condition"]) == {"shown-llm"}
+    report = ok_json("report", "relevance", "--db", db, "--resamples", RESAMPLES)
+    (judge,) = [j for j in report["judges"] if j["dataset"] == "team-rel" and j["judge"] == LLM]
+    n, kappa = expected_vs_majority([r for r in rows if not r.get("condition")])
+    assert judge["n"] == n and judge["kappa"] == pytest.approx(kappa)
+    assert n < 48  # two blind raters tie on some items: those have no reference
+
+
 def test_relevance_items_are_judgeable_by_an_llm_over_http(tmp_path: Path) -> None:
     """`judge relevance --dataset NAME` runs on imported items: the prompt and attribute reach the model."""
     rows = team_rows("relevance", n_users=3, per_user=2)
