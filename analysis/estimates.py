@@ -139,6 +139,9 @@ def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: i
     Returns:
         ``(rate, user-clustered bootstrap CI, classical item-level CI from ppi_py)``.
     """
+    # Item order fixes the order of floating-point sums (ppi_py's variances): sort so a store read in any row order
+    # (an export -> import round trip) gives identical figures.
+    reference = reference.sort_index(kind="stable")
     y = (reference["label"] == positive).to_numpy(dtype=float)
     if y.size == 0:
         nan = float("nan")
@@ -177,8 +180,9 @@ def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str
     boot = _rates(bootstrap_tables(counts, resample_weights(len(ids), n_resamples, seed)))
     naive_ci, rg_ci = (list(percentile_interval(b, level)) for b in (boot[0], boot[3]))
 
-    labelled = judge.labels.index.intersection(reference.index)
-    unlabelled = judge.labels.index.difference(reference.index)
+    # Sorted item ids: PPI's sums then run in one order whatever order the rows came in.
+    labelled = judge.labels.index.intersection(reference.index).sort_values()
+    unlabelled = judge.labels.index.difference(reference.index).sort_values()
     y = (reference.loc[labelled, "label"] == positive).to_numpy(dtype=float)
     yhat = (judge.labels.loc[labelled] == positive).to_numpy(dtype=float)
     yhat_u = (judge.labels.loc[unlabelled] == positive).to_numpy(dtype=float)
