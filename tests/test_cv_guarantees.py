@@ -182,19 +182,27 @@ def test_synthetic_preference_cv_groups_by_question_and_fits_decisive_train_pair
     assert ((cv.probabilities >= 0) & (cv.probabilities <= 1)).all()
 
 
-def test_synthetic_verifier_cv_keeps_test_users_out_as_sources_too() -> None:
-    from personagap.judges.trained import cross_val_verifier
-
+def verifier_items() -> pd.DataFrame:
+    """Eight users' (conversation, attribute) pairs; negatives come from the next user or from two outsiders
+    who own no conversation (so 'whose words the model saw' differs from 'whose pairs it fitted')."""
     rows = []
     for u in range(8):
         turns = (f"I really like topic{u} and things{u}", "tell me more")
         for k in range(3):
             rows.append({"user_id": f"u{u}", "source_user": f"u{u}", "attribute": f"likes topic{u} {k}",
                          "label": 1, "user_turns": turns, "assistant_turns": ("sure",)})
-            rows.append({"user_id": f"u{u}", "source_user": f"u{(u + 1) % 8}", "attribute": f"likes topic{(u + 1) % 8}",
+            source = f"u{(u + 1) % 8}" if k else f"outsider{u % 2}"
+            rows.append({"user_id": f"u{u}", "source_user": source, "attribute": f"enjoys hobby{source} {k}",
                          "label": 0, "user_turns": turns, "assistant_turns": ("sure",)})
-    items = pd.DataFrame(rows)
-    cv = cross_val_verifier(items, items["label"].to_numpy(), n_splits=4, seed=0)
+    return pd.DataFrame(rows)
+
+
+def test_synthetic_verifier_cv_keeps_test_users_out_as_sources_too() -> None:
+    from personagap.judges.trained import cross_val_verifier
+
+    items = verifier_items()
+    cv = cross_val_verifier(items, items["label"].to_numpy(), n_splits=4, seed=3)
+    assert cv.seed == 3 and len(cv.folds) == 4
     tested = np.zeros(len(items), dtype=int)
     for fold in cv.folds:
         test = np.asarray(fold.test_index)
@@ -203,10 +211,26 @@ def test_synthetic_verifier_cv_keeps_test_users_out_as_sources_too() -> None:
         assert fold.test_groups == test_users and fold.disjoint and fold.fitted_on_train_only
         # No pair whose negative came from a test user is fitted on: fewer rows than the fold's complement.
         rest = ~np.isin(np.arange(len(items)), test)
-        leaky = rest & items["source_user"].isin(test_users).to_numpy()
-        assert leaky.any() and fold.n_fitted == fold.n_train == int((rest & ~leaky).sum())
-        assert not fold.fitted_groups & test_users
+        kept = rest & ~items["source_user"].isin(test_users).to_numpy()
+        assert (rest & ~kept).any() and fold.n_fitted == fold.n_train == int(kept.sum())
+        # The record names every user whose words the model saw: owners and sources (outsiders included).
+        assert fold.fitted_groups == frozenset(items.loc[kept, "user_id"]) | frozenset(items.loc[kept, "source_user"])
+        assert {"outsider0", "outsider1"} <= fold.fitted_groups and not fold.fitted_groups & test_users
     assert (tested == 1).all()
+    # Real out-of-fold probabilities (the attribute's words are in the user's turns only for positives).
+    p = cv.probabilities
+    assert np.isfinite(p).all() and ((p >= 0) & (p <= 1)).all()
+    assert cv.labels == ["ok" if v >= 0.5 else "bad" for v in p]
+    from sklearn.metrics import roc_auc_score
+
+    assert roc_auc_score(items["label"], p) > 0.8
+    # Defaults: 5 folds, seed 0, reproducible; and items without a source column still run (owners only).
+    again = cross_val_verifier(items, items["label"].to_numpy())
+    assert len(again.folds) == 5 and again.seed == 0
+    assert [f.test_index for f in again.folds] == [f.test_index for f in cross_val_verifier(
+        items, items["label"].to_numpy()).folds]
+    owners_only = cross_val_verifier(items.drop(columns="source_user"), items["label"].to_numpy(), n_splits=4)
+    assert all(f.n_fitted == f.n_train == len(items) - f.n_test for f in owners_only.folds)
 
 
 def test_synthetic_in_sample_mask_flags_training_users_under_any_dataset_name() -> None:
@@ -218,7 +242,10 @@ def test_synthetic_in_sample_mask_flags_training_users_under_any_dataset_name() 
     model = judges_trained.fit_relevance(train, np.arange(len(train)) % 2)
     assert model.train_users == {"user0", "user1", "user2", "user3"}
     assert model.train_item_ids == frozenset(train["item_id"])
-    other = pd.DataFrame({"item_id": ["s2-user0-0", "pilot-1", "pilot-2", "pilot-3"],
+    other = pd.DataFrame({"item_id": ["s2-0-0", "pilot-1", "pilot-2", "pilot-3"],
                           "dataset": ["recenter-stage2", "recenter-pilot", "recenter-pilot", "recenter-pilot"],
                           "user_id": ["user0", "user2", "someone-else", "user9"]})
-    assert stage.in_sample_mask(model, other).tolist() == [True, True, False, False]
+    mask = stage.in_sample_mask(model, other)
+    assert mask.dtype == bool and mask.tolist() == [True, True, False, False]
+    # Items without a user column (none of the stores' kinds, but the rule must not guess): by item id only.
+    assert stage.in_sample_mask(model, other.drop(columns="user_id")).tolist() == [True, False, False, False]
