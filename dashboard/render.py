@@ -650,9 +650,12 @@ def case_texts(case: dict[str, Any]) -> dict[str, Any]:
         (payload[k] for k in ("profile", "facts", "persona") if isinstance(payload.get(k), str)), None)
     used = {prompt_key, "profile", "facts", "persona"} - {None}
     answers = {k: v for k, v in payload.items() if k not in used and isinstance(v, str)
-               and (k.startswith(("answer", "response")) or len(v) > 80)}
-    details = {k: v for k, v in payload.items() if k not in used and k not in answers}
-    return {"prompt_title": prompt_title, "prompt": prompt, "profile": profile, "answers": answers, "details": details}
+               and k.startswith(("answer", "response"))}
+    # Other versions of the profile (what judges under another protocol were shown), apart from the profile.
+    variants = {k: v for k, v in payload.items() if k not in used and isinstance(v, str) and "profile" in k}
+    details = {k: v for k, v in payload.items() if k not in used and k not in answers and k not in variants}
+    return {"prompt_title": prompt_title, "prompt": prompt, "profile": profile, "answers": answers,
+            "variants": variants, "details": details}
 
 
 def show_item(case: dict[str, Any]) -> None:
@@ -679,6 +682,11 @@ def show_item(case: dict[str, Any]) -> None:
     if parts["profile"]:
         st.markdown("**Profile**")
         st.code(str(parts["profile"]), language=None, wrap_lines=True)
+    if parts["variants"]:
+        with st.expander("Other versions of the profile, as some judges were shown it"):
+            for key, value in parts["variants"].items():
+                st.markdown(f"*{md(key)}*")
+                st.code(value, language=None, wrap_lines=True)
     profile = case["profile"]
     if not profile.empty:
         st.markdown(f"**User profile ({len(profile)} attributes)**")
