@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -54,6 +55,7 @@ from personagap.analysis.comparable import (
     rater_group,
     reference_sql,
 )
+from personagap.analysis.origins import REAL, OriginField, tag_origins, where
 from personagap.analysis.pairwise import PairwiseResult, mean_pair_samples, pairwise_agreement
 from personagap.analysis.panel import PanelFields, panel_lines, panel_metrics, panel_values
 
@@ -77,7 +79,7 @@ BLIND_SQL = blind_human_sql("l")
 ANCHORED_SQL = anchored_human_sql("l")
 
 
-class JudgeScore(PanelFields):
+class JudgeScore(PanelFields, OriginField):
     """One judge's labels on one dataset of one stage, compared with the human reference."""
 
     stage: str
@@ -106,7 +108,7 @@ class JudgeScore(PanelFields):
     undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (left out of its CI).")
 
 
-class HumanCeiling(BaseModel):
+class HumanCeiling(OriginField):
     """Mean pairwise Cohen's kappa among blind humans who labelled the same items of one dataset."""
 
     dataset: str
@@ -119,7 +121,7 @@ class HumanCeiling(BaseModel):
     undefined_resamples: int = 0
 
 
-class CeilingGap(BaseModel):
+class CeilingGap(OriginField):
     """How far one judge falls below the human ceiling of the same dataset, with a paired-bootstrap CI."""
 
     stage: str
@@ -267,11 +269,13 @@ def diagnose_db(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: i
     Raises:
         personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.
     """
+    from personagap.labels_api import dataset_origins
     from personagap.store import opened
 
     with opened(db, read_only=True) as con:
         inputs = load_inputs(con)
-    return diagnose(**inputs, n_resamples=n_resamples, seed=seed)
+        origins = dataset_origins(con)
+    return diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 # --------------------------------------------------------------------------- pure analysis
@@ -469,12 +473,12 @@ def _kappa_text(j: JudgeScore) -> str:
 
 def _ceiling_text(c: HumanCeiling) -> str:
     return (f"mean pairwise kappa {_fmt(c.mean_kappa)} {ci_text(ci=c.ci, n_users=c.n_users)} "
-            f"({c.dataset}, {c.n_raters} blind humans, {c.n_pairs} pairs)")
+            f"({where(c.dataset, c.origin)}, {c.n_raters} blind humans, {c.n_pairs} pairs)")
 
 
 def _gap_text(g: CeilingGap) -> str:
-    return (f"{g.judge} on {g.dataset}: mean kappa with each blind human {_fmt(g.judge_kappa)} vs their own "
-            f"{_fmt(g.ceiling)}, gap {_fmt(g.gap)} "
+    return (f"{g.judge} on {where(g.dataset, g.origin)}: mean kappa with each blind human {_fmt(g.judge_kappa)} "
+            f"vs their own {_fmt(g.ceiling)}, gap {_fmt(g.gap)} "
             f"{ci_text(ci=g.gap_ci, n_users=g.n_users, undefined=g.undefined_resamples)}")
 
 
@@ -488,7 +492,8 @@ def _stage_message(status: str, stage: str, best: JudgeScore | None, ceiling: Hu
     if status == "no_judges":
         return f"Stage {number} has human labels but no judge labels yet." + ceiling_text
     assert best is not None
-    return f"Best judge {best.judge} ({best.dataset}): {_kappa_text(best)} against humans." + ceiling_text
+    return (f"Best judge {best.judge} ({where(best.dataset, best.origin)}): {_kappa_text(best)} against humans."
+            + ceiling_text)
 
 
 def _notes(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], counts: pd.DataFrame) -> list[str]:
@@ -522,7 +527,8 @@ def _notes(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], c
 def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, inventory: pd.DataFrame, *,
              judge_items: pd.DataFrame | None = None, human_counts: pd.DataFrame | None = None,
              n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-             min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95) -> Diagnosis:
+             min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95,
+             origins: Mapping[str, str] | None = None) -> Diagnosis:
     """Diagnose every stage from aggregated store data (pure: no I/O).
 
     Args:
@@ -540,6 +546,9 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         seed: Bootstrap seed.
         min_items: Judges sharing fewer items with humans are not ranked as best/worst.
         level: Confidence level of every CI.
+        origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); every
+            score, ceiling and gap carries its dataset's origin, and the verdict says when a best judge is scored
+            on synthetic personas. Datasets missing from it are real.
 
     Returns:
         The diagnosis of all three stages and the verdict.
@@ -575,6 +584,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
                 ceilings.append(c)
                 gaps += g
         gaps.sort(key=lambda g: (not _finite(g.gap), g.gap if _finite(g.gap) else 0.0, g.judge, g.dataset))
+        tag_origins([judges, ceilings, gaps], origins or {})
         eligible = [g for g in gaps if _finite(g.gap) and g.n_items >= min_items]
         gap = eligible[0] if eligible else None
         if n_items == 0:
@@ -609,6 +619,20 @@ def _name(s: StageDiagnosis) -> str:
     return f"stage {STAGES.index(s.stage) + 1} ({s.stage})"
 
 
+def _synthetic_note(stages: list[StageDiagnosis]) -> str:
+    """Say which stages' best judges are scored on synthetic personas, not real users."""
+    flagged = []
+    for s in stages:
+        best = s.gap if s.gap is not None else s.best
+        if best is not None and best.origin != REAL:
+            flagged.append(f"{_name(s)}'s best judge {best.judge} is scored on {best.origin} personas "
+                           f"({best.dataset})")
+    if not flagged:
+        return ""
+    return (" On synthetic data: " + "; ".join(flagged) + ". Those figures are on synthetic personas, not real "
+            "users: compare them with the same judges on real users' data before trusting them.")
+
+
 def _verdict(stages: list[StageDiagnosis], level: float) -> tuple[str | None, str, list[str]]:
     """Name the stage furthest below its own ceiling only when its gap CI clears every other stage's."""
     pct = f"{level:.0%}"
@@ -619,8 +643,9 @@ def _verdict(stages: list[StageDiagnosis], level: float) -> tuple[str | None, st
     if without:
         unranked = (" Not ranked, for want of a blind human ceiling on the dataset their judges were scored on "
                     "(a ceiling is never borrowed from another dataset): "
-                    + "; ".join(f"{_name(s)}, best judge {s.best.judge} on {s.best.dataset}, {_kappa_text(s.best)}"
-                                for s in without if s.best is not None) + ".")
+                    + "; ".join(f"{_name(s)}, best judge {s.best.judge} on {where(s.best.dataset, s.best.origin)}, "
+                                f"{_kappa_text(s.best)}" for s in without if s.best is not None) + ".")
+    unranked += _synthetic_note(stages)
     if not with_gap:
         if not any(s.best is not None for s in stages):
             return None, "No stage has both judge and human labels yet, so no stage can be diagnosed.", ranking
@@ -649,8 +674,10 @@ def render_diagnosis(d: Diagnosis) -> str:
     for s in d.stages:
         lines.append(f"{s.title}: {s.n_items} items, {s.n_human_labels} human labels, {s.n_judge_labels} judge labels")
         if s.best is not None and s.worst is not None:
-            lines.append(f"  best judge:  {s.best.judge} ({s.best.dataset}, n={s.best.n}): {_kappa_text(s.best)}")
-            lines.append(f"  worst judge: {s.worst.judge} ({s.worst.dataset}, n={s.worst.n}): {_kappa_text(s.worst)}")
+            lines.append(f"  best judge:  {s.best.judge} ({where(s.best.dataset, s.best.origin)}, n={s.best.n}): "
+                         f"{_kappa_text(s.best)}")
+            lines.append(f"  worst judge: {s.worst.judge} ({where(s.worst.dataset, s.worst.origin)}, "
+                         f"n={s.worst.n}): {_kappa_text(s.worst)}")
             lines += [f"  robust panel, {line.strip()}" for line in panel_lines([(f"best {s.best.judge}", s.best)])]
         for c in s.ceilings:
             lines.append(f"  human ceiling: {_ceiling_text(c)}")

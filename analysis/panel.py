@@ -132,3 +132,8 @@ def extras_lines(alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]]
                          f"{_ci(e['human_only_ci'])} (n human {e['n_human']}, n judge {e['n_judge']}, "
                          f"{e.get('n_users', '?')} users)")
     return lines
+
+
+#: Public names of the text helpers, for other report sections (e.g. :mod:`personagap.analysis.origins`).
+fmt = _f
+ci_suffix = _ci

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ from personagap.analysis.extraction import (
     rater_agreement,
     verdict_rates,
 )
+from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
 from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
 from personagap.store import ImportBatch, StoreError, gc_paused, load_labels, opened, write_batch
 
@@ -67,7 +68,7 @@ CALIBRATION_NOTE = ("offline matcher: containment of the gold value's content wo
 
 # --------------------------------------------------------------------------- report records
 
-class VerdictRow(BaseModel):
+class VerdictRow(OriginField):
     """Verdict rates of one rater group on one extractor's attributes."""
 
     dataset: str
@@ -85,7 +86,7 @@ class VerdictRow(BaseModel):
     unsure_ci: list[float]
 
 
-class HumanAgreement(BaseModel):
+class HumanAgreement(OriginField):
     """Agreement among human verdicts on one dataset's attributes (three nominal categories)."""
 
     dataset: str
@@ -105,7 +106,7 @@ class HumanAgreement(BaseModel):
     per_annotator: list[VerdictRow]
 
 
-class VerifierAgreement(PanelFields):
+class VerifierAgreement(PanelFields, OriginField):
     """A verifier's verdicts against the per-item human majority (ties dropped)."""
 
     dataset: str
@@ -119,7 +120,7 @@ class VerifierAgreement(PanelFields):
     accuracy_ci: list[float]
 
 
-class ExtractorRun(BaseModel):
+class ExtractorRun(OriginField):
     """What an extractor produced on a dataset."""
 
     dataset: str
@@ -131,7 +132,7 @@ class ExtractorRun(BaseModel):
     attributes: int
 
 
-class MatchRow(BaseModel):
+class MatchRow(OriginField):
     """Extraction precision/recall/F1 against gold on one split and category."""
 
     dataset: str
@@ -151,7 +152,7 @@ class MatchRow(BaseModel):
     f1_ci: list[float]
 
 
-class GoldSummary(BaseModel):
+class GoldSummary(OriginField):
     """Gold preferences available on one dataset split."""
 
     dataset: str
@@ -184,6 +185,8 @@ class ExtractionReport(BaseModel):
                                            "verifier and dataset (blind human verdicts).")
     estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human 'ok' (acceptance) "
                                             "rate per verifier.")
+    origin_comparison: list[OriginComparison] = Field(
+        default_factory=list, description="Verifiers on both synthetic-persona and real-user datasets, side by side.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""
@@ -208,7 +211,7 @@ def items_frame(rows: Sequence[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
 
 
 def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED) -> ExtractionReport:
+                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None) -> ExtractionReport:
     """Build the stage-1 report from stored items and labels (pure).
 
     Args:
@@ -217,6 +220,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
         labels: :func:`personagap.store.load_labels` with ``stage='extraction'``.
         n_resamples: Bootstrap resamples for every CI.
         seed: Bootstrap seed.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
     """
     items = items_frame(items)
     kind_of = dict(zip(items["item_id"], items["kind"], strict=True))
@@ -234,10 +238,13 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     kw = {"n_resamples": n_resamples, "seed": seed}
     verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
     alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed)
-    return ExtractionReport(alt_test=alt_test, estimates=estimates,
+    report = ExtractionReport(alt_test=alt_test, estimates=estimates,
         human_agreement=_human_agreement(verdicts, **kw), acceptance=_acceptance(verdicts, **kw),
         verifiers=_verifiers(verdicts, **kw), extractors=_extractor_runs(items, labels),
         gold=_gold_summary(items), matching=_matching(items, labels, **kw), n_resamples=n_resamples, seed=seed)
+    report.origin_comparison = tag_and_compare(report, origins or {},
+                                               lambda: ((v.verifier, v) for v in report.verifiers))
+    return report
 
 
 def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.DataFrame, failures: int,
@@ -468,7 +475,8 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
     if not report.human_agreement:
         lines.append("  (no dataset with two or more human raters on the same attributes)")
     for h in report.human_agreement:
-        lines += [f"  {h.dataset}: {h.annotators} annotators, {h.items} attributes rated by >= 2, {h.users} users",
+        lines += [f"  {where(h.dataset, h.origin)}: {h.annotators} annotators, {h.items} attributes rated by >= 2, "
+                  f"{h.users} users",
                   f"    Krippendorff's alpha (nominal): {_fmt(h.alpha)} {ci_text(ci=h.alpha_ci, n_users=h.users)}",
                   f"    Fleiss' kappa on {h.fleiss_items} attributes rated by {h.fleiss_raters_per_item}: "
                   f"{_fmt(h.fleiss)} {ci_text(ci=h.fleiss_ci, n_users=h.fleiss_users)}",
@@ -494,11 +502,12 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
         for v in report.verifiers:
             kappa_ci = ci_text(ci=v.kappa_ci, n_users=v.n_users, undefined=v.undefined_resamples,
                                n_resamples=report.n_resamples)
-            lines.append(f"  {v.dataset}: {v.verifier}: n {v.n}, kappa {_fmt(v.kappa)} "
+            lines.append(f"  {where(v.dataset, v.origin)}: {v.verifier}: n {v.n}, kappa {_fmt(v.kappa)} "
                          f"{kappa_ci}, accuracy {_fmt(v.accuracy)} "
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
-        lines += panel_lines((f"{v.verifier} ({v.dataset})", v) for v in report.verifiers)
+        lines += panel_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
+        lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     lines += ["", "Gold preferences:"]
     if not report.gold:
@@ -550,10 +559,13 @@ def load_items(con: Any, *, kinds: Sequence[str] | None = None, datasets: Sequen
 def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                       seed: int = DEFAULT_SEED) -> ExtractionReport:
     """Build the stage-1 report from a database (read-only)."""
+    from personagap.labels_api import dataset_origins
+
     with opened(db, read_only=True) as con:
         items = load_items(con)
         labels = load_labels(con, stage="extraction")
-    return extraction_report(items, labels, n_resamples=n_resamples, seed=seed)
+        origins = dataset_origins(con)
+    return extraction_report(items, labels, n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 @gc_paused()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,18 +42,19 @@ from personagap.analysis.comparable import (
     rater_group,
     reference_labels,
 )
+from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
 from personagap.analysis.pairwise import pairwise_agreement
 from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
 
 REFERENCE = "human_majority"
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "judge_agreements", "multi_rater_report",
-           "relevance_report", "render_relevance"]
+           "relevance_report", "render_relevance", "report_relevance"]
 _BINARY = {"no": 0, "yes": 1}
 _METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1", "accuracy")
 ANCHORED_TITLE = "anchored (annotators saw an LLM label)"
 
 
-class JudgeAgreement(PanelFields):
+class JudgeAgreement(PanelFields, OriginField):
     """One judge's relevance labels compared with the human majority on the same items."""
 
     judge: str
@@ -91,7 +94,7 @@ class GroupRow(BaseModel):
     undefined_resamples: int = 0
 
 
-class MultiRaterReport(BaseModel):
+class MultiRaterReport(OriginField):
     """Agreement among individual raters on a dataset where several humans labelled the same items."""
 
     dataset: str
@@ -122,6 +125,8 @@ class RelevanceReport(BaseModel):
     alt_test: list[dict[str, Any]] = Field(default_factory=list, description="Alternative-annotator test per judge "
                                            "and dataset (blind humans; the pilot's anchored humans apart).")
     estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human yes-rate per judge.")
+    origin_comparison: list[OriginComparison] = Field(
+        default_factory=list, description="Judges on both synthetic-persona and real-user datasets, side by side.")
     majority_rule: str = MAJORITY_RULE
     n_resamples: int
     seed: int
@@ -249,7 +254,8 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
 
 
 def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> RelevanceReport:
+                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                     origins: Mapping[str, str] | None = None) -> RelevanceReport:
     """Build the stage-2 report from stored relevance labels.
 
     Args:
@@ -257,6 +263,8 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
         pilot_dataset: The dataset with per-annotator labels for the agreement table.
         n_resamples: Bootstrap resamples for every CI.
         seed: Bootstrap seed (the same seed gives the same CIs).
+        origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
+            missing from it are real.
 
     Returns:
         The report; ``judges`` covers every dataset but the pilot.
@@ -282,8 +290,23 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     alt_test, estimates = report_extras(labels, datasets, positive="yes",
                                         anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                         n_resamples=n_resamples, seed=seed)
-    return RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
-                           estimates=estimates, n_resamples=n_resamples, seed=seed)
+    report = RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
+                             estimates=estimates, n_resamples=n_resamples, seed=seed)
+    report.origin_comparison = tag_and_compare(
+        report, origins or {}, lambda: ((j.judge, j) for j in [*report.judges, *(pilot.judges if pilot else [])]))
+    return report
+
+
+def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
+                     seed: int = DEFAULT_SEED) -> RelevanceReport:
+    """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic."""
+    from personagap.labels_api import dataset_origins
+    from personagap.store import load_labels, opened
+
+    with opened(db, read_only=True) as con:
+        labels = load_labels(con, stage="relevance")
+        origins = dataset_origins(con)
+    return relevance_report(labels, n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 def _fmt(v: float, digits: int = 3) -> str:
@@ -303,7 +326,8 @@ def _kinds_text(raters: dict[str, str]) -> str:
 
 def _multi_rater_lines(p: MultiRaterReport, n_resamples: int) -> list[str]:
     title = "blind labels only" if p.protocol == "blind" else p.protocol
-    lines = [f"Pilot agreement ({p.dataset}; {title}; {_kinds_text(p.raters)}; {p.n_users} users): "
+    lines = [f"Pilot agreement ({where(p.dataset, p.origin)}; {title}; {_kinds_text(p.raters)}; "
+             f"{p.n_users} users): "
              "mean pairwise Cohen's kappa", ""]
     lines.append(f"{'pairs':<18}{'mean kappa':>11}  {'95% CI':<30}{'rater pairs':>11}")
     for g in p.groups:
@@ -333,7 +357,8 @@ def render_relevance(report: RelevanceReport) -> str:
     rows = [*report.judges, *(report.pilot.judges if report.pilot else [])]
     if rows:
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
-        lines += panel_lines((f"{j.judge} ({j.dataset})", j) for j in rows)
+        lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
+    lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     for note in report.notes:
         lines += ["", f"Note: {note}"]
@@ -348,8 +373,9 @@ def _judge_table(judges: list[JudgeAgreement], n_resamples: int) -> list[str]:
     rows = [head, "-" * len(head)]
     for j in judges:
         ci = ci_text(ci=j.kappa_ci, n_users=j.n_users) if j.n_users < MIN_USERS_FOR_CI else _fmt_ci(j.kappa_ci)
+        name = j.judge if j.origin == "real" else f"{j.judge} ({j.origin})"
         rows.append(
-            f"{j.judge[:45]:<46}{j.rater_kind[:8]:<9}{j.n:>6}{j.n_users:>6}{j.failures:>6}"
+            f"{name[:45]:<46}{j.rater_kind[:8]:<9}{j.n:>6}{j.n_users:>6}{j.failures:>6}"
             f"{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
             f"{_fmt(j.over_selection, 2) + ('' if math.isnan(j.over_selection) else 'x'):>9}"
             f"{_fmt(j.kappa):>7}  {ci:<16}"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ from personagap.analysis.comparable import (
     comparable_judge_mask,
     reference_labels,
 )
+from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
 from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
 from personagap.analysis.response import (
     BASELINES,
@@ -90,7 +92,7 @@ class GroupAccuracy(BaseModel):
     accuracy: float
 
 
-class JudgeResult(PanelFields):
+class JudgeResult(PanelFields, OriginField):
     """One judge (rater + condition) on one dataset, compared with the human label."""
 
     judge: str = Field(description="Rater, with its condition in brackets when it has one.")
@@ -127,7 +129,7 @@ class JudgeResult(PanelFields):
     by_group: dict[str, GroupAccuracy] = Field(default_factory=dict, description="'split=...'/'tier=...' -> accuracy.")
 
 
-class HumanBias(BaseModel):
+class HumanBias(OriginField):
     """Position and length preferences of the human labels of one dataset."""
 
     dataset: str
@@ -142,7 +144,7 @@ class HumanBias(BaseModel):
     baselines: dict[str, float] = Field(description="Baseline -> accuracy against these human labels.")
 
 
-class ProfileGap(BaseModel):
+class ProfileGap(OriginField):
     """One judge's accuracy with vs without the profile, on the items judged both ways."""
 
     rater: str
@@ -160,7 +162,7 @@ class ProfileGap(BaseModel):
     gap_ci: list[float]
 
 
-class GenericVsPersonalized(BaseModel):
+class GenericVsPersonalized(OriginField):
     """How often a rater judged the personalised answer no better than the generic one."""
 
     rater: str
@@ -186,8 +188,10 @@ class RaterVsJudge(BaseModel):
     kappa_ci: list[float]
 
 
-class UsrReport(BaseModel):
-    """USR PersonaChat: human rater agreement, and persona-use judges against each rater."""
+class UsrReport(OriginField):
+    """Persona use (USR PersonaChat, or an imported yes/no dataset): rater agreement, and judges against each rater."""
+
+    dataset: str = USR_DATASET
 
     n_items: int
     n_contexts: int
@@ -217,6 +221,8 @@ class ResponseReport(BaseModel):
                                            "and dataset (needs several humans per item: USR, not PRISM).")
     estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human 'uses the persona' "
                                             "rate per judge (yes/no datasets only).")
+    origin_comparison: list[OriginComparison] = Field(
+        default_factory=list, description="Judges on both synthetic-persona and real-user datasets, side by side.")
     n_resamples: int
     seed: int
     ci_level: float = 0.95
@@ -303,10 +309,13 @@ def load_items(con: Any) -> pd.DataFrame:
 def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> ResponseReport:
     """Build the stage-3 report from a database (read-only)."""
+    from personagap.labels_api import dataset_origins
+
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage="response")
         items = load_items(con)
-    return response_report(labels, items, n_resamples=n_resamples, seed=seed)
+        origins = dataset_origins(con)
+    return response_report(labels, items, n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,
@@ -383,7 +392,7 @@ def _reference(labels: pd.DataFrame) -> pd.Series:
 
 
 def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED) -> ResponseReport:
+                    seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None) -> ResponseReport:
     """Build the stage-3 report from stored labels and items (pure: no I/O).
 
     Args:
@@ -391,6 +400,7 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
         items: :func:`load_items`.
         n_resamples: Bootstrap resamples for every CI (clusters = users / dialogue contexts).
         seed: Bootstrap seed.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
     """
     judges: list[JudgeResult] = []
     humans: list[HumanBias] = []
@@ -427,8 +437,10 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
               <= {"yes", "no"}]
     alt_test, estimates = report_extras(labels, datasets, positive="yes", rate_datasets=binary,
                                         n_resamples=n_resamples, seed=seed)
-    return ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp, usr=usr,
-                          alt_test=alt_test, estimates=estimates, n_resamples=n_resamples, seed=seed)
+    out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp, usr=usr,
+                         alt_test=alt_test, estimates=estimates, n_resamples=n_resamples, seed=seed)
+    out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
+    return out
 
 
 def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_resamples: int,
@@ -620,7 +632,7 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
                                        accuracy=e["accuracy"].value, kappa=e["kappa"].value,
                                        kappa_ci=ci_list(e["kappa"])))
     report = UsrReport(
-        n_items=len(wide), n_contexts=int(cluster.nunique()),
+        dataset=dataset, n_items=len(wide), n_contexts=int(cluster.nunique()),
         raters={str(c): int(wide[c].notna().sum()) for c in wide.columns},
         rater_yes_rate={str(c): float(codes[c].mean()) for c in codes.columns},
         uses_knowledge_alpha=agree["alpha"].value, uses_knowledge_alpha_ci=ci_list(agree["alpha"]),
@@ -704,7 +716,8 @@ def render_response(report: ResponseReport) -> str:
                          f"{gp.failures} failures")
     if report.usr is not None:
         u = report.usr
-        lines += ["", f"USR PersonaChat: {u.n_items} responses in {u.n_contexts} contexts, raters "
+        title = "USR PersonaChat" if u.dataset == USR_DATASET else f"Persona use on {where(u.dataset, u.origin)}"
+        lines += ["", f"{title}: {u.n_items} responses in {u.n_contexts} contexts, raters "
                       + ", ".join(f"{r} ({n})" for r, n in u.raters.items()), "",
                   f"  'Uses Knowledge' among raters: Krippendorff's alpha {_fmt(u.uses_knowledge_alpha)} "
                   f"{_fmt_ci(u.uses_knowledge_alpha_ci, u.n_contexts)}, Fleiss' kappa "
@@ -723,6 +736,7 @@ def render_response(report: ResponseReport) -> str:
             lines.append("  (no persona-use judge yet: personagap judge response --judge persona-use --model M)")
     if report.judges:
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
-        lines += panel_lines((f"{j.judge} ({j.dataset})", j) for j in report.judges)
+        lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
+    lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     return "\n".join(lines)
