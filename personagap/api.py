@@ -1,4 +1,4 @@
-"""The library API behind the CLI: import, report, demo."""
+"""The library API behind the CLI: import, report, demo; `import_labels` / `load_labels` for notebooks (issue 14)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ import pandas as pd
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
 from personagap.human_data.recenter import Coverage, load_recenter
+from personagap.labels_api import dataset_origins as dataset_origins
+from personagap.labels_api import import_labels as import_labels
+from personagap.labels_api import load_labels as load_labels
 from personagap.stages.relevance import RelevanceReport, relevance_report
-from personagap.store import StoreError, WriteSummary, gc_paused, load_labels, opened, write_batch
+from personagap.store import StoreError, WriteSummary, gc_paused, opened, write_batch
+from personagap.store import load_labels as store_labels
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -78,7 +82,7 @@ def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED) -> RelevanceReport:
     """Build the stage-2 report from a database (read-only)."""
     with opened(db, read_only=True) as con:
-        labels = load_labels(con, stage="relevance")
+        labels = store_labels(con, stage="relevance")
     return relevance_report(labels, n_resamples=n_resamples, seed=seed)
 
 

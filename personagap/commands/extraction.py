@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @import_group.command("laps")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path())
 @db_option
 def import_laps(path: str, db: str) -> None:
     """Import LAPS dialogues and their gold preferences (a folder of <topic>_dataset_<split>.json, or one file).
@@ -35,12 +35,11 @@ def import_laps(path: str, db: str) -> None:
     Validates every file first; on any malformed field it names the file and JSON path and writes nothing.
     """
     result = run_or_exit(lambda: stage1.import_laps(path, db))
-    click.echo(result.render() + f"\n  written to {db}: " + ", ".join(f"{n} {t}" for t, n in
-                                                                        result.batch.counts().items()))
+    click.echo(result.render())
 
 
 @import_group.command("extraction")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path())
 @db_option
 def import_extraction(path: str, db: str) -> None:
     """Import your pipeline's extracted attributes, human verdicts and gold (JSONL).
@@ -49,8 +48,7 @@ def import_extraction(path: str, db: str) -> None:
     and writes nothing.
     """
     result = run_or_exit(lambda: stage1.import_extraction(path, db))
-    click.echo(result.render() + f"\n  written to {db}: " + ", ".join(f"{n} {t}" for t, n in
-                                                                        result.batch.counts().items()))
+    click.echo(result.render())
 
 
 @report_group.command("extraction")

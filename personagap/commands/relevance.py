@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @import_group.command("recenter")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=click.Path())
 @db_option
 def import_recenter(path: str, db: str) -> None:
     """Import a Re-Centering release folder (stage2/ and/or pilot/, laid out as shared/data/recenter).

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 @import_group.command("prism-judge")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path())
 @db_option
 def import_prism_judge(path: str, db: str) -> None:
     """Import PRISM personalised-judge files (one prism_*.jsonl or a folder of them).
@@ -42,7 +42,7 @@ def import_prism_judge(path: str, db: str) -> None:
 
 
 @import_group.command("usr")
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=click.Path())
 @db_option
 def import_usr(path: str, db: str) -> None:
     """Import USR PersonaChat ratings (pc_usr_data.json, or the folder holding it): per-rater labels."""
@@ -50,7 +50,7 @@ def import_usr(path: str, db: str) -> None:
 
 
 @import_group.command("personafeedback")
-@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.argument("path", type=click.Path())
 @db_option
 def import_personafeedback(path: str, db: str) -> None:
     """Import a PersonaFeedback release folder (persona/*.jsonl, data/{general,specific}/{easy,medium,hard}.jsonl)."""
