@@ -252,8 +252,10 @@ def case_detail(db: str | Path, item_id: str) -> dict[str, Any] | None:
 
 def runs(db: str | Path) -> pd.DataFrame:
     """Every run with how many labels it wrote, newest first."""
+    from personagap.liveness import effective_status  # core, not judges/: the dashboard never loads DSPy
+
     with read_only(db) as con:
-        return con.execute("""
+        frame = con.execute("""
             SELECT r.run_id, r.kind, r.rater, r.status, r.started_at, r.finished_at, r.judge_version, r.git_sha,
                    r.source, coalesce(c.labels, 0) AS labels, coalesce(c.failures, 0) AS failures,
                    CAST(r.parameters AS TEXT) AS parameters
@@ -263,6 +265,9 @@ def runs(db: str | Path) -> pd.DataFrame:
             ) c USING (run_id)
             ORDER BY r.started_at DESC, r.run_id
         """).df()
+    # A killed judge run never wrote its end: show it as 'interrupted' once its process is gone.
+    frame["status"] = [effective_status(str(s), p) for s, p in zip(frame["status"], frame["parameters"], strict=True)]
+    return frame
 
 
 def best_run_pair(db: str | Path) -> tuple[str, str] | None:

@@ -24,7 +24,7 @@ from typing import IO, Any
 import duckdb
 import orjson
 
-from personagap.judges.liveness import PROCESS_KEY, process_alive
+from personagap.liveness import PROCESS_KEY, process_alive
 from personagap.records import Label
 from personagap.store import now, upsert, write_labels
 

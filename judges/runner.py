@@ -54,8 +54,8 @@ from tqdm import tqdm
 
 from personagap.judges.base import Judge, JudgeTask, Program, Verdict, rater_name
 from personagap.judges.journal import Journal, recover_journals, store_answers
-from personagap.judges.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
+from personagap.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.records import Label, Run
 from personagap.store import _LOCK_MARKERS, StoreError, connect, git_sha, now, opened, upsert
 

@@ -21,9 +21,9 @@ import pytest
 from personagap import api
 from personagap.judges import get_judge
 from personagap.judges.base import Judge, JudgeTask, Program
-from personagap.judges.liveness import effective_status
 from personagap.judges.relevance import RelevancePerAttribute, relevance_tasks
 from personagap.judges.runner import LMConfig, RunSummary, run_judge
+from personagap.liveness import effective_status
 from tests.llm_server import Reply, ScriptedOpenAIServer, last_user_message
 
 MODEL = "openai/scripted"

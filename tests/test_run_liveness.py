@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from personagap.judges.journal import Journal, journal_path, read_journal, recover_journals
-from personagap.judges.liveness import effective_status, mark_interrupted_runs, process_alive, process_marker
+from personagap.liveness import effective_status, mark_interrupted_runs, process_alive, process_marker
 from personagap.records import Label, Run
 from personagap.store import now, opened, upsert
 
@@ -95,3 +95,16 @@ def test_any_journal_bytes_give_answers_or_are_skipped(tmp_path: Path, lines: li
     path.write_bytes(b"\n".join(lines))
     for labels, cache in read_journal(path):  # never an exception: what is not a whole answer is skipped
         assert all(isinstance(label, Label) for label in labels) and (cache is None or "created_at" in cache)
+
+
+def test_dashboard_shows_a_killed_run_as_interrupted(tmp_path: Path) -> None:
+    """The Runs page reads the database read-only: a dead run's stored 'running' is shown as 'interrupted'."""
+    from personagap.dashboard.queries import runs
+
+    db = tmp_path / "runs.duckdb"
+    _run(db, "judge-dead", _dead_marker())
+    _run(db, "judge-alive", process_marker())
+    status = dict(zip(runs(db)["run_id"], runs(db)["status"], strict=True))
+    assert status == {"judge-dead": "interrupted", "judge-alive": "running"}
+    with opened(db) as con:  # the stored row is untouched: only a writer marks it
+        assert con.execute("SELECT status FROM runs WHERE run_id = 'judge-dead'").fetchall() == [("running",)]
