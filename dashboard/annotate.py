@@ -106,7 +106,7 @@ def sort_categories(values: Sequence[str]) -> list[str]:
 def session_run(name: str, *, started: Any = None) -> Run:
     """A new run row for one annotator's session on the Annotate page (one per page session and name)."""
     started = started or store.now()
-    return Run(run_id=f"annotate-{uuid.uuid4().hex[:16]}", kind="import", source="dashboard Annotate page",
+    return Run(run_id=f"annotate-{uuid.uuid4().hex[:16]}", kind="annotate", source="dashboard Annotate page",
                rater=name, git_sha=store.git_sha(), started_at=started, finished_at=started, status="finished",
                parameters={"tool": "annotate", "annotator": name})
 

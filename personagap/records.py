@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 Stage = Literal["extraction", "relevance", "response"]
 RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline"]
-RunKind = Literal["import", "judge", "train"]
+RunKind = Literal["import", "judge", "train", "annotate"]
 
 #: Label vocabularies per stage. A label outside its vocabulary is a data error.
 RELEVANCE_LABELS = ("yes", "no")
