@@ -176,6 +176,8 @@ class Diagnosis(BaseModel):
                                                 "human ceiling, when the gap CIs say so; None when they cannot tell.")
     verdict: str
     ranking: list[str] = Field(default_factory=list, description="Stages with a gap, largest gap first.")
+    next_steps: list[str] = Field(default_factory=list, description="When the verdict cannot tell: per stage, what "
+                                                                    "data would let it (also the verdict's last part).")
     n_resamples: int
     seed: int
     ci_level: float = 0.95
@@ -611,12 +613,45 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
             gaps=gaps, gap=gap, notes=_notes(stage, judges, ceilings, counts),
         ))
     worst_stage, verdict, ranking = _verdict(stages, level)
-    return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, ranking=ranking,
+    # Two or more stages with a gap and no winner: their CIs overlap, so more users is what would tell.
+    steps = [] if worst_stage is not None else _next_steps(stages, overlap=len(ranking) >= 2)
+    if steps:
+        verdict += " What would tell: " + "; ".join(steps) + "."
+    return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, ranking=ranking, next_steps=steps,
                      n_resamples=n_resamples, seed=seed, ci_level=level)
 
 
 def _name(s: StageDiagnosis) -> str:
     return f"stage {STAGES.index(s.stage) + 1} ({s.stage})"
+
+
+_JUDGE_COMMANDS = {"extraction": "personagap judge extraction --judge verify --model M",
+                   "relevance": "personagap judge relevance --model M",
+                   "response": "personagap judge response --judge pairwise --model M"}
+
+
+def _next_steps(stages: list[StageDiagnosis], *, overlap: bool) -> list[str]:
+    """Per stage, the data that would let the verdict tell (a ceiling, a judge, labels, or narrower CIs)."""
+    steps = []
+    for s in stages:
+        if s.gap is not None:
+            if overlap:
+                steps.append(f"{_name(s)}: narrower gap CIs from more blind-labelled users on {s.gap.dataset} "
+                             f"(`personagap plan --stage {s.stage} --dataset {s.gap.dataset}` says how many)")
+        elif s.best is not None:
+            ds = s.best.dataset
+            steps.append(f"{_name(s)}: label at least two blind humans per item on {ds}, at least "
+                         f"{MIN_ITEMS_FOR_RANKING} items the judge labelled (the dashboard's Annotate page; "
+                         f"`personagap plan --stage {s.stage} --dataset {ds}` says how many)")
+        elif s.status == "no_judges":
+            steps.append(f"{_name(s)}: a judge on its human-labelled items (`{_JUDGE_COMMANDS[s.stage]}`)")
+        elif s.status == "no_reference":
+            steps.append(f"{_name(s)}: at least two blind humans per item on its items (the dashboard's Annotate "
+                         "page)")
+        else:
+            steps.append(f"{_name(s)}: human and judge labels (`personagap import labels FILE --stage {s.stage} "
+                         "--dataset NAME`, docs/formats.md)")
+    return steps
 
 
 def _synthetic_note(stages: list[StageDiagnosis]) -> str:
