@@ -249,3 +249,41 @@ def test_synthetic_in_sample_mask_flags_training_users_under_any_dataset_name() 
     assert mask.dtype == bool and mask.tolist() == [True, True, False, False]
     # Items without a user column (none of the stores' kinds, but the rule must not guess): by item id only.
     assert stage.in_sample_mask(model, other.drop(columns="user_id")).tolist() == [True, False, False, False]
+
+
+def test_synthetic_folds_are_seeded_numbered_balanced_and_default_to_five() -> None:
+    from personagap.judges.trained import base_rate_threshold, grouped_folds
+
+    rng = np.random.default_rng(5)
+    rows = [{"item_id": f"i{u}-{k}", "user_id": f"u{u}", "prompt_index": k % 2, "prompt_text": f"Plan trip {k % 2}",
+             "reason": None, "confidence": np.nan, "attribute": " ".join(rng.choice([f"w{i}" for i in range(40)], 4))}
+            for u in range(12) for k in range(6)]
+    items = pd.DataFrame(rows)
+    y = np.arange(len(items)) % 3 == 0
+    cv = cross_val_relevance(items, y.astype(int))
+    assert len(cv.folds) == 5 and cv.seed == 0 and [f.fold for f in cv.folds] == list(range(5))
+    # The base-rate threshold of each fold's train part keeps the out-of-fold yes-rate near the base rate.
+    assert np.isfinite(cv.probabilities).all() and 0.15 < np.mean(np.asarray(cv.labels) == "yes") < 0.55
+    same = cross_val_relevance(items, y.astype(int), seed=4)
+    again = cross_val_relevance(items, y.astype(int), seed=4)
+    assert [f.test_index for f in same.folds] == [f.test_index for f in again.folds]
+    assert [f.test_index for f in same.folds] != [f.test_index for f in cv.folds]  # the seed is honoured
+    pairs = pd.DataFrame({"item_id": [f"p{q}-{k}" for q in range(10) for k in range(2)],
+                          "question": [f"q{q}" for q in range(10) for k in range(2)],
+                          "answer_a": [f"- a list about travel\n- point {i}" for i in range(20)],
+                          "answer_b": [f"A plain answer about travel {i}." for i in range(20)],
+                          "profile": [""] * 20, "human": ["A", "B"] * 10})
+    pref = cross_val_preference(pairs, pairs["human"].tolist())
+    assert len(pref.folds) == 5 and pref.seed == 0
+    twice = [[f.test_index for f in cross_val_preference(pairs, pairs["human"].tolist(), seed=2).folds]
+             for _ in range(2)]
+    assert twice[0] == twice[1]
+    # Balanced folds: ten equal groups over five folds -> two each; one big group goes first, alone.
+    sizes = [len(test) for _, test in grouped_folds([f"g{i}" for i in range(10)], 5)]
+    assert sizes == [2] * 5
+    big = ["big"] * 10 + [f"s{i}" for i in range(20)]
+    assert max(len(test) for _, test in grouped_folds(big, 5)) == 10
+    assert len(list(grouped_folds(["a", "b", "c"], 3))) == 3  # exactly as many groups as folds is enough
+    # The threshold: one item of four at a 25% base rate; a single probability at rate 1.
+    assert base_rate_threshold([0.2, 0.9, 0.5, 0.1], 0.25) == 0.9
+    assert base_rate_threshold([0.4], 1.0) == 0.4
