@@ -135,3 +135,12 @@ def test_diagnose_without_synthetic_data_says_nothing_of_it(tmp_path: Path) -> N
     assert "synthetic" not in diagnosis["verdict"]
     assert all(j["origin"] == "real" for s in diagnosis["stages"] for j in s["judges"])
     assert not math.isnan(diagnosis["stages"][1]["best"]["kappa"])
+
+
+def test_origins_and_the_side_by_side_survive_an_export_import_round_trip(tmp_path: Path) -> None:
+    db, _, _ = _import(tmp_path, "response")
+    _cli("export", "--db", db, "--out", str(tmp_path / "export"))
+    copy = str(tmp_path / "copy.duckdb")
+    _cli("import", "parquet", str(tmp_path / "export"), "--db", copy)
+    before, after = (_cli("report", "response", "--db", d, "--resamples", RESAMPLES, "--json") for d in (db, copy))
+    assert json.loads(after)["origin_comparison"] and after == before  # byte for byte, PPI included
