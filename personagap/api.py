@@ -14,9 +14,9 @@ from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.labels_api import dataset_origins as dataset_origins
 from personagap.labels_api import import_labels as import_labels
 from personagap.labels_api import load_labels as load_labels
-from personagap.stages.relevance import RelevanceReport, relevance_report
+from personagap.stages.relevance import RelevanceReport
+from personagap.stages.relevance import report_relevance as stage_relevance_report
 from personagap.store import StoreError, WriteSummary, gc_paused, opened, write_batch
-from personagap.store import load_labels as store_labels
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -80,10 +80,8 @@ def import_recenter(path: str | Path, db: str | Path) -> ImportSummary:
 
 def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED) -> RelevanceReport:
-    """Build the stage-2 report from a database (read-only)."""
-    with opened(db, read_only=True) as con:
-        labels = store_labels(con, stage="relevance")
-    return relevance_report(labels, n_resamples=n_resamples, seed=seed)
+    """Build the stage-2 report from a database (read-only), with each dataset's origin (real/synthetic)."""
+    return stage_relevance_report(db, n_resamples=n_resamples, seed=seed)
 
 
 def relevance_items(db: str | Path, datasets: tuple[str, ...] = ("recenter-stage2",)) -> pd.DataFrame:

@@ -50,9 +50,6 @@ def _cli(*args: str) -> str:
 
 
 def _report(stage: str, db: str) -> tuple[dict[str, Any], str]:
-    if stage == "relevance":  # the stage's own store entry point (what `report relevance` should call)
-        report = report_relevance(db, n_resamples=int(RESAMPLES))
-        return report.to_json_dict(), render_relevance(report)
     args = ("report", stage, "--db", db, "--resamples", RESAMPLES)
     return json.loads(_cli(*args, "--json")), _cli(*args)
 
