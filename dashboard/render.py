@@ -25,6 +25,7 @@ import streamlit as st
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.diagnosis import STAGE_TITLES, STAGES, Diagnosis, HumanCeiling, JudgeScore, StageDiagnosis
+from personagap.analysis.origins import origin_comparison, where
 from personagap.analysis.pairwise import pairwise_agreement
 from personagap.dashboard import access, charts, queries
 from personagap.store import DEFAULT_DB, StoreError
@@ -329,7 +330,7 @@ def judges_table(judges: list[JudgeScore], *, full: bool = True) -> pd.DataFrame
     rows = []
     for j in judges:
         row: dict[str, Any] = {} if full else {"stage": STAGES.index(j.stage) + 1 if j.stage in STAGES else j.stage}
-        row |= {"dataset": j.dataset, "judge": j.judge}
+        row |= {"dataset": where(j.dataset, j.origin), "judge": j.judge}
         if full:
             row |= {"kind": j.rater_kind}
         row |= {
@@ -356,6 +357,8 @@ def overview() -> None:
         return
     d = _diag()
     (st.error if d.worst_stage else st.info)(md(d.verdict))
+    for step in d.next_steps:
+        st.caption("What would tell: " + md(step))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
                f"95% CIs: user-clustered bootstrap ({d.n_resamples} resamples, seed {d.seed}); "
                "kappa = Cohen's kappa against the blind human reference.")
@@ -421,6 +424,7 @@ def stage_page(stage: str) -> None:
             st.caption("Red tick and band: the human ceiling of the judge's own dataset (mean pairwise kappa "
                        "among humans, 95% CI).")
         st.dataframe(judges_table(s.judges), hide_index=True, width="stretch")
+        _origin_section(s.judges)
         _robust_section(db, stage, tuple(sorted({j.dataset for j in s.judges})))
         binary = [j for j in s.judges if j.binary]
         if binary:
@@ -445,6 +449,26 @@ def stage_page(stage: str) -> None:
     with st.expander("What is stored for this stage"):
         inventory = _stage_inventory(db, stage)
         st.dataframe(inventory.astype(object).where(inventory.notna(), MISSING), hide_index=True, width="stretch")
+
+
+def origin_table(judges: list[JudgeScore]) -> pd.DataFrame:
+    """Judges scored on both synthetic-persona and real-user datasets of a stage, side by side (display text)."""
+    rows = [{"judge": c.judge, "synthetic personas": f"{c.synthetic_dataset}: {num(c.synthetic_kappa)} "
+                                                     f"{ci(c.synthetic_kappa_ci)} (n={c.synthetic_n:,})",
+             "real users": f"{c.real_dataset}: {num(c.real_kappa)} {ci(c.real_kappa_ci)} (n={c.real_n:,})",
+             "synthetic − real": num(c.difference)}
+            for c in origin_comparison((j.judge, j) for j in judges)]
+    return pd.DataFrame(rows)
+
+
+def _origin_section(judges: list[JudgeScore]) -> None:
+    table = origin_table(judges)
+    if table.empty:
+        return
+    st.subheader("Synthetic personas vs real users (same judge, Cohen's kappa with humans)")
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption("Judges tend to look better on synthetic personas than on real people: read the real-user column "
+               "before trusting a judge.")
 
 
 def _robust_section(db: str, stage: str, datasets: tuple[str, ...]) -> None:
