@@ -111,3 +111,22 @@ def test_registered_metrics_keep_their_fields() -> None:
     with pytest.raises(KeyError) as none:
         ag.get_metric("zzzzzz")
     assert str(none.value) == "\"unknown metric 'zzzzzz'\""
+
+
+def test_binary_metrics_reject_judge_codes_outside_0_1_and_honour_the_level() -> None:
+    users = np.repeat(np.arange(10), 4)
+    human = np.tile([0, 1, 1, 0], 10)
+    for bad in (2, -1):
+        judge = human.copy()
+        judge[3] = bad
+        with pytest.raises(ValueError, match="0/1"):
+            ag.agreement(human, judge, users, metrics=("precision",), n_resamples=20)
+    judge = np.where(np.arange(40) % 5 == 0, 1 - human, human)
+    wide = ag.agreement(human, judge, users, metrics=("kappa",), n_resamples=400)["kappa"]
+    narrow = ag.agreement(human, judge, users, metrics=("kappa",), n_resamples=400, level=0.5)["kappa"]
+    assert wide.ci[0] < narrow.ci[0] <= narrow.ci[1] < wide.ci[1]
+
+
+def test_too_few_users_still_reports_undefined_resamples() -> None:
+    few = ag.bootstrap_estimate(0.2, np.array([0.1, np.nan, 0.3]), n_clusters=2)
+    assert few.n_undefined == 1 and few.n_clusters == 2

@@ -262,6 +262,18 @@ def test_synthetic_folds_are_seeded_numbered_balanced_and_default_to_five() -> N
     y = np.arange(len(items)) % 3 == 0
     cv = cross_val_relevance(items, y.astype(int))
     assert len(cv.folds) == 5 and cv.seed == 0 and [f.fold for f in cv.folds] == list(range(5))
+    # The JSON record (sidecar, run parameters) says the same as the folds.
+    import hashlib
+
+    record = cv.record()
+    assert (record["grouped_by"], record["seed"], record["n_splits"]) == ("user_id", 0, 5)
+    for rec, fold in zip(record["folds"], cv.folds, strict=True):
+        assert rec == {"fold": fold.fold, "n_train": fold.n_train, "n_test": fold.n_test, "n_fitted": fold.n_fitted,
+                       "n_train_groups": len(fold.train_groups), "n_test_groups": len(fold.test_groups),
+                       "disjoint": True, "fitted_on_train_only": True,
+                       "test_groups": {"ids": sorted(fold.test_groups), "sha256": hashlib.sha256(
+                           "\n".join(sorted(fold.test_groups)).encode("utf-8")).hexdigest()}}
+        assert rec["n_train"] + rec["n_test"] == len(items) and rec["n_train_groups"] + rec["n_test_groups"] == 12
     # The base-rate threshold of each fold's train part keeps the out-of-fold yes-rate near the base rate.
     assert np.isfinite(cv.probabilities).all() and 0.15 < np.mean(np.asarray(cv.labels) == "yes") < 0.55
     same = cross_val_relevance(items, y.astype(int), seed=4)
@@ -275,6 +287,7 @@ def test_synthetic_folds_are_seeded_numbered_balanced_and_default_to_five() -> N
                           "profile": [""] * 20, "human": ["A", "B"] * 10})
     pref = cross_val_preference(pairs, pairs["human"].tolist())
     assert len(pref.folds) == 5 and pref.seed == 0
+    assert all(set(f["test_groups"]) == {"sha256"} for f in pref.record()["folds"])  # questions: a digest only
     twice = [[f.test_index for f in cross_val_preference(pairs, pairs["human"].tolist(), seed=2).folds]
              for _ in range(2)]
     assert twice[0] == twice[1]
