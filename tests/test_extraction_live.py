@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -48,7 +49,8 @@ def test_extract_then_verify_live_reports_precision_recall(laps_val_db: Path):
         overall = [m for m in report.matching if m.category == "all"]
         assert len(overall) == 1 and overall[0].split == "val" and overall[0].users == run.units_complete
         m = overall[0]
-        assert 0 < m.precision < 1 and 0 < m.recall <= 1 and m.precision_ci[0] <= m.precision <= m.precision_ci[1]
+        assert 0 < m.precision < 1 and 0 < m.recall <= 1
+        assert m.users < 5 and all(math.isnan(b) for b in m.precision_ci)  # too few users for a CI: none is given
 
         # Rerun: every answer comes from the cache, no request is sent.
         before = server.count
@@ -73,8 +75,8 @@ def test_invalid_turn_id_fails_the_whole_history(laps_val_db: Path):
                                    limit=2, progress=False)
     assert summary.judged == 0 and summary.failed == summary.tasks
     assert summary.failures_by_reason == {"invalid": summary.tasks}
-    con = duckdb.connect(str(laps_val_db), read_only=True)
-    errors = con.execute("SELECT error FROM labels WHERE rater = 'extract/v1/openai/bad'").fetchall()
+    with duckdb.connect(str(laps_val_db), read_only=True) as con:
+        errors = con.execute("SELECT error FROM labels WHERE rater = 'extract/v1/openai/bad'").fetchall()
     assert errors and all(e[0].startswith("invalid:") for e in errors)
     report = report_extraction(laps_val_db, n_resamples=20)
     assert report.extractors[0].units_complete == 0 and report.matching == []

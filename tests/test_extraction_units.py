@@ -171,8 +171,13 @@ def test_prf_hand_worked_and_ci_contains_point():
     assert out.precision.value == pytest.approx(2 / 3)
     assert out.recall.value == pytest.approx(2 / 4)
     assert out.f1.value == pytest.approx(4 / 7)
-    assert out.precision.ci[0] <= 2 / 3 <= out.precision.ci[1]
     assert (out.n_attributes, out.n_gold, out.n_users) == (3, 4, 2)
+    # Two users are below the documented minimum for a CI: no interval, rather than a misleading one.
+    assert all(math.isnan(b) for b in out.precision.ci)
+    # The same two users' counts, three times over (six users): now the CI exists and holds the point.
+    many = prf([1, 1] * 3, [2, 1] * 3, [1, 1] * 3, [1, 3] * 3, ["a", "b", "c", "d", "e", "f"], n_resamples=200)
+    assert many.precision.value == pytest.approx(2 / 3) and many.n_users == 6
+    assert many.precision.ci[0] <= 2 / 3 <= many.precision.ci[1] and many.precision.ci[0] < many.precision.ci[1]
 
 
 def test_prf_no_attributes_is_nan_not_zero():
