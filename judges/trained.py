@@ -759,6 +759,8 @@ class FoldRecord:
     n_test: int
     n_fitted: int
     test_index: tuple[int, ...]
+    judge: str = ""
+    """The fold model's judge name, read back from it (``trained-relevance-embed`` when it used the encoder)."""
 
     @property
     def disjoint(self) -> bool:
@@ -795,7 +797,7 @@ class CrossValidation:
         return {"grouped_by": self.grouped_by, "seed": self.seed, "n_splits": len(self.folds),
                 "folds": [{"fold": f.fold, "n_train": f.n_train, "n_test": f.n_test, "n_fitted": f.n_fitted,
                            "n_train_groups": len(f.train_groups), "n_test_groups": len(f.test_groups),
-                           "disjoint": f.disjoint, "fitted_on_train_only": f.fitted_on_train_only,
+                           "disjoint": f.disjoint, "fitted_on_train_only": f.fitted_on_train_only, "judge": f.judge,
                            "test_groups": ids(f.test_groups)} for f in self.folds]}
 
 
@@ -835,7 +837,8 @@ def _cross_validate(items: pd.DataFrame, by: str, *, n_splits: int, seed: int,
         folds.append(FoldRecord(
             fold=k, train_groups=_group_values(items, train, columns), test_groups=_group_values(items, test, (by,)),
             fitted_groups=frozenset().union(*(fitted.values.get(c, frozenset()) for c in columns)),
-            n_train=len(train), n_test=len(test), n_fitted=fitted.n_rows, test_index=tuple(map(int, test))))
+            n_train=len(train), n_test=len(test), n_fitted=fitted.n_rows, test_index=tuple(map(int, test)),
+            judge=model.judge))
     return CrossValidation(labels=list(out), probabilities=prob, grouped_by=by, seed=seed, folds=folds)
 
 

@@ -270,7 +270,7 @@ def test_synthetic_folds_are_seeded_numbered_balanced_and_default_to_five() -> N
     for rec, fold in zip(record["folds"], cv.folds, strict=True):
         assert rec == {"fold": fold.fold, "n_train": fold.n_train, "n_test": fold.n_test, "n_fitted": fold.n_fitted,
                        "n_train_groups": len(fold.train_groups), "n_test_groups": len(fold.test_groups),
-                       "disjoint": True, "fitted_on_train_only": True,
+                       "disjoint": True, "fitted_on_train_only": True, "judge": "trained-relevance",
                        "test_groups": {"ids": sorted(fold.test_groups), "sha256": hashlib.sha256(
                            "\n".join(sorted(fold.test_groups)).encode("utf-8")).hexdigest()}}
         assert rec["n_train"] + rec["n_test"] == len(items) and rec["n_train_groups"] + rec["n_test_groups"] == 12

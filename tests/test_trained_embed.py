@@ -108,7 +108,9 @@ def test_embed_cli_trains_a_separate_rater_with_grouped_cv_and_judges(recenter_d
     meta = json.loads(sidecar_path(model_path).read_text())
     assert meta["judge"] == "trained-relevance-embed" and meta["feature_set"] == "embed"
     assert meta["encoder"] == embed.DEFAULT_ENCODER
-    assert all(f["disjoint"] and f["fitted_on_train_only"] for f in meta["cv"]["folds"])
+    # Every fold's model used the encoder too (read back from the fold models, not assumed).
+    assert all(f["disjoint"] and f["fitted_on_train_only"] and f["judge"] == "trained-relevance-embed"
+               for f in meta["cv"]["folds"])
     items = stage.relevance_items(db, ("recenter-stage2",))
     labelled = items[items["human"].notna()]
     with duckdb.connect(str(db), read_only=True) as con:
