@@ -361,19 +361,27 @@ def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_r
         return None
     human_codes, human_names = pd.factorize(humans["rater"].astype(str), sort=True)
     groups: dict[int, str] = dict.fromkeys(range(len(human_names)), "human")
-    frames = [pd.DataFrame({"item_id": humans["item_id"].to_numpy(), "rater": human_codes,
-                            "label": humans["label"].to_numpy(), "user": humans["user_id"].to_numpy()})]
+    parts = [humans]
+    rater_codes = [human_codes]
     keys = pd.DataFrame(columns=["key", "rater", "rater_kind", "condition"])
     if judges is not None and not judges.empty:
         judge_codes = judges.groupby(["rater", "condition"], sort=True).ngroup().to_numpy() + len(human_names)
-        frames.append(pd.DataFrame({"item_id": judges["item_id"].to_numpy(), "rater": judge_codes,
-                                    "label": judges["label"].to_numpy(), "user": judges["user_id"].to_numpy()}))
+        parts.append(judges)
+        rater_codes.append(judge_codes)
         keys = judges.assign(key=judge_codes)[["key", "rater", "rater_kind", "condition"]].drop_duplicates("key")
         groups |= {int(k): rater_group(str(kind)) for k, kind in zip(keys["key"], keys["rater_kind"], strict=True)}
-    frame = pd.concat(frames, ignore_index=True).drop_duplicates(["item_id", "rater"])
-    users = pd.factorize(frame["user"], sort=True)[0]
-    frame = pd.DataFrame({"item_id": pd.factorize(frame["item_id"])[0], "rater": frame["rater"].to_numpy(),
-                          "label": pd.factorize(frame["label"], sort=True)[0], "cluster": users})
+    # Columns stay pandas Series (no round trip of strings through numpy objects); one label per (item, rater):
+    # the first, as drop_duplicates keeps.
+    def column(name: str) -> pd.Series:
+        return pd.concat([p[name] for p in parts], ignore_index=True)
+
+    rater = np.concatenate(rater_codes).astype(np.int64)
+    items = pd.factorize(column("item_id"))[0].astype(np.int64)
+    _, first = np.unique(items * len(groups) + rater, return_index=True)
+    keep = np.sort(first)
+    users = pd.factorize(column("user_id").take(keep), sort=True)[0]
+    frame = pd.DataFrame({"item_id": pd.factorize(items[keep])[0], "rater": rater[keep],
+                          "label": pd.factorize(column("label").take(keep), sort=True)[0], "cluster": users})
     weights = _weights(int(users.max()) + 1, n_resamples, seed)
     result = pairwise_agreement(frame, groups, min_overlap=MIN_PAIR_OVERLAP, n_resamples=n_resamples, seed=seed,
                                 anchor_group="human", weights=weights)
