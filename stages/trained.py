@@ -41,7 +41,7 @@ from personagap.analysis.agreement import (
     percentile_interval,
     resample_weights,
 )
-from personagap.analysis.comparable import IN_SAMPLE
+from personagap.analysis.comparable import IN_SAMPLE, reference_sql
 from personagap.analysis.response import first_position_rate, judge_vs_human, longer_rate
 from personagap.judges.trained import (
     PREFERENCE_JUDGE,
@@ -86,14 +86,17 @@ def relevance_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> 
         Columns item_id, dataset, user_id, prompt_index, attribute, prompt_text, reason, confidence,
         human ('yes'/'no' or None), in a stable order.
     """
+    # The human label is the one blind reference every report uses (comparable.reference_sql): the stored
+    # majority, or the unique most frequent label of individual blind humans (imported team data has only
+    # those); anchored labels and ties never train a model.
     with opened(db, read_only=True) as con:
-        frame = con.execute("""
+        frame = con.execute(f"""
+            WITH {reference_sql()}
             SELECT i.item_id, i.dataset, i.user_id, i.prompt_index, i.attribute, p.prompt_text,
-                   a.reason, a.confidence, h.label AS human
+                   a.reason, a.confidence, r.human
             FROM items i JOIN prompts p USING (dataset, user_id, prompt_index)
             LEFT JOIN attributes a USING (dataset, user_id, attribute)
-            LEFT JOIN labels h ON h.item_id = i.item_id AND h.rater_kind = 'human_majority'
-                 AND h.condition = '' AND h.label IS NOT NULL
+            LEFT JOIN reference r ON r.item_id = i.item_id
             WHERE i.stage = 'relevance' AND p.prompt_text IS NOT NULL AND i.attribute IS NOT NULL
             ORDER BY i.dataset, i.user_id, i.prompt_index, i.attribute
         """).df()

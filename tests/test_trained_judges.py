@@ -248,3 +248,36 @@ def test_preference_training_rejects_ties_only() -> None:
     frame = pd.DataFrame({"question": ["q"], "answer_a": ["a"], "answer_b": ["b"], "profile": ["p"]})
     with pytest.raises(ValueError, match="drop ties"):
         fit_preference(frame, ["tie"])
+
+
+def test_train_relevance_on_imported_team_labels(tmp_path: Path) -> None:
+    """`train relevance --dataset` on a team's own labels (no stored majority): trains on the blind majority."""
+    from click.testing import CliRunner
+
+    from personagap.analysis.comparable import majority_label
+    from personagap.cli import cli
+    from tests.byo_data import HUMANS, team_rows, write_rows
+
+    rows = team_rows("relevance", n_users=12, per_user=4)
+    db = str(tmp_path / "team.duckdb")
+    runner = CliRunner()
+    imported = runner.invoke(cli, ["import", "labels", str(write_rows(tmp_path / "t.jsonl", rows)), "--stage",
+                                   "relevance", "--dataset", "team", "--db", db])
+    assert imported.exit_code == 0, imported.output
+    trained = runner.invoke(cli, ["train", "relevance", "--dataset", "team", "--out", str(tmp_path / "m.joblib"),
+                                  "--folds", "3", "--resamples", "20", "--db", db])
+    assert trained.exit_code == 0, trained.output
+    votes: dict[str, list[str]] = {}
+    for r in rows:
+        if r["rater"] in HUMANS:
+            votes.setdefault(r["item_id"], []).append(r["label"])
+    decided = {i: majority_label(v) for i, v in votes.items()}
+    frame = stage.relevance_items(db, ("team",))
+    assert len(frame) == len(votes)
+    # Each item's training label is the human majority of its own three annotators (items keyed by the team's ids).
+    import duckdb
+
+    with duckdb.connect(db, read_only=True) as con:
+        source = dict(con.execute("SELECT item_id, json_extract_string(payload, '$.source_id') FROM items").fetchall())
+    got = {source[i]: (None if pd.isna(h) else h) for i, h in zip(frame["item_id"], frame["human"], strict=True)}
+    assert got == decided and any(v == "yes" for v in got.values()) and any(v == "no" for v in got.values())
