@@ -198,6 +198,12 @@ def _finite(x: float | None) -> bool:
 
 # --------------------------------------------------------------------------- loading (SQL)
 
+def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    # Through Arrow: the same dtypes as .df(), but strings are not built one Python object at a time
+    # (~0.4 s less on the ~550,000 per-item rows of a 10^6-label store).
+    return cast(pd.DataFrame, con.sql(sql).to_arrow_table().combine_chunks().to_pandas())
+
+
 def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
     """Aggregate what :func:`diagnose` needs out of an open store connection.
 
@@ -211,20 +217,20 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames,
         as :func:`diagnose` takes them.
     """
-    pairs = con.execute(f"""
+    pairs = _frame(con, f"""
         WITH {REFERENCE_SQL}
         SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, i.user_id, r.human, l.label,
                count(*) AS n
         FROM labels l JOIN reference r USING (item_id) JOIN items i USING (item_id)
         WHERE {JUDGE_SQL} AND l.label IS NOT NULL
         GROUP BY ALL
-    """).df()
-    failures = con.execute(f"""
+    """)
+    failures = _frame(con, f"""
         SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS failures
         FROM labels l JOIN items i USING (item_id)
         WHERE {JUDGE_SQL} AND l.label IS NULL
         GROUP BY ALL
-    """).df()
+    """)
     # Only items that at least two individual blind humans labelled can say anything about the ceiling.
     multi = f"""
         multi AS (
@@ -232,19 +238,19 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
             WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
             GROUP BY l.item_id HAVING count(*) >= 2
         )"""
-    humans = con.execute(f"""
+    humans = _frame(con, f"""
         WITH {multi}
         SELECT i.stage, i.dataset, l.item_id, l.rater, l.label, i.user_id
         FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
         WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
-    """).df()
-    judge_items = con.execute(f"""
+    """)
+    judge_items = _frame(con, f"""
         WITH {multi}
         SELECT i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label, i.user_id
         FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
         WHERE {JUDGE_SQL} AND l.label IS NOT NULL
-    """).df()
-    human_counts = con.execute(f"""
+    """)
+    human_counts = _frame(con, f"""
         SELECT i.stage, i.dataset,
                count(DISTINCT l.rater) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_raters,
                count(*) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_labels,
@@ -253,14 +259,14 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         FROM labels l JOIN items i USING (item_id)
         WHERE l.label IS NOT NULL AND l.rater_kind = 'human'
         GROUP BY ALL
-    """).df()
-    inventory = con.execute(f"""
+    """)
+    inventory = _frame(con, f"""
         SELECT i.stage, count(DISTINCT i.item_id) AS n_items, count(l.item_id) AS n_labels,
                count(l.item_id) FILTER (WHERE l.rater_kind IN ('human', 'human_majority')) AS n_human_labels,
                count(l.item_id) FILTER (WHERE {JUDGE_SQL}) AS n_judge_labels
         FROM items i LEFT JOIN labels l USING (item_id)
         GROUP BY i.stage
-    """).df()
+    """)
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
             "judge_items": judge_items, "human_counts": human_counts}
 

@@ -107,6 +107,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
     pair_samples: dict[tuple[Any, Any], FloatArray] = {}
     users_of: dict[str, set[int]] = {}
     pair_points: dict[tuple[Any, Any], tuple[float, int]] = {}
+    scored: list[tuple[Any, Any, FloatArray, float, int]] = []
     for a in raters:
         matrix.loc[a, a] = 1.0
         overlap.loc[a, a] = int((grid[:, column[a]] >= 0).sum())
@@ -120,13 +121,20 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
         tables = indexed_tables(col_a[mask], col_b[mask], cluster_index[mask], len(cluster_ids), n_classes)
         point = float(kappa_from_tables(tables.sum(axis=0)))
         matrix.loc[a, b] = matrix.loc[b, a] = point
+        scored.append((a, b, tables, point, n))
         kind = "–".join(sorted((groups[a], groups[b])))
-        boot = kappa_from_tables(bootstrap_tables(tables, weights))
+        users_of.setdefault(kind, set()).update(
+            np.flatnonzero(np.bincount(cluster_index[mask], minlength=len(cluster_ids))).tolist())
+    # Every pair's resampled tables in one product with the weights (one BLAS call instead of one per pair).
+    # Weights and tables are whole counts, so the sums are exact and the figures do not depend on batching.
+    if scored:
+        boot_tables = bootstrap_tables(np.stack([t for _, _, t, _, _ in scored], axis=1), weights)
+    for i, (a, b, _, point, n) in enumerate(scored):
+        kind = "–".join(sorted((groups[a], groups[b])))
+        boot = kappa_from_tables(boot_tables[:, i])
         key = (a, b) if a <= b else (b, a)
         pair_samples[key], pair_points[key] = boot, (point, n)
         per_type.setdefault(kind, []).append((point, boot, n))
-        users_of.setdefault(kind, set()).update(
-            np.flatnonzero(np.bincount(cluster_index[mask], minlength=len(cluster_ids))).tolist())
 
     summaries = {}
     for kind, pairs in sorted(per_type.items()):
