@@ -38,6 +38,7 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     FloatArray,
+    IntArray,
     bootstrap_estimate,
     ci_list,
     ci_text,
@@ -356,12 +357,12 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
 
 
 def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_resamples: int,
-                       seed: int) -> tuple[PairwiseResult, dict[int, str], pd.DataFrame] | None:
+                       seed: int) -> tuple[PairwiseResult, dict[int, str], pd.DataFrame, IntArray] | None:
     """Every human–human and human–judge kappa of a dataset, over one set of user resamples.
 
     Raters are integer keys (humans first, then judges by (rater, condition)), labels and users integer codes:
     string work on a million labels is what costs. Users are coded in sorted id order, so SQL row order never
-    moves a CI.
+    moves a CI. The last element counts the distinct items of each rater key.
     """
     if humans.empty or humans["rater"].nunique() < 2:
         return None
@@ -391,7 +392,7 @@ def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_r
     weights = _weights(int(users.max()) + 1, n_resamples, seed)
     result = pairwise_agreement(frame, groups, min_overlap=MIN_PAIR_OVERLAP, n_resamples=n_resamples, seed=seed,
                                 anchor_group="human", weights=weights)
-    return result, groups, keys
+    return result, groups, keys, np.bincount(frame["rater"].to_numpy(), minlength=len(groups))
 
 
 def _human_pairs(groups: dict[int, str]) -> list[tuple[int, int]]:
@@ -426,7 +427,7 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
     done = _dataset_agreement(humans, None, n_resamples=n_resamples, seed=seed)
     if done is None:
         return None
-    result, groups, _ = done
+    result, groups, _, _ = done
     return _ceiling_from(result, groups, str(humans["dataset"].iloc[0]), int(humans["item_id"].nunique()), level)
 
 
@@ -450,7 +451,7 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
     done = _dataset_agreement(humans, judges, n_resamples=n_resamples, seed=seed)
     if done is None:
         return None, []
-    result, groups, keys = done
+    result, groups, keys, n_items_of = done
     dataset = str(humans["dataset"].iloc[0])
     ceiling = _ceiling_from(result, groups, dataset, int(humans["item_id"].nunique()), level)
     if ceiling is None:
@@ -462,14 +463,13 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
         j_point, j_samples, n_pairs = mean_pair_samples(result, [(int(key), h) for h in human_keys])
         if not n_pairs:
             continue
-        mine = judges[(judges["rater"] == rater) & (judges["condition"] == condition)]
         j_est = bootstrap_estimate(j_point, j_samples, result.n_clusters, level)
         gap = bootstrap_estimate(c_point - j_point, c_samples - j_samples, result.n_clusters, level)
         gaps.append(CeilingGap(
             stage=stage, dataset=dataset, judge=_display(str(rater), str(condition)), rater=str(rater),
             rater_kind=str(kind), condition=str(condition), judge_kappa=j_est.value, judge_kappa_ci=ci_list(j_est),
             ceiling=ceiling.mean_kappa, ceiling_ci=ceiling.ci, gap=gap.value, gap_ci=ci_list(gap),
-            n_items=int(mine["item_id"].nunique()), n_users=result.n_clusters, n_judge_pairs=n_pairs,
+            n_items=int(n_items_of[int(key)]), n_users=result.n_clusters, n_judge_pairs=n_pairs,
             n_human_pairs=ceiling.n_pairs, undefined_resamples=gap.n_undefined))
     gaps.sort(key=lambda g: (not _finite(g.gap), g.gap if _finite(g.gap) else 0.0, g.judge))
     return ceiling, gaps
