@@ -178,6 +178,70 @@ def _extraction_report(db: str) -> dict[str, Any]:
         return report_extraction(db).model_dump()
 
 
+@st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing the stage-2 report…")
+def _relevance_report(db: str) -> dict[str, Any]:
+    from personagap.stages.relevance import report_relevance
+
+    with access.reading():
+        return report_relevance(db).model_dump()
+
+
+def _stage_report(db: str, stage: str) -> dict[str, Any]:
+    """The stage's own report (the same figures as `personagap report STAGE`), cached."""
+    if stage == "relevance":
+        return _relevance_report(db)
+    return _response_report(db) if stage == "response" else _extraction_report(db)
+
+
+def alt_test_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The alternative-annotator test per judge as display text (blind and anchored humans on separate rows)."""
+    out = []
+    for r in rows:
+        if r.get("applicable", True):
+            verdict = "passes" if r.get("passed") else "does not pass"
+            detail = {"winning rate": num(r.get("winning_rate")), "advantage probability":
+                      num(r.get("advantage_probability")), "items": f"{r.get('n_items', 0):,}",
+                      "annotators": str(r.get("n_annotators", MISSING))}
+        else:
+            verdict = f"not applicable: {r.get('reason', '')}"
+            detail = {"winning rate": MISSING, "advantage probability": MISSING, "items": MISSING,
+                      "annotators": MISSING}
+        dataset = where(str(r.get("dataset")), str(r.get("origin", "real")))
+        out.append({"judge": text(r.get("judge")), "dataset": dataset, "humans": text(r.get("humans", "blind")),
+                    "verdict": verdict, **detail})
+    return pd.DataFrame(out)
+
+
+def estimates_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Each judge's naive rate beside the corrected estimates of the human rate, as display text."""
+    return pd.DataFrame([{
+        "judge": text(r.get("judge")), "dataset": where(str(r.get("dataset")), str(r.get("origin", "real"))),
+        "humans": text(r.get("humans", "blind")), "quantity": text(r.get("quantity")),
+        "judge's naive rate": num(r.get("naive")),
+        "Rogan–Gladen": f"{num(r.get('rogan_gladen'))} {ci(r.get('rogan_gladen_ci'))}",
+        "PPI++": f"{num(r.get('ppi'))} {ci(r.get('ppi_ci'))}",
+        "humans only": f"{num(r.get('human_only'))} {ci(r.get('human_only_ci'))}",
+        "n human / judge": f"{r.get('n_human', 0):,} / {r.get('n_judge', 0):,}"} for r in rows])
+
+
+def _replace_humans_section(db: str, stage: str) -> None:
+    report = _stage_report(db, stage)
+    tests, estimates = report.get("alt_test") or [], report.get("estimates") or []
+    if tests:
+        st.subheader("Can the judge replace a human annotator? (alternative-annotator test)")
+        st.dataframe(alt_test_table(tests), hide_index=True, width="stretch")
+        st.caption("Calderon, Reichart & Dror (ACL 2025): leave one annotator out, score the judge and that "
+                   "annotator against the remaining humans, one-sided t-test against epsilon, Benjamini–Yekutieli "
+                   "over annotators. Passes when it beats at least half the annotators. Anchored humans saw an LLM "
+                   "label first: their row is not a blind verdict.")
+    if estimates:
+        st.subheader("Corrected estimates of the human rate")
+        st.dataframe(estimates_table(estimates), hide_index=True, width="stretch")
+        st.caption("A judge's naive rate is biased by its errors; Rogan–Gladen corrects it with the judge's "
+                   "sensitivity and specificity on human-labelled items, PPI++ combines both, 'humans only' uses the "
+                   "human labels alone (95% CIs).")
+
+
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing the robust agreement panel…")
 def _robust_panel(db: str, stage: str, datasets: tuple[str, ...]) -> pd.DataFrame | None:
     try:
@@ -426,6 +490,7 @@ def stage_page(stage: str) -> None:
         st.dataframe(judges_table(s.judges), hide_index=True, width="stretch")
         _origin_section(s.judges)
         _robust_section(db, stage, tuple(sorted({j.dataset for j in s.judges})))
+        _replace_humans_section(db, stage)
         binary = [j for j in s.judges if j.binary]
         if binary:
             st.subheader("Human vs judge yes-rates (same items)")

@@ -226,3 +226,29 @@ def test_an_unparseable_judge_answer_shows_as_unparseable_never_nan(recenter_db_
     assert not any("nan" in label.split(": ", 1)[-1] for label in labels)
     table = at.dataframe[0].value
     assert table.iloc[0]["judge_label"] == "(unparseable)"
+
+
+def test_stage2_page_says_whether_a_judge_can_replace_humans(recenter_db: Path, monkeypatch: pytest.MonkeyPatch):
+    """The alternative-annotator test and the corrected estimates, as the CLI report computes them, on the page."""
+    from personagap.stages.relevance import report_relevance
+
+    at = _open(recenter_db, "page_stage2.py", monkeypatch)
+    frames = {tuple(d.value.columns): d.value for d in at.dataframe}
+    (tests,) = [f for cols, f in frames.items() if "advantage probability" in cols]
+    (estimates,) = [f for cols, f in frames.items() if "Rogan–Gladen" in cols]
+    report = report_relevance(recenter_db)
+    expected = {(t["judge"], t["dataset"], t["humans"]): t for t in report.alt_test}
+    assert len(tests) == len(expected) and len(estimates) == len(report.estimates)
+    for row in tests.to_dict("records"):
+        t = expected[(row["judge"], row["dataset"], row["humans"])]
+        if t.get("applicable", True):
+            assert row["verdict"] == ("passes" if t["passed"] else "does not pass")
+            assert row["winning rate"] == f"{t['winning_rate']:.2f}" and row["items"] == f"{t['n_items']:,}"
+        else:
+            assert row["verdict"].startswith("not applicable") and t["reason"] in row["verdict"]
+    # Pilot: blind and anchored humans are separate rows, never one.
+    pilot = tests[tests["dataset"] == "recenter-pilot"]
+    assert set(pilot["humans"]) == {"blind", "anchored"}
+    for frame in (tests, estimates):
+        cells = " ".join(frame.astype(str).to_numpy().ravel())
+        assert "None" not in cells and "nan" not in cells
