@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -17,8 +17,10 @@ from personagap.labels_api import load_labels as load_labels
 from personagap.stages.relevance import RelevanceReport
 from personagap.stages.relevance import report_relevance as stage_relevance_report
 from personagap.store import StoreError, WriteSummary, gc_paused, opened, write_batch
+from personagap.store import load_labels as store_labels
 
 if TYPE_CHECKING:
+    from personagap.analysis.diagnosis import Diagnosis
     from personagap.judges.runner import LMConfig, RunSummary
 
 
@@ -115,3 +117,39 @@ def judge_relevance(db: str | Path, judge_name: str, lm: LMConfig, *, datasets: 
     tasks = relevance_tasks(judge, items)
     return run_judge(db, judge, tasks, lm, concurrency=concurrency, limit=limit, max_retries=max_retries,
                      progress=progress, source=",".join(datasets))
+
+
+def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,
+                         seed: int = DEFAULT_SEED) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """For each stage's best judge: can it replace a human (alternative-annotator test), and its corrected rate.
+
+    The same rows as the stage reports' ``alt_test`` and ``estimates`` (one shared implementation,
+    :func:`personagap.analysis.panel.report_extras`), restricted to the judge ``diagnose`` names best, on its
+    dataset; blind and anchored humans on separate rows when the dataset has anchored labels.
+
+    Args:
+        db: The database (opened read-only).
+        diagnosis: The diagnosis whose best judges to test.
+        n_resamples: Bootstrap resamples of the estimates' CIs.
+        seed: Bootstrap seed.
+
+    Returns:
+        Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
+    """
+    from personagap.analysis.comparable import anchored_human_mask
+    from personagap.analysis.panel import report_extras
+
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    with opened(db, read_only=True) as con:
+        for s in diagnosis.stages:
+            if s.best is None:
+                continue
+            best, ds = s.best, s.best.dataset
+            labels = store_labels(con, stage=s.stage, dataset=ds)
+            anchored = [ds] if anchored_human_mask(labels).any() else []
+            tests, rates = report_extras(labels, [ds], positive="yes" if best.binary else None, anchored=anchored,
+                                         n_resamples=n_resamples, seed=seed)
+            names = {best.judge, best.rater}
+            out[s.stage] = {"alt_test": [t for t in tests if t["judge"] in names],
+                            "estimates": [e for e in rates if e["judge"] in names]}
+    return out

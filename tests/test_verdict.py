@@ -359,3 +359,22 @@ def test_demo_replaces_its_own_database_and_force_replaces_others(tmp_path: Path
     fresh = tmp_path / "fresh.duckdb"
     duckdb.connect(str(fresh)).close()
     assert _is_demo_db(other) and not _is_demo_db(fresh)
+
+
+def test_diagnose_tests_each_best_judge_like_the_stage_report(recenter_db: Path) -> None:
+    """`diagnose --json` gives the best judge's alternative-annotator test and corrected estimates, the very rows
+    `report relevance --json` holds for that judge (one implementation), blind and anchored humans apart."""
+    args = ["--db", str(recenter_db), "--resamples", "50", "--json"]
+    diag = CliRunner().invoke(cli, ["diagnose", *args])
+    assert diag.exit_code == 0, diag.output
+    d = json.loads(diag.output)
+    report = json.loads(CliRunner().invoke(cli, ["report", "relevance", *args]).output)
+    best = next(s["best"] for s in d["stages"] if s["stage"] == "relevance")
+    mine = d["best_judge_vs_humans"]["relevance"]
+    expected_tests = [t for t in report["alt_test"] if t["judge"] == best["judge"] and t["dataset"] == best["dataset"]]
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "origin"} for r in rows]  # noqa: E731
+    assert strip(mine["alt_test"]) == strip(expected_tests) and {t["humans"] for t in mine["alt_test"]} == {
+        "blind", "anchored"}
+    expected_rates = [e for e in report["estimates"] if e["judge"] == best["judge"] and e["dataset"] == best["dataset"]]
+    assert strip(mine["estimates"]) == strip(expected_rates) and mine["estimates"]
+    assert set(d["best_judge_vs_humans"]) <= {"extraction", "relevance", "response"}

@@ -15,8 +15,8 @@ from types import FrameType
 import click
 
 from personagap._cli_base import cli, db_option, demo_step, run_or_exit
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.diagnosis import diagnose_db, render_diagnosis
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, json_safe
+from personagap.analysis.diagnosis import STAGES, diagnose_db, render_diagnosis
 
 DB_ENV = "PERSONAGAP_DB"
 
@@ -129,11 +129,25 @@ def dashboard(db: str, port: int, host: str) -> None:
 def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
     """Name the stage whose automated evaluation is furthest from humans.
 
-    Per stage: the best and worst judge against humans (with 95% CIs) and the human ceiling. The dashboard's
-    Overview shows the same diagnosis.
+    Per stage: the best and worst judge against humans (with 95% CIs), the prevalence-robust panel, the human
+    ceiling of the same dataset and the gap to it; then, for each stage's best judge, the alternative-annotator
+    test (can it replace a human?) and the corrected estimate of the human rate. The dashboard's Overview shows
+    the same diagnosis.
     """
+    from personagap.analysis.panel import extras_lines
+    from personagap.api import best_judge_vs_humans
+
     result = run_or_exit(lambda: diagnose_db(db, n_resamples=resamples, seed=seed))
-    click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json else render_diagnosis(result))
+    tests = run_or_exit(lambda: best_judge_vs_humans(db, result, n_resamples=resamples, seed=seed))
+    if as_json:
+        click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
+        return
+    lines = [render_diagnosis(result)]
+    for stage, extras in tests.items():
+        body = extras_lines(extras["alt_test"], extras["estimates"])
+        if body:
+            lines += ["", f"Can stage {STAGES.index(stage) + 1}'s best judge replace the humans?"] + body[1:]
+    click.echo("\n".join(lines))
 
 
 @demo_step("Diagnosis — which stage fails")
