@@ -421,8 +421,6 @@ def overview() -> None:
         return
     d = _diag()
     (st.error if d.worst_stage else st.info)(md(d.verdict))
-    for step in d.next_steps:
-        st.caption("What would tell: " + md(step))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
                f"95% CIs: user-clustered bootstrap ({d.n_resamples} resamples, seed {d.seed}); "
                "kappa = Cohen's kappa against the blind human reference.")
