@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Literal
 import dspy
 import numpy as np
 import pandas as pd
+from dspy.utils.exceptions import AdapterParseError
 
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
@@ -65,8 +66,9 @@ SELECTION_METRICS: tuple[str, ...] = ("kappa", "ac1", "balanced-accuracy")
 STAGE_JUDGES: dict[str, tuple[str, ...]] = {"relevance": ("relevance-per-attribute",),
                                             "response": ("pairwise", "persona-use")}
 """Judges that can be optimised: one target item per call (a batched call has no per-item demo)."""
-REPORTED = ("kappa", "ac1", "over_selection")
-"""Figures reported before/after on test users (over-selection for yes/no judges only)."""
+REPORTED = ("kappa", "ac1", "accuracy", "over_selection")
+"""Figures reported before/after on test users: over-selection for yes/no judges only, accuracy for the
+pairwise judge only (PRISM's own figure; at a skewed yes/no prevalence it rewards always-"no")."""
 SIDECAR_FORMAT = "personagap-optimized-judge"
 SIDECAR_VERSION = 1
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
@@ -381,7 +383,15 @@ def judge_adapter(judge: Judge, lm: LMConfig) -> dspy.Adapter:
             return lm_kwargs
 
         def __call__(self, model: Any, lm_kwargs: dict[str, Any], signature: Any, demos: Any, inputs: Any) -> Any:
-            return super().__call__(model, self._with_format(signature, lm_kwargs), signature, demos, inputs)
+            try:
+                return super().__call__(model, self._with_format(signature, lm_kwargs), signature, demos, inputs)
+            except AdapterParseError:
+                if set(signature.output_fields) != outputs:
+                    raise
+                # An answer the adapter cannot split (PRISM's judges wrote a bare "[") is the judge's failure:
+                # every output field empty, which its parser records as unparseable and the optimiser's metric
+                # scores 0. Raised instead, it would stop BootstrapFewShot (max_errors=1) and the whole run.
+                return [dict.fromkeys(signature.output_fields)]
 
         def _prepare_response_format(self, model: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
             pass  # the request carries exactly what _with_format chose
@@ -788,7 +798,7 @@ def optimize(db: str | Path, settings: OptimizeSettings, lm: LMConfig, out: str 
                                                                threads=settings.threads)
     finally:
         save_cache(db, judge, lm.model, meter.new_entries)
-    reported = [m for m in REPORTED if m != "over_selection" or len(classes) == 2]
+    reported = reported_metrics(classes)
     test, n_items, n_users = compare(sides["test"], before.labels, after.labels, classes, reported,
                                      n_resamples=settings.n_resamples, seed=settings.seed)
     result = OptimizeResult(
@@ -802,6 +812,12 @@ def optimize(db: str | Path, settings: OptimizeSettings, lm: LMConfig, out: str 
         seconds=time.monotonic() - started)
     save_program(chosen, out, judge, settings, lm, plan.split, examples, result)
     return result
+
+
+def reported_metrics(classes: Sequence[str]) -> list[str]:
+    """The figures :func:`optimize` reports before/after for a judge with these classes (see :data:`REPORTED`)."""
+    binary = len(classes) == 2
+    return [m for m in REPORTED if (m != "over_selection" or binary) and (m != "accuracy" or not binary)]
 
 
 def _rank(score: float) -> float:
@@ -872,8 +888,8 @@ def save_program(program: dspy.Module, out: str | Path, judge: Judge, settings: 
         "base_judge": judge.name, "judge_version": judge.version, "stage": judge.stage,
         "optimizer": settings.optimizer, "metric": settings.metric, "budget": settings.budget,
         "max_items": settings.max_items,
-        "split_seed": split.seed, "users": {"train": list(split.train), "dev": list(split.dev),
-                                            "test": list(split.test)},
+        "split_seed": split.seed, "swap_seed": settings.seed,
+        "users": {"train": list(split.train), "dev": list(split.dev), "test": list(split.test)},
         "datasets": list(settings.datasets) if settings.datasets else None,
         "data_fingerprint": data_fingerprint(examples), "model": lm.model, "lm": lm.public(),
         "scores": result.scores(),
@@ -982,7 +998,9 @@ def judge_with_program(db: str | Path, program_path: str | Path, lm: LMConfig, *
     """Run a saved program as a judge over the stored items (``judge relevance|response --program``).
 
     Labels on the program's train/dev users are stored under condition ``in-sample`` (kept out of every
-    comparison); the rest under the base judge's usual condition.
+    comparison); the rest under the base judge's usual condition. Pairwise items are shown in the A/B order
+    the optimiser showed them (the sidecar's ``swap_seed``), so the labels stored for the test users are the
+    answers its "after" figures were computed from.
 
     Returns:
         The runner's :class:`~personagap.judges.runner.RunSummary`.
@@ -990,7 +1008,9 @@ def judge_with_program(db: str | Path, program_path: str | Path, lm: LMConfig, *
     from personagap.judges.runner import run_judge
 
     saved = load_program(program_path)
-    _, tasks, items = load_examples(db, saved.judge, datasets=datasets or _datasets(saved))
+    # Sidecars written before swap_seed was recorded: the optimiser drew its swaps with the split seed.
+    swap_seed = int(saved.meta.get("swap_seed", saved.meta.get("split_seed", 0)))
+    _, tasks, items = load_examples(db, saved.judge, datasets=datasets or _datasets(saved), seed=swap_seed)
     if not tasks:
         raise StoreError(f"{db}: no items for judge {saved.meta['base_judge']}; import a release first")
     users = dict(zip(items["item_id"].astype(str), items["user_id"].astype(str), strict=True))

@@ -39,6 +39,7 @@ from personagap.judges.optimize import (
     table_metric,
 )
 from personagap.judges.runner import LMConfig
+from tests.db_cut import keep_first_users
 from tests.demo_llm_server import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
 N_USERS = 8
@@ -63,13 +64,7 @@ def opt_db(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real release, cut down to the stage-2 items of a few users (the tests stay quick)."""
     target = tmp_path_factory.mktemp("optimize") / "recenter.duckdb"
     shutil.copy(recenter_db, target)
-    con = duckdb.connect(str(target))
-    keep = [u for (u,) in con.execute("SELECT DISTINCT user_id FROM items WHERE dataset = 'recenter-stage2' "
-                                      "ORDER BY user_id").fetchall()][:KEEP_USERS]
-    con.execute("DELETE FROM labels WHERE item_id IN (SELECT item_id FROM items WHERE dataset = 'recenter-stage2' "
-                "AND user_id NOT IN (SELECT unnest(?)))", [keep])
-    con.execute("DELETE FROM items WHERE dataset = 'recenter-stage2' AND user_id NOT IN (SELECT unnest(?))", [keep])
-    con.close()
+    keep_first_users(target, KEEP_USERS, "recenter-stage2")
     return target
 
 
