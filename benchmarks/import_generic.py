@@ -93,12 +93,12 @@ def main() -> None:
             # The two halves of an import, once each: reading + validating + building rows (no database),
             # then writing them (primary-key indexes, one transaction, commit).
             start = time.perf_counter()
-            built = load_label_sources([Source.of_path(path)], LabelSpec(stage="relevance", dataset="bench"))
-            t_read = time.perf_counter() - start
-            fresh()
-            start = time.perf_counter()
-            write_label_import(ours_db, built)
-            t_write = time.perf_counter() - start
+            with load_label_sources([Source.of_path(path)], LabelSpec(stage="relevance", dataset="bench")) as built:
+                t_read = time.perf_counter() - start
+                fresh()
+                start = time.perf_counter()
+                write_label_import(ours_db, built)
+                t_write = time.perf_counter() - start
             print(f"{fmt:<9}{path.stat().st_size / 1e6:>9.1f}{t_floor:>10.2f}{t_ours:>10.2f}"
                   f"{t_ours / t_floor:>7.1f}x{t_read:>16.2f}{t_write:>11.2f}")
         print("target: <= 3x the floor (the floor writes no keys; the store's labels and items have primary keys)")

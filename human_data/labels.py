@@ -109,12 +109,27 @@ class Source:
 
 @dataclass
 class LabelImport:
-    """A validated import, not yet written: one Arrow table per store table."""
+    """A validated import, not yet written: its rows staged in SQL on a private in-memory connection.
+
+    ``tables`` names, per store table, the relation on ``con`` that gives its rows (or holds them as Arrow
+    when there are none). Close it (or use it as a context manager) once written.
+    """
 
     spec: LabelSpec
+    con: duckdb.DuckDBPyConnection
     files: dict[str, int] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
-    tables: dict[str, pa.Table] = field(default_factory=dict)
+    tables: dict[str, pa.Table | str] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Free the staged rows."""
+        self.con.close()
+
+    def __enter__(self) -> LabelImport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def render(self) -> str:
         """Plain-text summary of what was read."""
@@ -145,21 +160,24 @@ def _known(stage: Stage) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- reading
 
-def _source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage: Stage) -> str:
+def _source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage: Stage, *, located: bool) -> str:
     """A query over one source giving every known column as text (NULL when absent), ``_bad``, ``_file``, ``_row``.
 
     ``_bad`` names a row's structural problem (not an object, a nested value where text belongs, an
     unknown key); ``_row`` is the 0-based data row in file order (DuckDB's ordinality / file row number).
+    Unless ``located``, a JSONL or CSV source gives ``_row`` NULL: numbering rows makes DuckDB's text readers
+    keep file order, which halves their speed, and a clean import never names a row (see :class:`_Checker`).
     """
     known = _known(stage)
     if source.kind == "jsonl":
-        return _jsonl_sql(con, source, index, known)
+        return _jsonl_sql(con, source, index, known, located=located)
     if source.kind == "csv":
         types = {c: "VARCHAR" for c in _csv_header(source)}
         columns = "{" + ", ".join(f"{_quote(c)}: 'VARCHAR'" for c in types) + "}"
         base = (f"SELECT * FROM read_csv({_quote(str(source.path))}, header=true, columns={columns}, delim=',', "
-                "quote='\"', escape='\"', strict_mode=true, auto_detect=false, encoding='utf-8') WITH ORDINALITY")
-        row = "ordinality - 1"
+                "quote='\"', escape='\"', strict_mode=true, auto_detect=false, encoding='utf-8')"
+                + (" WITH ORDINALITY" if located else ""))
+        row = "ordinality - 1" if located else "NULL::BIGINT"
     elif source.kind == "frame":
         assert source.frame is not None
         try:
@@ -195,7 +213,8 @@ def _source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stag
     return f"SELECT {', '.join(cols)}, NULL::VARCHAR AS _bad, {index} AS _file, {row} AS _row FROM ({base})"
 
 
-def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known: tuple[str, ...]) -> str:
+def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known: tuple[str, ...], *,
+               located: bool) -> str:
     # DuckDB's JSON reader with every column as text is ~4x cheaper than extracting fields from each parsed
     # object. Its price: keys are checked on the reader's sample (the first 20,480 rows), so a key that first
     # appears later is ignored; a nested value where text belongs is caught in _materialise.
@@ -210,8 +229,10 @@ def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known
     columns = "{" + ", ".join(f"{_quote(c)}: 'VARCHAR'" for c in known) + "}"
     nested = " ".join(f"WHEN left(ltrim({c}), 1) IN ('[', '{{') AND json_valid({c}) "
                       f"AND json_type({c}) IN ('ARRAY', 'OBJECT') THEN {_quote(c)}" for c in _ID_COLUMNS)
-    return (f"SELECT {', '.join(known)}, CASE {nested} END AS _bad, {index} AS _file, ordinality - 1 AS _row "
-            f"FROM read_json({path}, format='newline_delimited', columns={columns}) WITH ORDINALITY")
+    row = "ordinality - 1" if located else "NULL::BIGINT"
+    return (f"SELECT {', '.join(known)}, CASE {nested} END AS _bad, {index} AS _file, {row} AS _row "
+            f"FROM read_json({path}, format='newline_delimited', columns={columns})"
+            + (" WITH ORDINALITY" if located else ""))
 
 
 def _has_content(source: Source) -> bool:
@@ -335,12 +356,24 @@ def load_label_sources(sources: Sequence[Source], spec: LabelSpec) -> LabelImpor
                 float(c)
             except ValueError:
                 raise DataError("--categories", None, None, f"{_short(c)} is not a number (ordinal scale)") from None
+    try:
+        return _load(sources, spec, located=False)
+    except _Unlocated:
+        # Something is wrong in a JSONL or CSV file read without row numbers: read again, numbered, to name it.
+        return _load(sources, spec, located=True)
+
+
+class _Unlocated(Exception):
+    """A problem was found on a row read without its row number (see :func:`_source_sql`)."""
+
+
+def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> LabelImport:
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
         queries = []
         for i, source in enumerate(sources):
             try:
-                queries.append(_source_sql(con, source, i, spec.stage))
+                queries.append(_source_sql(con, source, i, spec.stage, located=located))
             except duckdb.Error as exc:
                 raise _read_error(source, exc) from None
         _materialise(con, sources, queries, spec)
@@ -352,12 +385,13 @@ def load_label_sources(sources: Sequence[Source], spec: LabelSpec) -> LabelImpor
         _check_rows(check, spec)
         _check_items(check, spec)
         _check_duplicates(check)
-        result = LabelImport(spec=spec, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
+        result = LabelImport(spec=spec, con=con, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
                              run_ids={s.name: run_id_for(s, spec) for s in sources})
         result.tables = _build(con, spec, sources, result.run_ids)
         return result
-    finally:
+    except BaseException:
         con.close()
+        raise
 
 
 def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queries: list[str],
@@ -403,17 +437,25 @@ def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], quer
 
 
 class _Checker:
-    """Runs validation queries over ``vl`` and turns a hit into a located DataError."""
+    """Runs validation queries over ``vl`` and turns a hit into a located DataError.
+
+    A hit on a row read without its number (``_row`` NULL) raises :class:`_Unlocated` instead: the
+    caller reads the files again with row numbers, and the same check then names the first such row.
+    """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, sources: Sequence[Source]) -> None:
         self.con, self.sources = con, sources
 
-    def error(self, file: int, row: int, column: str | None, message: str) -> DataError:
+    def error(self, file: int, row: int | None, column: str | None, message: str) -> DataError:
         source = self.sources[file]
+        if row is None:
+            raise _Unlocated
         return DataError(source.name, _where(source, row), column, message)
 
-    def at(self, file: int, row: int) -> str:
+    def at(self, file: int, row: int | None) -> str:
         source = self.sources[file]
+        if row is None:
+            raise _Unlocated
         return f"{source.name}:{_where(source, row)}"
 
     def first(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
@@ -590,39 +632,52 @@ def _item_hash(*parts: str) -> str:
 
 
 def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[Source],
-           run_ids: dict[str, str]) -> dict[str, pa.Table]:
+           run_ids: dict[str, str]) -> dict[str, pa.Table | str]:
+    """Stage each store table's rows as a temporary view over ``vl`` and ``it`` (see :class:`LabelImport`).
+
+    Views, not tables: the store reads each once, straight into its own tables (a million labels
+    copied into Arrow and back cost a fifth of the import).
+    """
     ds, st = _quote(spec.dataset), _quote(spec.stage)
     runs = pa.table({"_file": pa.array(range(len(sources)), pa.int32()),
                      "run_id": [run_ids[s.name] for s in sources]})
-    con.register("file_runs", runs)
-    tables: dict[str, pa.Table] = {}
-    tables["labels"] = con.sql("""
-        SELECT it.sid AS item_id, rater, kind AS rater_kind, cond AS condition, stored AS label,
-               CASE WHEN stored IS DISTINCT FROM label THEN label END AS raw, reason, NULL::VARCHAR AS error,
-               r.run_id, NULL::VARCHAR AS meta
-        FROM vl JOIN it ON vl.item_id = it.source_id JOIN file_runs r USING (_file)
-        ORDER BY it.sid, rater, cond""").to_arrow_table()
+    con.register("_file_runs", runs)
+    con.execute("CREATE TEMP TABLE file_runs AS SELECT * FROM _file_runs")
+    con.unregister("_file_runs")
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
     has_prompt = spec.stage in ("relevance", "response")
-    payload = _payload_sql(spec)
-    tables["items"] = con.sql(f"""
-        SELECT sid AS item_id, {ds} AS dataset, {st} AS stage, user_id,
-               {prompt_index if has_prompt else 'NULL::INTEGER'} AS prompt_index,
-               {'attribute' if spec.stage != 'response' else 'NULL::VARCHAR'} AS attribute,
-               NULL::BIGINT AS position, {payload} AS payload
-        FROM it ORDER BY sid""").to_arrow_table()
     profile = "profile" if spec.stage != "extraction" else "NULL::VARCHAR"
-    # A profile is the item's context (kept in its payload); the user's profile only when all its items agree.
-    tables["users"] = con.sql(f"""SELECT {ds} AS dataset, user_id,
-                        CASE WHEN count(DISTINCT {profile}) = 1 THEN max({profile}) END AS profile_text
-                        FROM it GROUP BY user_id""").to_arrow_table()
-    tables["prompts"] = con.sql(f"""
-        SELECT DISTINCT {ds} AS dataset, user_id, {prompt_index} AS prompt_index, prompt AS prompt_text FROM it
-        WHERE prompt IS NOT NULL""").to_arrow_table() if has_prompt else _empty("prompts")
-    tables["attributes"] = con.sql(f"""
-        SELECT DISTINCT {ds} AS dataset, user_id, attribute, NULL::VARCHAR AS reason, NULL::DOUBLE AS confidence
-        FROM it WHERE attribute IS NOT NULL""").to_arrow_table() if spec.stage != "response" else _empty("attributes")
+    views = {
+        "labels": """
+            SELECT it.sid AS item_id, rater, kind AS rater_kind, cond AS condition, stored AS label,
+                   CASE WHEN stored IS DISTINCT FROM label THEN label END AS raw, reason, NULL::VARCHAR AS error,
+                   r.run_id, NULL::VARCHAR AS meta
+            FROM temp.vl JOIN temp.it ON vl.item_id = it.source_id JOIN temp.file_runs r USING (_file)""",
+        "items": f"""
+            SELECT sid AS item_id, {ds} AS dataset, {st} AS stage, user_id,
+                   {prompt_index if has_prompt else 'NULL::INTEGER'} AS prompt_index,
+                   {'attribute' if spec.stage != 'response' else 'NULL::VARCHAR'} AS attribute,
+                   NULL::BIGINT AS position, {_payload_sql(spec)} AS payload
+            FROM temp.it""",
+        # A profile is the item's context (kept in its payload); the user's profile only when all its items agree.
+        "users": f"""
+            SELECT {ds} AS dataset, user_id,
+                   CASE WHEN count(DISTINCT {profile}) = 1 THEN max({profile}) END AS profile_text
+            FROM temp.it GROUP BY user_id""",
+    }
+    if has_prompt:
+        views["prompts"] = f"""
+            SELECT DISTINCT {ds} AS dataset, user_id, {prompt_index} AS prompt_index, prompt AS prompt_text
+            FROM temp.it WHERE prompt IS NOT NULL"""
+    if spec.stage != "response":
+        views["attributes"] = f"""
+            SELECT DISTINCT {ds} AS dataset, user_id, attribute, NULL::VARCHAR AS reason, NULL::DOUBLE AS confidence
+            FROM temp.it WHERE attribute IS NOT NULL"""
+    tables: dict[str, pa.Table | str] = {"prompts": _empty("prompts"), "attributes": _empty("attributes")}
+    for table, sql in views.items():
+        con.execute(f"CREATE TEMP VIEW staged_{table} AS {sql}")
+        tables[table] = f"temp.staged_{table}"
     return tables
 
 

@@ -35,6 +35,7 @@ from personagap.store import (
     _IMPORT_RUN_VOLATILE,
     TABLES,
     WriteSummary,
+    attached,
     columns_table,
     gc_paused,
     git_sha,
@@ -116,15 +117,16 @@ def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, sta
         if len(set(cats)) != len(cats) or not cats:
             raise DataError("--categories", None, None, "give distinct, non-empty categories, e.g. yes,no")
     spec = LabelSpec(stage=stage, dataset=dataset.strip(), scale=scale, categories=cats, origin=origin)
-    result = load_label_sources(_sources(data, source_name), spec)
-    return write_label_import(db, result)
+    with load_label_sources(_sources(data, source_name), spec) as result:
+        return write_label_import(db, result)
 
 
 def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
     """Write a validated import in one transaction, replacing what its sources wrote before (issue 1's rule).
 
-    The tables are Arrow already (a million labels never become Python objects), so this writes them with
-    the store's own upsert and stale-row removal, the same steps :func:`personagap.store.write_batch` takes.
+    The rows are staged in SQL on the import's own connection (a million labels never become Python
+    objects); the store file is attached to it and they are written with the store's own upsert and stale-row
+    removal, the same steps :func:`personagap.store.write_batch` takes. ``result`` stays open (close it).
     """
     spec = result.spec
     started = now()
@@ -135,12 +137,14 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
     tables = dict(result.tables)
     tables["runs"] = columns_table("runs", {c: [r[c] for r in runs] for c in TABLES["runs"][0]})
     summary = WriteSummary()
-    with opened(db) as con:
+    with attached(result.con, db) as con:
         con.execute("BEGIN TRANSACTION")
         try:
             for table in _WRITE_ORDER:
+                # load_label_sources refused any (item, rater, condition) given twice, naming its line.
                 summary.tables[table] = upsert_counted(con, table, tables[table],
-                                                       _IMPORT_RUN_VOLATILE if table == "runs" else frozenset())
+                                                       _IMPORT_RUN_VOLATILE if table == "runs" else frozenset(),
+                                                       keys_checked=table in ("labels", "items"))
             if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
                 remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
             set_meta(con, {f"origin:{spec.dataset}": spec.origin,

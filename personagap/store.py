@@ -15,11 +15,11 @@ import gc
 import os
 import subprocess
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import orjson
@@ -102,6 +102,7 @@ _MIGRATIONS: dict[int, str] = {
 _TABLE_SINCE = {"import_items": 2}
 """Tables added by a migration: a read-only reader of an older database does without them."""
 
+_T = TypeVar("_T")
 _LOCK_MARKERS = ("Conflicting lock", "Could not set lock", "database is locked")
 
 
@@ -153,18 +154,8 @@ def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 
     if read_only and not path.exists():
         raise StoreError(f"{path}: no such database; import data first (see `personagap import --help`)")
     _check_location(path, read_only=read_only)
-    deadline = time.monotonic() + wait_seconds
-    delay = 0.02
-    while True:
-        try:
-            con = duckdb.connect(str(path), read_only=read_only, config=dict(_CONFIG))
-            break
-        except duckdb.Error as exc:
-            locked = isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in _LOCK_MARKERS)
-            if not locked or time.monotonic() > deadline:
-                raise StoreError(f"{path}: cannot open as a PersonaGap database: {_first_line(exc)}") from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+    con = _while_locked(path, wait_seconds,
+                        lambda: duckdb.connect(str(path), read_only=read_only, config=dict(_CONFIG)))
     try:
         _ensure_schema(con, path, read_only=read_only,
                        force=FORCE_SCHEMA if force_schema is None else force_schema)
@@ -175,6 +166,53 @@ def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 
         con.close()
         raise StoreError(f"{path}: {_first_line(exc)}") from exc
     return con
+
+
+def _while_locked(path: Path, wait_seconds: float, open_file: Callable[[], _T]) -> _T:
+    """``open_file()``, retried while another process holds the file (a writer holds it for one batch)."""
+    deadline = time.monotonic() + wait_seconds
+    delay = 0.02
+    while True:
+        try:
+            return open_file()
+        except duckdb.Error as exc:
+            locked = isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in _LOCK_MARKERS)
+            if not locked or time.monotonic() > deadline:
+                raise StoreError(f"{path}: cannot open as a PersonaGap database: {_first_line(exc)}") from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+@contextlib.contextmanager
+def attached(con: duckdb.DuckDBPyConnection, path: str | Path,
+             wait_seconds: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Make the store file ``con``'s default database for the block: rows staged on ``con`` go in by SQL.
+
+    ``con`` is a private in-memory connection whose temporary tables hold rows already validated (the
+    generic label importer's): written with ``INSERT ... SELECT`` they never pass through Python or Arrow.
+    The file is first opened as :func:`connect` opens it (created, migrated, checked; waits for a lock),
+    then attached under the same rules; the staged temporary tables stay visible by name.
+
+    Raises:
+        StoreError: As :func:`connect`; also when this process already has the file open elsewhere.
+    """
+    path = Path(path)
+    connect(path, wait_seconds=wait_seconds).close()
+    home = con.execute("SELECT current_database()").fetchall()[0][0]
+    _while_locked(path, wait_seconds, lambda: con.execute(f"ATTACH {_sql_text(str(path))} AS _store"))
+    try:
+        con.execute("USE _store")
+        yield con
+    except _FILE_ERRORS as exc:
+        raise StoreError(f"{path}: {_first_line(exc)}") from exc
+    finally:
+        with contextlib.suppress(duckdb.Error):
+            con.execute(f"USE {home}")
+            con.execute("DETACH _store")
+
+
+def _sql_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 @contextlib.contextmanager
@@ -420,14 +458,15 @@ class DuplicateKeyError(ValueError):
 
 
 def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
-                   rows: Sequence[dict[str, Any]] | pd.DataFrame | pa.Table,
+                   rows: Sequence[dict[str, Any]] | pd.DataFrame | pa.Table | str,
                    ignore: frozenset[str] = frozenset(), *, keys_checked: bool = False) -> TableCounts:
     """:func:`upsert`, saying how many rows were inserted, updated and left unchanged.
 
     Args:
         con: Open writable connection.
         table: One of :data:`TABLES`.
-        rows: Dicts, a DataFrame or an Arrow table with exactly the table's columns.
+        rows: Dicts, a DataFrame or an Arrow table with exactly the table's columns, or the name of a
+            relation on ``con`` giving them (rows staged in SQL never pass through Python; see :func:`attached`).
         ignore: Columns whose difference alone does not make a row "updated" (e.g. an import
             run's timestamps: an unchanged re-import rewrites nothing).
         keys_checked: The caller has already proved that no key occurs twice in ``rows`` (the generic
@@ -437,12 +476,15 @@ def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
         DuplicateKeyError: ``rows`` holds a key twice (nothing is written).
     """
     columns, key = TABLES[table]
-    frame = rows if isinstance(rows, pd.DataFrame | pa.Table) else _rows_table(table, rows)
-    n = frame.num_rows if isinstance(frame, pa.Table) else len(frame)
-    if n == 0:
-        return TableCounts()
-    view = f"_incoming_{table}"
-    con.register(view, frame)
+    if isinstance(rows, str):
+        view, n = rows, None  # counted only when needed: counting a staged join runs it
+    else:
+        frame = rows if isinstance(rows, pd.DataFrame | pa.Table) else _rows_table(table, rows)
+        n = frame.num_rows if isinstance(frame, pa.Table) else len(frame)
+        if n == 0:
+            return TableCounts()
+        view = f"_incoming_{table}"
+        con.register(view, frame)
     try:
         if not keys_checked:
             # Items and labels have no key index (see _ITEMS_COLUMNS): their keys are unique because of this.
@@ -455,8 +497,10 @@ def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
         # unchanged re-import rewrites nothing. Atomic inside the caller's transaction.
         col_list = ", ".join(columns)
         if not con.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchall()[0][0]:
-            con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {view}").fetchall()
-            return TableCounts(inserted=n)
+            written = con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {view}").fetchall()
+            return TableCounts(inserted=int(written[0][0]))
+        if n is None:
+            n = int(con.execute(f"SELECT count(*) FROM {view}").fetchall()[0][0])
         on = " AND ".join(f"t.{k} = v.{k}" for k in key)
         differs = " OR ".join(f"t.{c} IS DISTINCT FROM v.{c}" for c in columns
                               if c not in key and c not in ignore) or "FALSE"
@@ -470,7 +514,8 @@ def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
         con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {changed}").fetchall()
         con.execute(f"DROP TABLE {changed}").fetchall()
     finally:
-        con.unregister(view)
+        if view != rows:
+            con.unregister(view)
     return TableCounts(inserted=int(inserted), updated=int(total - inserted), unchanged=int(n - total))
 
 
@@ -664,7 +709,7 @@ def _owned_table(batch: ImportBatch) -> pa.Table:
 
 
 def remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids: list[str],
-                 labels: pa.Table, items: pa.Table, owned: pa.Table | None = None) -> None:
+                 labels: pa.Table | str, items: pa.Table | str, owned: pa.Table | None = None) -> None:
     """Delete what the batch's runs wrote before and the batch no longer holds (inside the caller's transaction).
 
     Labels of ``run_ids`` whose key is not in ``labels`` go first. Then an item goes if this batch
@@ -676,20 +721,29 @@ def remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids:
         con: Writable connection inside a transaction.
         summary: Gets the removed counts.
         run_ids: The runs (files) being re-imported.
-        labels: The batch's labels (at least item_id, rater, condition).
-        items: The batch's items (at least item_id).
+        labels: The batch's labels (at least item_id, rater, condition, and run_id when the batch has it),
+            as Arrow or the name of a relation on ``con``.
+        items: The batch's items (at least item_id), likewise.
         owned: (run_id, item_id) the files of ``run_ids`` mention now; None leaves ``import_items`` alone.
     """
     if not run_ids:
         return
-    con.register("_batch_labels", labels.select(["item_id", "rater", "condition"]))
-    con.register("_batch_items", items.select(["item_id"]))
+    if isinstance(labels, str):
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _batch_labels AS SELECT item_id, rater, condition FROM {labels}")
+        ours = con.execute(f"SELECT count(*) FROM {labels} WHERE run_id IN (SELECT unnest(?))",
+                           [run_ids]).fetchall()[0][0]
+    else:
+        con.register("_batch_labels", labels.select(["item_id", "rater", "condition"]))
+        ours = pc.sum(pc.is_in(labels["run_id"], value_set=pa.array(run_ids, pa.string()))).as_py() or 0 \
+            if "run_id" in labels.column_names else 0
+    if isinstance(items, str):
+        con.execute(f"CREATE OR REPLACE TEMP VIEW _batch_items AS SELECT item_id FROM {items}")
+    else:
+        con.register("_batch_items", items.select(["item_id"]))
     try:
         touched: set[str] = set()
         # After the upsert every batch label of these runs is stored under its run: when the runs hold no
         # more labels than the batch brings, nothing is stale (an unchanged re-import skips the anti-join).
-        ours = pc.sum(pc.is_in(labels["run_id"], value_set=pa.array(run_ids, pa.string()))).as_py() or 0 \
-            if "run_id" in labels.column_names else 0
         stored = con.execute("SELECT count(*) FROM labels WHERE run_id IN (SELECT unnest(?))",
                              [run_ids]).fetchall()[0][0]
         if stored > ours:
@@ -706,8 +760,11 @@ def remove_stale(con: duckdb.DuckDBPyConnection, summary: WriteSummary, run_ids:
         if touched:
             _remove_items(con, summary, touched)
     finally:
-        con.unregister("_batch_labels")
-        con.unregister("_batch_items")
+        for name, given in (("_batch_labels", labels), ("_batch_items", items)):
+            if isinstance(given, str):
+                con.execute(f"DROP VIEW IF EXISTS {name}")
+            else:
+                con.unregister(name)
 
 
 def _replace_owned(con: duckdb.DuckDBPyConnection, run_ids: list[str], owned: pa.Table) -> set[str]:
