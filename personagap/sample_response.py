@@ -1,7 +1,8 @@
 """A small illustrative dataset in the PRISM personalised-judge release format, for `personagap demo`.
 
-SAMPLE DATA, NOT HUMAN JUDGMENTS. Every profile, question, answer, preference and judge
-answer here was written or generated for this project to show stage 3 end to end offline.
+SAMPLE DATA, NOT HUMAN JUDGMENTS. Ten sample users (an occupation and an answer style each) ask
+six questions. Every profile, question, answer, preference and judge answer here was written
+or generated for this project to show stage 3 end to end offline.
 The "judge" answers come from a seeded random process in which the judge given the
 profile agrees with the sample "user" more often than the judge without it, prefers the
 first answer a little, and sometimes answers unparseably (as real judge files do); the
@@ -14,12 +15,13 @@ import json
 import random
 from pathlib import Path
 
-_PROFILES = [
-    "The person is a night-shift nurse. The person prefers short answers.",
-    "The person is a retired engineer. The person likes detailed explanations.",
-    "The person is a student on a tight budget. The person prefers practical tips.",
-    "The person is a parent of two young children. The person values safety.",
-]
+_OCCUPATIONS = ("a night-shift nurse", "a retired engineer", "a student on a tight budget",
+                "a parent of two young children", "a farmer", "a primary-school teacher", "a freelance translator",
+                "a bus driver", "a software developer", "a shop owner")
+_STYLES = ("prefers short answers", "likes detailed explanations", "prefers practical tips", "values safety")
+_PROFILES = [f"The person is {job}. The person {_STYLES[u % len(_STYLES)]}."
+             for u, job in enumerate(_OCCUPATIONS)]
+"""Ten sample users (>= 5, so every demo figure gets a user-clustered CI)."""
 _QUESTIONS = [
     "How can I sleep better?", "What should I cook tonight?", "How do I start saving money?",
     "Is it worth learning a second language?", "How do I stay fit without a gym?", "What is a good weekend plan?",

@@ -126,7 +126,13 @@ def test_demo_step_reports_stage1_offline(tmp_path: Path):
     assert "sample-extraction: 2 annotators" in text
     assert "sample-verifier" in text and "offline@" in text
     report = report_extraction(tmp_path / "demo.duckdb", n_resamples=50)
+    # Expected counts are recounted from the sample JSONL the demo step wrote, not typed in.
+    rows = [json.loads(line) for line in (tmp_path / "sample_extraction/extraction_sample.jsonl").open()]
+    verdicts = [v for r in rows for a in r["attributes"] for v in a["verdicts"] if v.get("kind", "human") == "human"]
     (overall,) = [m for m in report.matching if m.category == "all"]
-    assert (overall.attributes, overall.gold, overall.users) == (17, 16, 4)
+    assert (overall.attributes, overall.gold, overall.users) == (
+        sum(len(r["attributes"]) for r in rows), sum(len(r["gold"]) for r in rows), len(rows))
+    assert overall.users >= 5  # enough users for a CI
     (humans,) = [r for r in report.acceptance if r.rater.startswith("humans")]
-    assert humans.n == 34 and humans.ok == pytest.approx(20 / 34)  # sample labels: A 11 ok, B 9 ok
+    assert humans.n == len(verdicts)
+    assert humans.ok == pytest.approx(sum(v["label"] == "ok" for v in verdicts) / len(verdicts))
