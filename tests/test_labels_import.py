@@ -299,3 +299,31 @@ def test_ordinal_scale_and_fixed_categories(tmp_path: Path) -> None:
                  "--categories", "1,2,3,4,5", "--db", str(db))
     assert result.exit_code == 0, result.output
     assert sorted(load_labels(db)["label"]) == ["3", "4", "5"]  # 5.0 is category 5
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_the_first_problem_in_file_order_is_named_in_a_large_file(tmp_path: Path, fmt: str) -> None:
+    """Clean files are read without row numbers (fast, in any order); a problem is still named by its line.
+
+    Two bad rows deep in a file read by several threads: the one earlier in the file is named, at its true
+    line (blank JSONL lines and multi-line CSV fields move lines away from row numbers).
+    """
+    n, first_bad, later_bad = 60_000, 31_337, 47_000
+    rows = [{"item_id": f"i{i}", "rater": "r1", "label": "yes" if i % 3 else "no",
+             "prompt": f"two\nlines {i}" if i % 1000 == 0 else f"p{i}"} for i in range(n)]
+    rows[first_bad]["rater_kind"] = "robot"
+    rows[later_bad]["rater_kind"] = "alien"
+    path = tmp_path / f"big.{fmt}"
+    if fmt == "jsonl":
+        text = "".join(json.dumps(r) + ("\n\n" if i % 500 == 0 else "\n") for i, r in enumerate(rows))
+        path.write_text(text, encoding="utf-8")
+    else:
+        pd.DataFrame(rows).to_csv(path, index=False)
+    text = path.read_text(encoding="utf-8")
+    expected_line = next(no for no, line in enumerate(text.splitlines(), start=1) if "robot" in line)
+    result = run("import", "labels", str(path), "--stage", "relevance", "--dataset", "big",
+                 "--db", str(tmp_path / "big.duckdb"))
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"{path}:{expected_line}: field 'rater_kind': unknown rater kind 'robot' "
+                                     "(one of human, llm, trained)")
+    assert not (tmp_path / "big.duckdb").exists()
