@@ -7,6 +7,8 @@ duplicate refused), and what a version-2 file (with its key indexes) becomes whe
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -15,8 +17,10 @@ import pytest
 
 from personagap import store
 from personagap.api import import_labels, import_recenter
+from personagap.human_data.labels import LabelSpec, Source, load_label_sources
 from personagap.records import LabelRow, Run
-from personagap.store import TABLES, DuplicateKeyError, ImportBatch, now, write_batch
+from personagap.store import TABLES, DuplicateKeyError, ImportBatch, StoreError, now, write_batch
+from tests.test_judge_runner import HOLDER
 from tests.test_malformed_inputs import snapshot
 
 # The version-2 tables exactly as that schema created them (with their primary keys).
@@ -123,3 +127,34 @@ def test_a_version_2_database_loses_its_key_indexes_and_keeps_its_rows(recenter_
     assert [c for (c,) in nullable] == ["condition", "item_id", "rater", "rater_kind", "run_id"]
     import_recenter(shared_data / "recenter", db)  # and it takes writes as before
     assert snapshot(db)["labels"] == rows["labels"]
+
+
+def _hold(db: Path, seconds: float) -> subprocess.Popen[str]:
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(db), str(seconds)], stdout=subprocess.PIPE,
+                              text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "LOCKED"
+    return holder
+
+
+def test_a_label_import_waits_for_a_database_another_process_holds(recenter_db_copy: Path) -> None:
+    db = recenter_db_copy
+    frame = pd.DataFrame({"item_id": ["a", "b"], "rater": ["h1", "h1"], "label": ["yes", "no"]})
+    holder = _hold(db, 2)
+    summary = import_labels(frame, stage="relevance", dataset="held", db=db)  # would fail at once without waiting
+    assert holder.wait(timeout=30) == 0
+    assert summary.written["labels"].inserted == 2
+
+
+def test_a_staged_import_gives_up_on_a_file_held_too_long_and_changes_nothing(recenter_db_copy: Path) -> None:
+    db = recenter_db_copy
+    before = snapshot(db)
+    frame = pd.DataFrame({"item_id": ["a"], "rater": ["h1"], "label": ["yes"]})
+    with load_label_sources([Source(name="frame", kind="frame", frame=frame)],
+                            LabelSpec(stage="relevance", dataset="held")) as staged:
+        holder = _hold(db, 4)
+        with pytest.raises(StoreError, match="cannot open as a PersonaGap database"), \
+                store.attached(staged.con, db, wait_seconds=0.5):
+            pass
+        assert holder.wait(timeout=30) == 0
+        assert staged.con.execute("SELECT current_database()").fetchall() == [("memory",)]
+    assert snapshot(db) == before
