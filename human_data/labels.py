@@ -412,18 +412,20 @@ def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], quer
         allowed = ", ".join(map(_quote, RESPONSE_KINDS))
         response_kind = (f"WHEN response_kind IS NOT NULL AND lower(response_kind) NOT IN ({allowed}) "
                          "THEN 'response_kind'")
+    # Only what later steps read is kept: user_key, cond and kind replace user_id, condition and rater_kind.
+    kept = ", ".join(c for c in _known(spec.stage) if c not in ("user_id", "condition", "rater_kind"))
     sql = f"""CREATE TEMP TABLE vl AS
-        SELECT *, {_label_sql(spec)} AS stored,
+        SELECT _file, _row, _ord, {kept}, user_key, cond, kind, is_pair, is_yes_no, stored,
             CASE WHEN _bad IS NOT NULL THEN _bad WHEN item_id IS NULL THEN 'missing:item_id'
                  WHEN rater IS NULL THEN 'missing:rater' WHEN label IS NULL OR trim(label) = '' THEN 'missing:label'
                  WHEN kind NOT IN ({kinds}) THEN 'rater_kind' {response_kind}
                  WHEN stored IS NULL THEN '(scale)' END AS problem
-        FROM (SELECT *, {_shape_sql(spec)} FROM (
-            SELECT _file, _row, _bad, {', '.join(norm)}, _file::BIGINT * 4294967296 + _row AS _ord
-            FROM ({' UNION ALL '.join(queries)})
-        ) AS n, LATERAL (SELECT coalesce(n.user_id, n.item_id) AS user_key, coalesce(n.condition, '') AS cond,
-                                lower(coalesce(n.rater_kind, 'human')) AS kind)
-        WINDOW w AS (PARTITION BY item_id))"""
+        FROM (SELECT *, {_label_sql(spec)} AS stored FROM (
+            SELECT *, {_shape_sql(spec)}, coalesce(user_id, item_id) AS user_key, coalesce(condition, '') AS cond,
+                   lower(coalesce(rater_kind, 'human')) AS kind
+            FROM (SELECT _file, _row, _bad, {', '.join(norm)}, _file::BIGINT * 4294967296 + _row AS _ord
+                  FROM ({' UNION ALL '.join(queries)}))
+            WINDOW w AS (PARTITION BY item_id)))"""
     try:
         con.execute(sql)
     except duckdb.Error as exc:
