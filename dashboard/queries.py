@@ -118,6 +118,49 @@ def bias_labels(db: str | Path, stage: str) -> pd.DataFrame:
         """, [stage, stage]).df()
 
 
+def panel_reference(db: str | Path, stage: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What the robust panel needs beyond the diagnosis, aggregated in SQL (no label is loaded one by one).
+
+    Returns:
+        ``reference``: per ``dataset``, ``user_id`` and blind reference label ``human``, the count ``n`` of the
+        stage's items with that reference; ``judge_labels``: the distinct parsed labels (``dataset``, ``label``)
+        of the stage's comparable judges. Which labels count is :mod:`personagap.analysis.comparable`'s rule.
+    """
+    with read_only(db) as con:
+        reference = con.execute(f"""
+            WITH {REFERENCE_SQL}
+            SELECT i.dataset, i.user_id, r.human, count(*) AS n
+            FROM reference r JOIN items i USING (item_id)
+            WHERE i.stage = ?
+            GROUP BY ALL
+        """, [stage]).df()
+        judge_labels = con.execute(f"""
+            SELECT DISTINCT i.dataset, l.label
+            FROM labels l JOIN items i USING (item_id)
+            WHERE i.stage = ? AND {comparable_judge_sql('l')} AND l.label IS NOT NULL
+        """, [stage]).df()
+    return reference, judge_labels
+
+
+def panel_pair_counts(db: str | Path, stage: str, datasets: list[str]) -> pd.DataFrame:
+    """Per judge (rater, rater_kind, condition), user, reference label and judge label: the count of items.
+
+    Only for ``datasets`` (the robust panel asks for those whose label set differs from a judge's own).
+
+    Returns:
+        Columns ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``, ``label``, ``n``.
+    """
+    with read_only(db) as con:
+        return con.execute(f"""
+            WITH {REFERENCE_SQL}
+            SELECT i.dataset, l.rater, l.rater_kind, l.condition, i.user_id, r.human, l.label, count(*) AS n
+            FROM labels l JOIN reference r USING (item_id) JOIN items i USING (item_id)
+            WHERE i.stage = ? AND list_contains(?, i.dataset) AND {comparable_judge_sql('l')}
+              AND l.label IS NOT NULL
+            GROUP BY ALL
+        """, [stage, list(datasets)]).df()
+
+
 # Raters of the agreement matrix (comparable.py's rule): blind humans, and every comparable judge label,
 # a judge under a non-default condition shown as its own rater ("gpt [no-profile]").
 _MATRIX_RATERS = f"""

@@ -193,23 +193,37 @@ def _stage_report(db: str, stage: str) -> dict[str, Any]:
     return _response_report(db) if stage == "response" else _extraction_report(db)
 
 
-def alt_test_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The alternative-annotator test per judge as display text (blind and anchored humans on separate rows)."""
+def alt_test_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+    """The alternative-annotator test per judge as display text (blind and anchored humans on separate rows).
+
+    A "not applicable" verdict stays short in the table (``not applicable (note N)``): the reasons are
+    sentences a table cell would cut off, so they come back as notes, each reason once with the rows it
+    explains, to be shown in full under the table.
+
+    Returns:
+        The table, and the notes in the order of their numbers (Markdown, imported text escaped).
+    """
     out = []
+    notes: dict[tuple[str, str, str], list[str]] = {}
     for r in rows:
+        dataset = where(str(r.get("dataset")), str(r.get("origin", "real")))
+        humans = text(r.get("humans", "blind"))
         if r.get("applicable", True):
             verdict = "passes" if r.get("passed") else "does not pass"
             detail = {"winning rate": num(r.get("winning_rate")), "advantage probability":
                       num(r.get("advantage_probability")), "items": f"{r.get('n_items', 0):,}",
                       "annotators": str(r.get("n_annotators", MISSING))}
         else:
-            verdict = f"not applicable: {r.get('reason', '')}"
+            key = (dataset, humans, text(r.get("reason")).rstrip("."))
+            notes.setdefault(key, []).append(text(r.get("judge")))
+            verdict = f"not applicable (note {list(notes).index(key) + 1})"
             detail = {"winning rate": MISSING, "advantage probability": MISSING, "items": MISSING,
                       "annotators": MISSING}
-        dataset = where(str(r.get("dataset")), str(r.get("origin", "real")))
-        out.append({"judge": text(r.get("judge")), "dataset": dataset, "humans": text(r.get("humans", "blind")),
-                    "verdict": verdict, **detail})
-    return pd.DataFrame(out)
+        out.append({"judge": text(r.get("judge")), "dataset": dataset, "humans": humans, "verdict": verdict,
+                    **detail})
+    lines = [f"{md(dataset)}, {md(humans)} humans ({md(', '.join(judges))}): not applicable because {md(reason)}."
+             for (dataset, humans, reason), judges in notes.items()]
+    return pd.DataFrame(out), lines
 
 
 def estimates_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -229,7 +243,12 @@ def _replace_humans_section(db: str, stage: str) -> None:
     tests, estimates = report.get("alt_test") or [], report.get("estimates") or []
     if tests:
         st.subheader("Can the judge replace a human annotator? (alternative-annotator test)")
-        st.dataframe(alt_test_table(tests), hide_index=True, width="stretch")
+        table, notes = alt_test_table(tests)
+        st.dataframe(table, hide_index=True, width="stretch")
+        if notes:
+            # Numbered like the verdict column's "(note N)"; whole sentences, wrapped to the page's width.
+            st.markdown("**Why a test is not applicable**\n\n" + "\n".join(f"{i}. {note}" for i, note in
+                                                                         enumerate(notes, 1)))
         st.caption("Calderon, Reichart & Dror (ACL 2025): leave one annotator out, score the judge and that "
                    "annotator against the remaining humans, one-sided t-test against epsilon, Benjamini–Yekutieli "
                    "over annotators. Passes when it beats at least half the annotators. Anchored humans saw an LLM "
@@ -244,15 +263,11 @@ def _replace_humans_section(db: str, stage: str) -> None:
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing the robust agreement panel…")
 def _robust_panel(db: str, stage: str, datasets: tuple[str, ...]) -> pd.DataFrame | None:
-    try:
-        from personagap.analysis.robust import panel_rows
-    except ImportError:  # the panel's module is optional in older checkouts
-        return None
-    from personagap.store import load_labels
+    from personagap.dashboard.robust_panel import stage_panel
 
-    with queries.read_only(db) as con:
-        labels = load_labels(con, stage=stage)
-    rows = [r for ds in datasets for r in panel_rows(labels, ds, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)]
+    # The diagnosis (cached, shared with the Overview) has scored every judge already: only the base-rate row
+    # and datasets whose label set differs from a judge's own need counts from the file, never every label.
+    rows = stage_panel(db, _diag(), stage, datasets, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)
     return pd.DataFrame(rows) if rows else None
 
 

@@ -228,6 +228,13 @@ def test_an_unparseable_judge_answer_shows_as_unparseable_never_nan(recenter_db_
     assert table.iloc[0]["judge_label"] == "(unparseable)"
 
 
+def _alt_test_notes(at: AppTest) -> list[str]:
+    """The numbered notes under the alternative-annotator table, as a reader sees them (Markdown escapes undone)."""
+    (block,) = [m.value for m in at.markdown if m.value.startswith("**Why a test is not applicable**")]
+    items = re.findall(r"^\d+\. (.*)$", block, flags=re.MULTILINE)
+    return [re.sub(r"\\(.)", r"\1", item) for item in items]
+
+
 def test_stage2_page_says_whether_a_judge_can_replace_humans(recenter_db: Path, monkeypatch: pytest.MonkeyPatch):
     """The alternative-annotator test and the corrected estimates, as the CLI report computes them, on the page."""
     from personagap.stages.relevance import report_relevance
@@ -239,16 +246,110 @@ def test_stage2_page_says_whether_a_judge_can_replace_humans(recenter_db: Path, 
     report = report_relevance(recenter_db)
     expected = {(t["judge"], t["dataset"], t["humans"]): t for t in report.alt_test}
     assert len(tests) == len(expected) and len(estimates) == len(report.estimates)
+    notes = _alt_test_notes(at)
+    assert any(not t.get("applicable", True) for t in report.alt_test)
     for row in tests.to_dict("records"):
         t = expected[(row["judge"], row["dataset"], row["humans"])]
         if t.get("applicable", True):
             assert row["verdict"] == ("passes" if t["passed"] else "does not pass")
             assert row["winning rate"] == f"{t['winning_rate']:.2f}" and row["items"] == f"{t['n_items']:,}"
         else:
-            assert row["verdict"].startswith("not applicable") and t["reason"] in row["verdict"]
+            # A short verdict in the table; the whole reason in the numbered note it points to, with the row's
+            # judge, dataset and humans.
+            number = re.fullmatch(r"not applicable \(note (\d+)\)", row["verdict"])
+            assert number, row["verdict"]
+            note = notes[int(number[1]) - 1]
+            assert t["reason"].rstrip(".") in note and row["judge"] in note
+            assert note.startswith(f"{row['dataset']}, {row['humans']} humans")
     # Pilot: blind and anchored humans are separate rows, never one.
     pilot = tests[tests["dataset"] == "recenter-pilot"]
     assert set(pilot["humans"]) == {"blind", "anchored"}
     for frame in (tests, estimates):
         cells = " ".join(frame.astype(str).to_numpy().ravel())
         assert "None" not in cells and "nan" not in cells
+
+
+# --------------------------------------------------------------------------- robust panel from the diagnosis
+
+@pytest.fixture(scope="module")
+def recenter_prism_db(shared_data: Path, recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Re-Centering (yes/no) plus PRISM (A/B/tie, where some judges never say 'tie') in one store."""
+    import shutil
+
+    from personagap.stages.response import import_prism
+
+    db = tmp_path_factory.mktemp("recenter-prism") / "store.duckdb"
+    shutil.copy(recenter_db, db)
+    import_prism(shared_data / "prism_judge", db)
+    return db
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, list | tuple):
+        return isinstance(b, list | tuple) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a != a:
+        return isinstance(b, float) and b != b
+    return a == b
+
+
+def _full_reload_panel(db: Path, stage: str, datasets: list[str], n_resamples: int) -> list[dict]:
+    from personagap.analysis.robust import panel_rows
+
+    with store.opened(db, read_only=True) as con:
+        labels = store.load_labels(con, stage=stage)
+    return [r for ds in datasets for r in panel_rows(labels, ds, n_resamples=n_resamples, seed=0)]
+
+
+@pytest.mark.parametrize("stage", ["relevance", "response"])
+def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db: Path, stage: str):
+    """Every figure of the stage pages' panel is the one panel_rows gives on the stage's reloaded labels."""
+    from personagap.dashboard.robust_panel import dataset_categories, needs_recount, stage_panel
+
+    d = diagnose_db(recenter_prism_db)
+    datasets = sorted({j.dataset for j in d.stage(stage).judges})
+    expected = _full_reload_panel(recenter_prism_db, stage, datasets, d.n_resamples)
+    got = stage_panel(recenter_prism_db, d, stage, datasets, n_resamples=d.n_resamples, seed=d.seed)
+    assert [(r["dataset"], r["judge"]) for r in got] == [(r["dataset"], r["judge"]) for r in expected]
+    for want, have in zip(expected, got, strict=True):
+        assert set(want) <= set(have)
+        assert all(_same(want[k], have[k]) for k in want), [(k, want[k], have[k]) for k in want
+                                                          if not _same(want[k], have[k])]
+    # Both ways are exercised: yes/no judges straight from the diagnosis, PRISM's judges that never say 'tie'
+    # recounted over A/B/tie (their AC1 and PABAK from the diagnosis, over A/B only, differ).
+    reference, judge_labels = queries.panel_reference(recenter_prism_db, stage)
+    recount = needs_recount(d, stage, dataset_categories(reference, judge_labels), n_resamples=d.n_resamples,
+                            seed=d.seed, level=d.ci_level)
+    assert recount == ([] if stage == "relevance" else ["prism-judge"])
+    if stage == "response":
+        two_class = [j for j in d.stage(stage).judges if len(j.categories) == 2]
+        assert two_class
+        shown = {r["judge"]: r for r in got}
+        assert all(shown[j.judge]["ac1"] != j.ac1 for j in two_class)
+
+
+def test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings(recenter_db: Path):
+    from personagap.dashboard.robust_panel import stage_panel
+
+    d = diagnose_db(recenter_db, n_resamples=200)
+    datasets = sorted({j.dataset for j in d.stage("relevance").judges})
+    got = stage_panel(recenter_db, d, "relevance", datasets, n_resamples=1000, seed=0)
+    expected = _full_reload_panel(recenter_db, "relevance", datasets, 1000)
+    assert len(got) == len(expected)
+    for want, have in zip(expected, got, strict=True):
+        assert all(_same(want[k], have[k]) for k in want), want["judge"]
+    by_judge = {(j.dataset, j.judge): j for j in d.stage("relevance").judges}
+    assert any(r["ac1_ci"] != by_judge[(r["dataset"], r["judge"])].ac1_ci for r in got if r["rater_kind"] == "llm")
+
+
+def test_stage3_page_shows_the_panel_figures_of_a_full_reload(recenter_prism_db: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    at = _open(recenter_prism_db, "page_stage3.py", monkeypatch)
+    (table,) = [d.value for d in at.dataframe if "PABAK" in d.value.columns]
+    d = diagnose_db(recenter_prism_db)
+    datasets = sorted({j.dataset for j in d.stage("response").judges})
+    expected = _full_reload_panel(recenter_prism_db, "response", datasets, d.n_resamples)
+    assert list(table["judge"]) == [r["judge"] for r in expected]
+    for row, want in zip(table.to_dict("records"), expected, strict=True):
+        for column, key in (("AC1", "ac1"), ("PABAK", "pabak"), ("MCC", "mcc"), ("kappa", "kappa")):
+            value = "—" if want[key] != want[key] else f"{want[key]:.2f}"
+            assert row[column].split(" ")[0] == value, (row["judge"], column, row[column], want[key])

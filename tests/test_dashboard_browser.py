@@ -68,6 +68,27 @@ OVERLAPS_JS = """() => {
   }
   return out;
 }"""
+# For a piece of text: every visible element holding it whole (the innermost), with whether it is cut off: wider
+# or taller than its box, or outside a clipping ancestor (a table cell, say) or the main area.
+FULL_TEXT_JS = """(needle) => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const m = main.getBoundingClientRect();
+  const holders = Array.from(main.querySelectorAll('*')).filter(e => e.textContent.includes(needle)
+    && !Array.from(e.children).some(c => c.textContent.includes(needle)));
+  return holders.map(e => {
+    const r = e.getBoundingClientRect();
+    let clipped = e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1
+      || r.left < m.left - 1 || r.right > m.right + 1;
+    for (let a = e.parentElement; a && a !== main; a = a.parentElement) {
+      const st = getComputedStyle(a);
+      if (st.overflowX === 'visible' && st.overflowY === 'visible') continue;
+      const b = a.getBoundingClientRect();
+      if (r.left < b.left - 1 || r.right > b.right + 1 || r.top < b.top - 1 || r.bottom > b.bottom + 1) clipped = true;
+    }
+    return {visible: e.offsetParent !== null && r.width > 1 && r.height > 1, clipped: clipped,
+            tag: e.tagName, width: Math.round(r.width)};
+  });
+}"""
 CHARTS_JS = """() => Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]')).map(e => {
   const r = e.getBoundingClientRect(); return [Math.round(r.width), Math.round(r.height)]; })"""
 
@@ -118,8 +139,27 @@ def _check_page(page: Any, name: str) -> list[list[int]]:
     return list(charts)
 
 
+def _not_applicable_reasons(db: Path) -> dict[str, set[str]]:
+    """Per stage page, the reasons its stage report gives for alternative-annotator tests that do not apply."""
+    from personagap.stages.relevance import report_relevance
+    from personagap.stages.response import report_response
+
+    return {path: {str(t["reason"]).rstrip(".") for t in report.alt_test if not t.get("applicable", True)}
+            for path, report in (("stage2", report_relevance(db)), ("stage3", report_response(db)))}
+
+
+def _assert_readable_in_full(page: Any, name: str, texts: set[str]) -> None:
+    """Each text is on screen whole: some visible element holds it and nothing cuts it off."""
+    for text in texts:
+        holders = [h for h in page.evaluate(FULL_TEXT_JS, text) if h["visible"]]
+        assert holders, f"{name}: {text!r} is not on screen (at most in a tooltip or a cut-off cell)"
+        assert any(not h["clipped"] for h in holders), f"{name}: {text!r} is cut off: {holders}"
+
+
 def test_every_page_renders_readably_in_chromium(chromium: str, all_db: Path, tmp_path: Path):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    reasons = _not_applicable_reasons(all_db)
+    assert reasons["stage2"] and reasons["stage3"]  # the real releases have single-annotator datasets
     with serve_dashboard(all_db, log=tmp_path / "streamlit.log") as url, browser(chromium) as ctx:
         page = ctx.new_page()
         errors: list[str] = []
@@ -136,6 +176,9 @@ def test_every_page_renders_readably_in_chromium(chromium: str, all_db: Path, tm
                 assert charts, f"{path}: no chart"
             if path in ("stage2", "stage3"):
                 assert len(charts) >= 5  # forest, confusion heatmaps, bias
+            if path in reasons:  # why an alternative-annotator test does not apply: readable whole, not cut off
+                wait_rendered(page, "Why a test is not applicable")
+                _assert_readable_in_full(page, path, reasons[path])
             if path == "stage3":  # its own bias panel: position and length of answers, not stage 2's quartiles
                 main = page.locator('[data-testid="stMain"]').inner_text()
                 assert "quartile" not in main.lower() and "Share choosing the answer shown first" in main

@@ -1,0 +1,168 @@
+"""The stage pages' prevalence-robust panel, built from the diagnosis instead of a reload of every label.
+
+:func:`personagap.analysis.robust.panel_rows` computes the panel from the stage's tidy labels, which at
+10^6 labels means loading all of them (seconds). The diagnosis the Overview caches has already scored every
+judge on the same per-user confusion tables, with the same bootstrap draw (users sorted by id,
+``resample_weights(U, B, seed)``): its :class:`~personagap.analysis.diagnosis.JudgeScore` carries the panel.
+This module reuses those figures and asks SQL only for what the diagnosis does not keep:
+
+* the base-rate row (a judge always giving the humans' most common label) needs every reference item of the
+  dataset, per user and class: one ``GROUP BY``;
+* ``panel_rows`` codes all judges of a dataset over one label set, the union of the reference labels and
+  every judge's labels. Where a judge's own set is smaller (a PRISM judge that never says "tie" on an A/B/tie
+  dataset), AC1 and PABAK depend on the number of classes, so that dataset's judges are recomputed from
+  per-user counts (another ``GROUP BY``) over the dataset's label set, exactly as ``panel_rows`` does.
+
+Which labels are compared stays :mod:`personagap.analysis.comparable`'s rule: the diagnosis and both queries
+select through its SQL predicates. The figures are the ones ``panel_rows`` gives (the dashboard tests compare
+them row by row on the real releases; ``benchmarks/dashboard_stage_render.py`` on a 10^6-label store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.agreement import FloatArray, ci_list, estimate, resample_weights
+from personagap.analysis.diagnosis import Diagnosis, JudgeScore
+from personagap.analysis.panel import PANEL_METRICS
+from personagap.analysis.robust import (
+    BASE_RATE_JUDGE,
+    PANEL_POINT_ONLY,
+    base_rate_tables,
+    code_labels,
+    judge_name,
+    panel_fields,
+)
+
+#: Placeholder class ``panel_rows`` adds when a dataset shows a single label, so tables stay 2x2.
+ONE_CLASS_FILLER = "__other__"
+_FIELDS = ("kappa", "kappa_ci", *(f for m in PANEL_METRICS for f in (m, f"{m}_ci")), *PANEL_POINT_ONLY)
+
+
+def dataset_categories(reference: pd.DataFrame, judge_labels: pd.DataFrame) -> dict[str, list[str]]:
+    """Per dataset, the label set ``panel_rows`` codes its tables over.
+
+    Args:
+        reference: Per-user reference counts (``dataset``, ``user_id``, ``human``, ``n``).
+        judge_labels: Distinct parsed comparable judge labels (``dataset``, ``label``).
+
+    Returns:
+        Dataset -> sorted union of its reference labels and judge labels (a single label gets
+        :data:`ONE_CLASS_FILLER` beside it), for datasets with a reference.
+    """
+    out: dict[str, list[str]] = {}
+    for ds, rows in reference.groupby("dataset", sort=True):
+        judged = judge_labels.loc[judge_labels["dataset"] == ds, "label"]
+        seen = set(rows["human"].astype(str)) | set(judged.astype(str))
+        out[str(ds)] = sorted(seen) if len(seen) >= 2 else sorted(seen | {ONE_CLASS_FILLER})
+    return out
+
+
+def needs_recount(diagnosis: Diagnosis, stage: str, categories: dict[str, list[str]], *, n_resamples: int, seed: int,
+                  level: float) -> list[str]:
+    """Datasets whose judges' panel figures cannot be taken from the diagnosis.
+
+    Those where some judge was scored over another label set than the panel's (AC1 and PABAK would differ), or
+    all of them when the diagnosis used other bootstrap settings.
+    """
+    if (diagnosis.n_resamples, diagnosis.seed, diagnosis.ci_level) != (n_resamples, seed, level):
+        return sorted(categories)
+    return sorted({j.dataset for j in diagnosis.stage(stage).judges if j.categories != categories.get(j.dataset)})
+
+
+def _tables(users: pd.Series, human: pd.Series, judge: pd.Series, counts: pd.Series,
+            categories: list[str]) -> FloatArray:
+    # Per-user confusion tables (U, K, K), users in sorted id order as robust.user_tables codes them, so the
+    # same seed resamples the same users.
+    ids, index = np.unique(users.astype(str).to_numpy(), return_inverse=True)
+    h, j = code_labels(categories, human.astype(str), judge.astype(str))
+    k = len(categories)
+    flat = (index.astype(np.int64) * k + h) * k + j
+    # With weights bincount returns float64 (numpy's stubs say integer).
+    tables = cast(FloatArray, np.bincount(flat, weights=counts.to_numpy(dtype=float), minlength=len(ids) * k * k))
+    return tables.reshape(len(ids), k, k)
+
+
+def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, tables: FloatArray, n_resamples: int,
+         seed: int, level: float) -> dict[str, Any]:
+    weights = resample_weights(tables.shape[0], n_resamples, seed)
+    kappa = estimate(tables, "kappa", weights, level)
+    return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
+            "humans": "blind", "n": int(tables.sum()), "n_users": int(tables.shape[0]), "kappa": kappa.value,
+            "kappa_ci": ci_list(kappa), **panel_fields(tables, weights, level)}
+
+
+def _score_row(j: JudgeScore) -> dict[str, Any]:
+    return {"judge": j.judge, "rater": j.rater, "rater_kind": j.rater_kind, "condition": j.condition,
+            "dataset": j.dataset, "humans": "blind", "n": j.n, "n_users": j.n_users,
+            **{f: getattr(j, f) for f in _FIELDS}}
+
+
+def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[str], reference: pd.DataFrame,
+                         judge_labels: pd.DataFrame, pair_counts: pd.DataFrame | None = None, *,
+                         n_resamples: int, seed: int, level: float = 0.95) -> list[dict[str, Any]]:
+    """The rows ``panel_rows`` gives for ``datasets`` (blind humans), from the diagnosis and aggregate counts.
+
+    Args:
+        diagnosis: The store's diagnosis (its judge scores carry kappa and the panel).
+        stage: Pipeline stage.
+        datasets: Datasets to cover, in order.
+        reference: :func:`personagap.dashboard.queries.panel_reference`'s per-user reference counts.
+        judge_labels: Its distinct judge labels per dataset.
+        pair_counts: :func:`personagap.dashboard.queries.panel_pair_counts` for at least the datasets that
+            :func:`needs_recount` names (and every dataset when the diagnosis used other bootstrap settings).
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        level: Confidence level.
+
+    Returns:
+        Per dataset, one row per judge in (rater, kind, condition) order, then the base-rate row; the keys of
+        :func:`~personagap.analysis.robust.panel_rows`.
+    """
+    s = diagnosis.stage(stage)
+    categories = dataset_categories(reference, judge_labels)
+    recount = set(needs_recount(diagnosis, stage, categories, n_resamples=n_resamples, seed=seed, level=level))
+    out: list[dict[str, Any]] = []
+    for ds in datasets:
+        if ds not in categories:
+            continue  # no reference: panel_rows gives nothing either
+        cats = categories[ds]
+        if ds in recount:
+            if pair_counts is None:
+                raise ValueError(f"dataset {ds!r} needs per-user pair counts (its judges' label sets differ)")
+            part = pair_counts[pair_counts["dataset"] == ds]
+            for (rater, kind, condition), g in part.groupby(["rater", "rater_kind", "condition"], sort=True):
+                tables = _tables(g["user_id"], g["human"], g["label"], g["n"], cats)
+                out.append(_row(judge_name(str(rater), str(condition)), str(rater), str(kind), str(condition), ds,
+                                tables, n_resamples, seed, level))
+        else:
+            # panel_rows' order: judges grouped by (rater, kind, condition), sorted.
+            scores = [j for j in s.judges if j.dataset == ds]
+            out += [_score_row(j) for j in sorted(scores, key=lambda j: (j.rater, j.rater_kind, j.condition))]
+        ref = reference[reference["dataset"] == ds]
+        tables = _tables(ref["user_id"], ref["human"], ref["human"], ref["n"], cats)
+        base, _ = base_rate_tables(tables)
+        out.append(_row(BASE_RATE_JUDGE, BASE_RATE_JUDGE, "base-rate", "", ds, base, n_resamples, seed, level))
+    return out
+
+
+def stage_panel(db: str | Path, diagnosis: Diagnosis, stage: str, datasets: Iterable[str], *, n_resamples: int,
+                seed: int, level: float = 0.95) -> list[dict[str, Any]]:
+    """:func:`panel_from_diagnosis` with its counts read from ``db`` (read-only, two short batches at most)."""
+    from personagap.dashboard import queries
+
+    datasets = list(datasets)
+    if not datasets:
+        return []
+    reference, judge_labels = queries.panel_reference(db, stage)
+    categories = dataset_categories(reference, judge_labels)
+    wanted = [ds for ds in needs_recount(diagnosis, stage, categories, n_resamples=n_resamples, seed=seed,
+                                         level=level) if ds in datasets]
+    pairs = queries.panel_pair_counts(db, stage, wanted) if wanted else None
+    return panel_from_diagnosis(diagnosis, stage, datasets, reference, judge_labels, pairs, n_resamples=n_resamples,
+                                seed=seed, level=level)
