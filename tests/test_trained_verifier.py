@@ -132,7 +132,7 @@ def test_val_figures_beat_trivial_baselines(laps_verifier: tuple[Path, Path, str
 
 def test_cli_judges_extracted_attributes_as_a_trained_verifier(laps_verifier: tuple[Path, Path, str],
                                                               tmp_path: Path) -> None:
-    from personagap.sample_extraction import write_sample_extraction
+    from personagap.sample_extraction import sample_extraction_rows, write_sample_extraction
     from personagap.stages.extraction import import_extraction, report_extraction
 
     _, model_path, _ = laps_verifier
@@ -150,11 +150,12 @@ def test_cli_judges_extracted_attributes_as_a_trained_verifier(laps_verifier: tu
     items = stage.extracted_attribute_items(db)
     with duckdb.connect(str(db), read_only=True) as con:
         got = con.execute("SELECT item_id, label, rater_kind, condition FROM labels WHERE rater = ?", [rater]).df()
-    assert len(items) == 17 and set(got["item_id"]) == set(items["item_id"])
+    n_attributes = sum(len(row["attributes"]) for row in sample_extraction_rows())
+    assert len(items) == n_attributes and set(got["item_id"]) == set(items["item_id"])
     assert (got["rater_kind"] == "trained").all() and (got["condition"] == "").all()
     assert got.set_index("item_id")["label"].loc[items["item_id"]].tolist() == model.predict(items)
     report = report_extraction(db, n_resamples=N_RESAMPLES)
-    assert any(r.rater == rater and r.rater_kind == "trained" and r.n == 17 for r in report.acceptance)
+    assert any(r.rater == rater and r.rater_kind == "trained" and r.n == n_attributes for r in report.acceptance)
     assert any(v.verifier == rater for v in report.verifiers)
 
 
