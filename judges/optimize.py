@@ -10,9 +10,12 @@ saying "no" to everything. Here (issue 16):
   ``n / (K * n_c)`` with the counts from the humans on train), so both classes weigh the same.
 * Candidates (the unoptimised program included) are **selected on dev** by a corpus-level metric (kappa,
   Gwet's AC1 or balanced accuracy) -- never by a per-example average, and never on test.
-* Before/after figures come from **test users only**: kappa, AC1 and over-selection, each with the
-  user-clustered bootstrap CI, and the CI of the *difference* from a paired bootstrap (the same user
-  resamples for both programs).
+* Before/after figures come from **test users only**: kappa, AC1 and over-selection (yes/no judges) or
+  accuracy (the pairwise judge), each with the user-clustered bootstrap CI (none below 5 users), and the
+  CI of the *difference* from a paired bootstrap (the same user resamples for both programs).
+* **Pairwise** items are shown in a seeded A/B order (``pairwise_tasks``): demos carry the human's label in
+  the order shown, the parser maps every verdict back, and an answer the adapter cannot split is a
+  failure (never a label, never a crash of the optimiser).
 * **Cost**: every LLM call goes through :class:`MeteredLM`, which counts real HTTP calls, answers repeats
   from a cache (kept in the database's ``judge_cache``), and stops the optimiser at ``--budget`` calls.
 
@@ -47,11 +50,12 @@ from dspy.utils.exceptions import AdapterParseError
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     METRICS,
+    MIN_USERS_FOR_CI,
     Estimate,
     FloatArray,
+    bootstrap_estimate,
     bootstrap_tables,
     indexed_tables,
-    percentile_interval,
     resample_weights,
 )
 from personagap.analysis.comparable import IN_SAMPLE, blind_human_sql, majority_label
@@ -541,7 +545,9 @@ def compare(examples: Sequence[Example], before: Mapping[str, str | None], after
     """Before/after figures on the same items (both labelled), user-clustered, with a paired bootstrap.
 
     Both programs' tables are resampled with the *same* user weights, so the difference's CI reflects
-    that the same users were judged twice.
+    that the same users were judged twice. Every CI goes through the project's one bootstrap rule
+    (:func:`~personagap.analysis.agreement.bootstrap_estimate`): none below ``MIN_USERS_FOR_CI`` users, and
+    resamples where a figure is undefined are counted, not put in its interval.
 
     Returns:
         (metric -> comparison, number of items, number of users).
@@ -557,9 +563,9 @@ def compare(examples: Sequence[Example], before: Mapping[str, str | None], after
         fn = table_metric(name)
         pb, pa = float(fn(t_before.sum(axis=0))), float(fn(t_after.sum(axis=0)))
         sb, sa = fn(b_before), fn(b_after)
-        out[name] = Comparison(Estimate(pb, percentile_interval(sb, level)),
-                               Estimate(pa, percentile_interval(sa, level)),
-                               Estimate(pa - pb, percentile_interval(sa - sb, level)))
+        out[name] = Comparison(bootstrap_estimate(pb, sb, len(users), level),
+                               bootstrap_estimate(pa, sa, len(users), level),
+                               bootstrap_estimate(pa - pb, sa - sb, len(users), level))
     return out, len(both), len(users)
 
 
@@ -639,7 +645,8 @@ class OptimizeResult:
     def scores(self) -> dict[str, Any]:
         """Test figures as JSON-safe data (the sidecar's ``scores``)."""
         def est(e: Estimate) -> dict[str, Any]:
-            return {"value": _safe(e.value), "ci": [_safe(e.ci[0]), _safe(e.ci[1])]}
+            return {"value": _safe(e.value), "ci": [_safe(e.ci[0]), _safe(e.ci[1])],
+                    "undefined_resamples": e.n_undefined}
         return {"test": {m: {"before": est(c.before), "after": est(c.after), "difference": est(c.difference)}
                          for m, c in self.test.items()},
                 "test_items": self.test_items, "test_users": self.test_users, "failures": self.failures,
@@ -661,6 +668,9 @@ class OptimizeResult:
         lines.append(f"  {'':<16}{'before':>24}{'after':>24}{'after - before':>26}")
         for m, c in self.test.items():
             lines.append(f"  {m:<16}{_fmt_est(c.before):>24}{_fmt_est(c.after):>24}{_fmt_est(c.difference):>26}")
+        if self.test_users < MIN_USERS_FOR_CI:
+            plural = "s" if self.test_users != 1 else ""
+            lines.append(f"  (too few users for a CI: {self.test_users} test user{plural}; use more --users)")
         lines.append(f"program: {self.program_path} ({self.program_id}); sidecar {sidecar_path(self.program_path)}")
         return "\n".join(lines)
 
@@ -674,6 +684,8 @@ def _fmt(v: float | None) -> str:
 
 
 def _fmt_est(e: Estimate) -> str:
+    if e.too_few_users:
+        return f"{_fmt(e.value)} [no CI]"
     return f"{_fmt(e.value)} [{_fmt(e.ci[0])}, {_fmt(e.ci[1])}]"
 
 

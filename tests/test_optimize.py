@@ -42,8 +42,9 @@ from personagap.judges.runner import LMConfig
 from tests.db_cut import keep_first_users
 from tests.demo_llm_server import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
-N_USERS = 8
-KEEP_USERS = 10
+N_USERS = 12
+KEEP_USERS = 12
+FRACTIONS = (0.4, 0.2, 0.4)  # 5 test users: the fewest that get a CI
 JUDGE = "relevance-per-attribute"
 
 
@@ -78,7 +79,8 @@ def data(opt_db: Path) -> tuple[dict[str, str], dict[str, bool]]:
 
 
 def _settings(**kw: object) -> OptimizeSettings:
-    base = dict(stage="relevance", judge=JUDGE, n_users=N_USERS, budget=60, candidates=2, n_resamples=300, seed=3)
+    base = dict(stage="relevance", judge=JUDGE, n_users=N_USERS, budget=60, candidates=2, n_resamples=300, seed=3,
+                fractions=FRACTIONS)
     return OptimizeSettings(**(base | kw))  # type: ignore[arg-type]
 
 
@@ -103,6 +105,7 @@ def _users_seen(seen: list[Seen], user_of: dict[str, str]) -> tuple[set[str], se
 
 
 def test_demo_sensitive_judge_improves_on_test_users(run: Run) -> None:
+    assert run.result.test_users == 5
     kappa = run.result.test["kappa"]
     assert run.result.chosen != "unoptimised"
     assert kappa.before.value == pytest.approx(0.0)  # YES to everything: no agreement beyond chance
@@ -245,6 +248,10 @@ def test_cli_runs_end_to_end(opt_db: Path, data: tuple[dict[str, str], dict[str,
                                           "--db", str(opt_db)])
     assert result.exit_code == 0, result.output
     assert "test users only" in result.output and "calls used: optimiser" in result.output
+    # --users 6 leaves one test user: figures, but no CI (the project's rule: none below 5 users).
+    assert "(too few users for a CI: 1 test user;" in result.output and "[no CI]" in result.output
+    scores = json.loads(sidecar_path(out).read_text())["scores"]
+    assert scores["test_users"] == 1 and scores["test"]["kappa"]["after"]["ci"] == [None, None]
     meta = json.loads(sidecar_path(out).read_text())
     assert meta["metric"] == "ac1" and meta["optimizer"] == "bootstrap-fewshot" and len(meta["data_fingerprint"]) == 64
 
@@ -357,9 +364,9 @@ def test_max_items_samples_within_each_side(opt_db: Path) -> None:
 
     lm = LMConfig(model="openai/x", api_base="http://127.0.0.1:9/v1")
     full, _, _ = plan_run(opt_db, _settings(), lm)
-    small, examples, _ = plan_run(opt_db, _settings(max_items=7), lm)
+    small, examples, _ = plan_run(opt_db, _settings(max_items=12), lm)
     assert small.split == full.split  # the users are split first; items are sampled inside each side
-    assert small.items == {"train": 7, "dev": 7, "test": 7} and small.max_calls["test"] == 14
+    assert small.items == {"train": 12, "dev": 12, "test": 12} and small.max_calls["test"] == 24
 
 
 def test_judge_command_wiring_runs_the_program(run: Run, tmp_path: Path) -> None:

@@ -56,8 +56,9 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
 
     Users (never items) are split into train / dev / test with --seed. The optimiser sees train users only,
     scored per example by a class-balanced metric; candidates are selected on dev users by --metric; kappa,
-    AC1 and over-selection before/after (with user-clustered 95% CIs and the CI of the difference) come from
-    test users only. Run the saved program as a judge: personagap judge STAGE --program PROGRAM.
+    AC1 and over-selection (yes/no judges) or accuracy (pairwise) before/after, with user-clustered 95% CIs
+    (none below 5 users) and the CI of the difference, come from test users only. Run the saved program as a
+    judge: personagap judge STAGE --program PROGRAM.
     """
     from personagap.judges.optimize import OptimizeError, OptimizeSettings, optimize, plan_run
 
@@ -73,7 +74,8 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
         try:
             if dry_run:
                 return plan_run(db, settings, llm)[0]
-            return optimize(db, settings, llm, path, on_plan=lambda p: click.echo(p.render() + "\n", err=as_json),
+            # The plan goes to stderr as the run starts (the result printed on stdout repeats it).
+            return optimize(db, settings, llm, path, on_plan=lambda p: click.echo(p.render() + "\n", err=True),
                             on_phase=lambda name: click.echo(f"[{name}]", err=True))
         except OptimizeError as exc:
             click.echo(f"error: {exc}", err=True)
