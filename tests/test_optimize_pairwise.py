@@ -316,3 +316,84 @@ def test_cli_optimize_then_judge_then_report(prism_db: Path, truth: Truth, tmp_p
     assert mine["first_position_rate"] < 0.75
     assert mine["kappa"] > base["kappa"] + 0.3
 
+
+
+# --------------------------------------------------------------------------- a team's own pairwise labels
+
+TEAM_USERS = 20
+
+
+def _team_labels(path: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:
+    """A made-up team's pairwise file in the one label format (docs/formats.md): three annotators per pair.
+
+    Two annotators give each pair's preferred answer, the third a seeded random one; on every fourth user's
+    last pair the three disagree (A, B, tie): no majority, so that pair has no human reference.
+
+    Returns:
+        (canonical item_key -> the two annotators' label, item_key in either order -> user, undecided keys).
+    """
+    import csv
+    import random
+
+    rng = random.Random(11)
+    preferences: dict[str, str] = {}
+    user_of: dict[str, str] = {}
+    undecided: set[str] = set()
+    rows = []
+    for u in range(TEAM_USERS):
+        user = f"team-u{u:02d}"
+        for k in range(4):
+            context = {"prompt": f"Request {k} from {user}: plan my week.", "profile": f"{user} works nights.",
+                       "response_a": f"Plan {k}a for {user}.", "response_b": f"Plan {k}b for {user}."}
+            key = item_key({"profile": context["profile"], "question": context["prompt"],
+                            "answer_a": context["response_a"], "answer_b": context["response_b"]})
+            truth = rng.choice(["A", "B", "tie"])
+            votes = [truth, truth, rng.choice(["A", "B", "tie"])]
+            if u % 4 == 0 and k == 3:
+                votes = ["A", "B", "tie"]
+                undecided.add(key)
+            else:
+                preferences[key] = truth
+            for j, vote in enumerate(votes):
+                rows.append({"item_id": f"{user}/r{k}", "user_id": user, "rater": f"ann-{j + 1}", "label": vote,
+                             **(context if j == 0 else dict.fromkeys(context, ""))})
+            other = pair_keys(json.loads(key))[1]
+            user_of[key] = user_of[other] = user
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return preferences, user_of, undecided
+
+
+def test_team_pairwise_import_optimises_on_majorities(tmp_path: Path) -> None:
+    """`import labels` of a team's pairwise CSV -> `optimize response` over HTTP: undecided pairs never sent."""
+    preferences, user_of, undecided = _team_labels(tmp_path / "team_pairs.csv")
+    db = tmp_path / "team.duckdb"
+    imported = _cli("import", "labels", str(tmp_path / "team_pairs.csv"), "--stage", "response", "--dataset", "team",
+                    "--db", str(db))
+    assert imported.exit_code == 0, imported.output
+    truth = Truth(preferences, user_of, frozenset())
+    program = tmp_path / "team.json"
+    with DemoSensitiveServer(truth.model()) as server:
+        out = _cli("optimize", "response", "--model", "openai/demo-team", "--api-base", server.base_url,
+                   "--dataset", "team", "--budget", "30", "--candidates", "2", "--resamples", "200",
+                   "--out", str(program), "--json", "--db", str(db))
+        log = list(server.log)
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    meta = load_program(program).meta
+    test_users = set(meta["users"]["test"])
+    assert len(test_users) == 5 and result["test_users"] == 5
+    asked = [s for s in log if s.label_field]
+    # Pairs without a majority are no example: never asked, never shown as a demo.
+    assert asked and not {item_key(s.inputs) for s in asked} & {k for u in undecided for k in pair_keys(json.loads(u))}
+    demos = [(d, label) for s in asked for d, label in zip(s.demos, s.demo_labels, strict=True)]
+    model = truth.model()
+    assert demos and all(label == model.shown_preference(d)[0] for d, label in demos)  # the majority, as shown
+    assert all(user_of[item_key(d)] in set(meta["users"]["train"]) for d, _ in demos)
+    assert result["test_items"] == sum(user_of[k] in test_users for k in preferences)
+    accuracy = result["test"]["accuracy"]
+    assert accuracy["after"]["value"] > accuracy["before"]["value"]
+    assert None not in accuracy["difference"]["ci"]  # five test users: the fewest that get a CI
+    assert sum(result["calls"].values()) == len(log)
