@@ -49,6 +49,10 @@ ORIGINS: tuple[str, ...] = ("real", "synthetic")
 DEFAULT_ORIGIN = "real"
 #: Order in which an import's tables are written (labels last: they reference items).
 _WRITE_ORDER = ("runs", "users", "attributes", "prompts", "items", "labels")
+#: Staged tables whose keys cannot repeat: load_label_sources refused any (item, rater, condition) given twice,
+#: naming its line; items, users and attributes are grouped by their key. (A prompt's index is a hash prefix,
+#: so prompts are still checked.)
+_UNIQUE_BY_CONSTRUCTION = frozenset({"labels", "items", "users", "attributes"})
 
 
 @dataclass(frozen=True)
@@ -141,10 +145,9 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
         con.execute("BEGIN TRANSACTION")
         try:
             for table in _WRITE_ORDER:
-                # load_label_sources refused any (item, rater, condition) given twice, naming its line.
                 summary.tables[table] = upsert_counted(con, table, tables[table],
                                                        _IMPORT_RUN_VOLATILE if table == "runs" else frozenset(),
-                                                       keys_checked=table in ("labels", "items"))
+                                                       keys_checked=table in _UNIQUE_BY_CONSTRUCTION)
             if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
                 remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
             set_meta(con, {f"origin:{spec.dataset}": spec.origin,
