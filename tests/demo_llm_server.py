@@ -12,7 +12,8 @@ A stand-in for an LLM judge that *learns from its prompt*, so that tests of ``pe
   item's (1-nearest-neighbour in belief space). Demos of both classes therefore calibrate it; demos with
   wrong labels mislead it; demos that are not in the prompt do nothing.
 * Calls of any other signature (an optimiser's instruction proposals, say) get a well-formed answer;
-  a field named like an instruction gets :data:`STRICT_INSTRUCTION`.
+  a field named like an instruction gets :data:`STRICT_INSTRUCTION` and :data:`PAIRWISE_INSTRUCTION` (each
+  judge follows its own, so MIPRO can find the instruction either judge follows).
 
 It also plays the **pairwise** judge (output field ``verdict``: A, B or tie), from ``preferences``: the
 human's label of each pair in its canonical order (:func:`pair_keys`). It looks a pair up in either order, so
@@ -235,7 +236,7 @@ def _instructions(system: str) -> str:
 
 def _filler(name: str, kind: str) -> Any:
     if "instruction" in name:
-        return STRICT_INSTRUCTION
+        return f"{STRICT_INSTRUCTION} {PAIRWISE_INSTRUCTION}"
     if kind.startswith("list"):
         return []
     if kind == "bool":

@@ -29,6 +29,7 @@ from personagap.judges.optimize import OptimizeResult, OptimizeSettings, load_pr
 from personagap.judges.runner import LMConfig
 from tests.db_cut import keep_first_users
 from tests.demo_llm_server import (
+    PAIRWISE_INSTRUCTION,
     UNPARSEABLE_VERDICT,
     DemoSensitiveModel,
     DemoSensitiveServer,
@@ -397,3 +398,22 @@ def test_team_pairwise_import_optimises_on_majorities(tmp_path: Path) -> None:
     assert accuracy["after"]["value"] > accuracy["before"]["value"]
     assert None not in accuracy["difference"]["ci"]  # five test users: the fewest that get a CI
     assert sum(result["calls"].values()) == len(log)
+
+
+def test_mipro_finds_the_pairwise_instruction(prism_db: Path, truth: Truth, tmp_path: Path) -> None:
+    """MIPRO's proposals reach the loopback judge, which judges by content when told to; what is saved is sent."""
+    pytest.importorskip("optuna")
+    starts: dict[str, int] = {}
+    with DemoSensitiveServer(truth.model()) as server:
+        lm = LMConfig(model="openai/demo-pairwise-mipro", api_base=server.base_url)
+        result = optimize(prism_db, _settings(optimizer="mipro", budget=300, candidates=3, n_resamples=200), lm,
+                          tmp_path / "m.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
+        log = list(server.log)
+    assert result.calls["optimise"] <= 300
+    assert any(PAIRWISE_INSTRUCTION in s.instructions for s in log[:starts["dev"]] if s.label_field)
+    saved = load_program(tmp_path / "m.json")
+    instructions = " ".join(str(saved.judge.signature.instructions).split())
+    after = [s for s in log[starts["test"]:] if s.demos or PAIRWISE_INSTRUCTION in s.instructions]
+    assert result.chosen != "unoptimised"
+    assert after and all(s.instructions == instructions for s in after)
+    assert result.test["accuracy"].difference.ci[0] > 0.2
