@@ -126,6 +126,8 @@ def recover_journals(con: duckdb.DuckDBPyConnection, db: str | Path) -> dict[str
 
 def store_answers(con: duckdb.DuckDBPyConnection, labels: list[Label], cache_rows: list[dict[str, Any]]) -> None:
     """Write answers' labels and cache rows in one transaction (all or nothing)."""
+    # Two tasks with the same inputs (PRISM lists some comparisons in two files) share one answer key: one row.
+    cache_rows = list({r["key"]: r for r in cache_rows}.values())
     con.execute("BEGIN TRANSACTION")
     try:
         write_labels(con, labels)

@@ -327,3 +327,21 @@ def test_the_first_problem_in_file_order_is_named_in_a_large_file(tmp_path: Path
     assert result.output.strip() == (f"{path}:{expected_line}: field 'rater_kind': unknown rater kind 'robot' "
                                      "(one of human, llm, trained)")
     assert not (tmp_path / "big.duckdb").exists()
+
+
+def test_two_items_asking_the_same_question_are_both_judged_and_cached_once(tmp_path: Path) -> None:
+    """Identical inputs share one answer key (PRISM lists some comparisons twice): a batch holding both writes
+    both labels and one cache row, instead of failing on the cache's key."""
+    rows = [{"item_id": item, "rater": "h1", "label": "yes", "prompt": "Plan my week", "attribute": "works nights",
+             "profile": "works nights"} for item in ("first", "second")]
+    db = str(tmp_path / "team.duckdb")
+    import_labels(pd.DataFrame(rows), stage="relevance", dataset="twice", db=db)
+    with ScriptedOpenAIServer(lambda body: json.dumps({"reason": "r", "answer": "YES"})) as server:
+        result = run("judge", "relevance", "--model", "openai/scripted", "--api-base", server.base_url,
+                     "--dataset", "twice", "--no-progress", "--db", db)
+        assert result.exit_code == 0, result.output
+    judged = load_labels(db, dataset="twice", rater_kind="llm")
+    assert sorted(judged["item_id"]) == ["first", "second"] and set(judged["label"]) == {"yes"}
+    con = duckdb.connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM judge_cache").fetchall() == [(1,)]
+    con.close()
