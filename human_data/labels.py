@@ -496,9 +496,16 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
     con = check.con
     context = CONTEXT[spec.stage]
     sid = _item_hash(_quote(spec.dataset), _quote(spec.stage), "item_id")
-    con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid, min(user_key) AS user_id,
-        {', '.join(f'max({c}) AS {c}' for c in context)},
-        [{', '.join(f"coalesce(min({c}) <> max({c}), FALSE)" for c in ('user_key', *context))}] AS conflicts,
+    # A column no row fills (a file without context, users that are their items) can hold no conflict: its
+    # per-item min/max, string aggregates over every row, are skipped (a third of this step when all are absent).
+    given = con.execute(f"SELECT bool_or(user_key <> item_id), {', '.join(f'count({c}) > 0' for c in context)} "
+                        "FROM vl").fetchall()[0]
+    filled = dict(zip(("user_key", *context), (bool(g) for g in given), strict=True))
+    values = ["min(user_key) AS user_id" if filled["user_key"] else "item_id AS user_id"]
+    values += [f"max({c}) AS {c}" if filled[c] else f"NULL::VARCHAR AS {c}" for c in context]
+    conflicts = [f"coalesce(min({c}) <> max({c}), FALSE)" if filled[c] else "FALSE" for c in ("user_key", *context)]
+    con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid, {', '.join(values)},
+        [{', '.join(conflicts)}] AS conflicts,
         bool_or(is_pair) AS is_pair, bool_or(is_yes_no) AS is_yes_no, min(_ord) AS first_at,
         {_pair_conflict_sql(spec)} AS pair_conflict
         FROM vl GROUP BY item_id""")
