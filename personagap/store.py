@@ -190,18 +190,19 @@ def attached(con: duckdb.DuckDBPyConnection, path: str | Path,
 
     ``con`` is a private in-memory connection whose temporary tables hold rows already validated (the
     generic label importer's): written with ``INSERT ... SELECT`` they never pass through Python or Arrow.
-    The file is first opened as :func:`connect` opens it (created, migrated, checked; waits for a lock),
-    then attached under the same rules; the staged temporary tables stay visible by name.
+    The file is attached under the rules of :func:`connect` (waits for a lock; created, migrated and checked
+    as there); the staged temporary tables stay visible by name.
 
     Raises:
         StoreError: As :func:`connect`; also when this process already has the file open elsewhere.
     """
     path = Path(path)
-    connect(path, wait_seconds=wait_seconds).close()
+    _check_location(path, read_only=False)
     home = con.execute("SELECT current_database()").fetchall()[0][0]
     _while_locked(path, wait_seconds, lambda: con.execute(f"ATTACH {_sql_text(str(path))} AS _store"))
     try:
         con.execute("USE _store")
+        _ensure_schema(con, path, read_only=False, force=FORCE_SCHEMA)
         yield con
     except _FILE_ERRORS as exc:
         raise StoreError(f"{path}: {_first_line(exc)}") from exc

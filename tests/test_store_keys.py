@@ -21,7 +21,7 @@ from personagap.human_data.labels import LabelSpec, Source, load_label_sources
 from personagap.records import LabelRow, Run
 from personagap.store import TABLES, DuplicateKeyError, ImportBatch, StoreError, now, write_batch
 from tests.test_judge_runner import HOLDER
-from tests.test_malformed_inputs import snapshot
+from tests.test_malformed_inputs import assert_one_line, snapshot
 
 # The version-2 tables exactly as that schema created them (with their primary keys).
 _V2_ITEMS = """CREATE TABLE items (
@@ -158,3 +158,64 @@ def test_a_staged_import_gives_up_on_a_file_held_too_long_and_changes_nothing(re
         assert holder.wait(timeout=30) == 0
         assert staged.con.execute("SELECT current_database()").fetchall() == [("memory",)]
     assert snapshot(db) == before
+
+
+def _import_labels_cli(tmp_path: Path, db: Path, *extra: str) -> tuple[int, str, str, BaseException | None]:
+    from click.testing import CliRunner
+
+    from personagap.cli import cli
+
+    path = tmp_path / "team.csv"
+    path.write_text("item_id,rater,label\na,h1,yes\na,h2,no\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["import", "labels", str(path), "--stage", "relevance", "--dataset", "team",
+                                      "--db", str(db), *extra])
+    return result.exit_code, result.stdout, result.stderr, result.exception
+
+
+def _altered_copy(source: Path, db: Path, *sql: str) -> Path:
+    shutil.copy(source, db)
+    con = duckdb.connect(str(db))
+    for statement in sql:
+        con.execute(statement)
+    con.close()
+    return db
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    (("UPDATE meta SET value = '99' WHERE key = 'schema_version'",), "schema version 99 is newer"),
+    (("DELETE FROM meta WHERE key = 'schema_version'",), "no schema_version"),
+    (("DROP TABLE judge_cache",), "missing table(s) judge_cache"),
+])
+def test_label_imports_refuse_databases_they_cannot_use_with_one_line(recenter_db: Path, tmp_path: Path,
+                                                                     sql: tuple[str, ...], expected: str) -> None:
+    """The staged import attaches the file under connect()'s rules: the same refusals, the file unchanged."""
+    db = _altered_copy(recenter_db, tmp_path / "x.duckdb", *sql)
+    before = db.read_bytes()
+    assert_one_line(*_import_labels_cli(tmp_path, db), str(db), expected)
+    assert db.read_bytes() == before
+
+
+def test_label_imports_refuse_another_programs_database_unless_forced(tmp_path: Path) -> None:
+    db = tmp_path / "theirs.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE invoices (id INTEGER, total DOUBLE)")
+    con.close()
+    before = db.read_bytes()
+    assert_one_line(*_import_labels_cli(tmp_path, db), str(db), "another program's", "--force-schema")
+    assert db.read_bytes() == before
+    assert _import_labels_cli(tmp_path, db, "--force-schema")[0] == 0
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM labels").fetchall() == [(2,)]
+    assert con.execute("SELECT count(*) FROM invoices").fetchall() == [(0,)]
+    con.close()
+
+
+def test_label_imports_migrate_a_version_1_database(recenter_db: Path, tmp_path: Path) -> None:
+    db = _altered_copy(recenter_db, tmp_path / "v1.duckdb", "DROP TABLE import_items",
+                       "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    assert _import_labels_cli(tmp_path, db)[0] == 0
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall() == [
+        (str(store.SCHEMA_VERSION),)]
+    assert con.execute("SELECT count(*) FROM import_items").fetchall() == [(0,)]
+    con.close()
