@@ -13,7 +13,12 @@ a human majority, 7 LLM judges and 3 individual humans; stage-1 human labels):
 Run (``--skip-browser`` for part 1 only)::
 
     python benchmarks/dashboard_stage_render.py [--labels 1000000] [--runs 2] [--stage relevance] \\
-        [--save before.json | --baseline before.json]
+        [--save before.json | --baseline before.json] [--db EXISTING.duckdb]
+
+Before/after a change: serve the older checkout (``--save before.json``), then this one (``--baseline
+before.json`` prints the ratios). The server is ``python -m personagap.dashboard.serve``, so run from outside the
+repository with ``PYTHONPATH`` pointing at a package tree of the older checkout laid out as ``.ci/typecheck``
+builds one; ``--db`` reuses one built store for both.
 """
 
 from __future__ import annotations
