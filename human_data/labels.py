@@ -404,8 +404,11 @@ def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], quer
     norm = []
     for c in _known(spec.stage):
         # Empty text counts as absent (CSV has no null); ids, names and context are trimmed.
+        # trim() strips spaces only, so a value that neither starts nor ends with one is its own trim: the
+        # test is cheaper than the copy trim makes of every value.
         norm.append(f"nullif({c}, '') AS {c}" if c in ("conversation", "label", "reason")
-                    else f"nullif(trim({c}), '') AS {c}")
+                    else f"nullif(CASE WHEN starts_with({c}, ' ') OR ends_with({c}, ' ') THEN trim({c}) ELSE {c} END, "
+                         f"'') AS {c}")
     kinds = ", ".join(map(_quote, RATER_KINDS))
     response_kind = ""
     if spec.stage == "response":

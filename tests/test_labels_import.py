@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.cli import cli
+from personagap.human_data import DataError
 from personagap.labels_api import dataset_origins, import_labels, load_labels
 from tests.byo_data import HUMANS, LLM, team_rows, write_rows
 from tests.llm_server import ScriptedOpenAIServer
@@ -345,3 +346,20 @@ def test_two_items_asking_the_same_question_are_both_judged_and_cached_once(tmp_
     con = duckdb.connect(db, read_only=True)
     assert con.execute("SELECT count(*) FROM judge_cache").fetchall() == [(1,)]
     con.close()
+
+
+def test_ids_and_names_are_compared_without_surrounding_spaces(tmp_path: Path) -> None:
+    """' a ' and 'a' are one item, 'r1 ' and 'r1' one rater; an id of spaces alone is missing. Tabs are kept."""
+    db = tmp_path / "team.duckdb"
+    frame = pd.DataFrame({"item_id": [" a ", "a", "b", "\tb"], "rater": ["r1", "r2 ", "  r1", "r1"],
+                          "rater_kind": ["human", " llm", "human ", "human"], "label": ["yes", "no", "no", "yes"]})
+    import_labels(frame, stage="relevance", dataset="team", db=db)
+    stored = load_labels(db, dataset="team").sort_values(["item_id", "rater"])
+    assert list(zip(stored["item_id"], stored["rater"], stored["rater_kind"], strict=True)) == [
+        ("\tb", "r1", "human"), ("a", "r1", "human"), ("a", "r2", "llm"), ("b", "r1", "human")]
+    twice = pd.DataFrame({"item_id": [" a", "a "], "rater": ["r1", " r1 "], "label": ["yes", "no"]})
+    with pytest.raises(DataError, match="rater 'r1' labels item 'a' twice"):
+        import_labels(twice, stage="relevance", dataset="team2", db=db)
+    blank = pd.DataFrame({"item_id": ["a", "   "], "rater": ["r1", "r1"], "label": ["yes", "no"]})
+    with pytest.raises(DataError, match="item_id.*missing or empty"):
+        import_labels(blank, stage="relevance", dataset="team3", db=db)
