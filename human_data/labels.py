@@ -394,6 +394,15 @@ def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> Label
         raise
 
 
+def _spaceless(column: str) -> str:
+    """SQL for ``trim(column)``, cheaper on the usual value.
+
+    trim() strips spaces only, so a value that neither starts nor ends with one is its own trim, and that
+    test is cheaper than the copy trim() makes of every value. (``_lt`` is the label's.)
+    """
+    return f"CASE WHEN starts_with({column}, ' ') OR ends_with({column}, ' ') THEN trim({column}) ELSE {column} END"
+
+
 def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queries: list[str],
                  spec: LabelSpec) -> None:
     """Read every source once into the temp table ``vl``: normalised text, the stored label, each row's problem.
@@ -404,11 +413,8 @@ def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], quer
     norm = []
     for c in _known(spec.stage):
         # Empty text counts as absent (CSV has no null); ids, names and context are trimmed.
-        # trim() strips spaces only, so a value that neither starts nor ends with one is its own trim: the
-        # test is cheaper than the copy trim makes of every value.
         norm.append(f"nullif({c}, '') AS {c}" if c in ("conversation", "label", "reason")
-                    else f"nullif(CASE WHEN starts_with({c}, ' ') OR ends_with({c}, ' ') THEN trim({c}) ELSE {c} END, "
-                         f"'') AS {c}")
+                    else f"nullif({_spaceless(c)}, '') AS {c}")
     kinds = ", ".join(map(_quote, RATER_KINDS))
     response_kind = ""
     if spec.stage == "response":
@@ -420,13 +426,14 @@ def _materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], quer
     sql = f"""CREATE TEMP TABLE vl AS
         SELECT _file, _row, _ord, {kept}, user_key, cond, kind, is_pair, is_yes_no, stored,
             CASE WHEN _bad IS NOT NULL THEN _bad WHEN item_id IS NULL THEN 'missing:item_id'
-                 WHEN rater IS NULL THEN 'missing:rater' WHEN label IS NULL OR trim(label) = '' THEN 'missing:label'
+                 WHEN rater IS NULL THEN 'missing:rater' WHEN label IS NULL OR _lt = '' THEN 'missing:label'
                  WHEN kind NOT IN ({kinds}) THEN 'rater_kind' {response_kind}
                  WHEN stored IS NULL THEN '(scale)' END AS problem
         FROM (SELECT *, {_label_sql(spec)} AS stored FROM (
             SELECT *, {_shape_sql(spec)}, coalesce(user_id, item_id) AS user_key, coalesce(condition, '') AS cond,
                    lower(coalesce(rater_kind, 'human')) AS kind
-            FROM (SELECT _file, _row, _bad, {', '.join(norm)}, _file::BIGINT * 4294967296 + _row AS _ord
+            FROM (SELECT _file, _row, _bad, {', '.join(norm)}, {_spaceless('label')} AS _lt,
+                         _file::BIGINT * 4294967296 + _row AS _ord
                   FROM ({' UNION ALL '.join(queries)}))
             WINDOW w AS (PARTITION BY item_id)))"""
     try:
@@ -580,21 +587,21 @@ def _label_sql(spec: LabelSpec) -> str:
     """SQL expression of the stored label (NULL = outside the scale); pairwise items always read A/B/tie."""
     cats = _categories(spec)
     if spec.scale == "ordinal":
-        number = "TRY_CAST(trim(label) AS DOUBLE)"
+        number = "TRY_CAST(_lt AS DOUBLE)"
         if cats is None:
-            base = f"CASE WHEN {number} IS NULL THEN NULL ELSE trim(label) END"
+            base = f"CASE WHEN {number} IS NULL THEN NULL ELSE _lt END"
         else:
             cases = " ".join(f"WHEN {number} = {float(c)!r} THEN {_quote(c)}" for c in cats)
             base = f"CASE {cases} ELSE NULL END"
     elif cats is None:
-        base = "trim(label)"
+        base = "_lt"
     else:
-        cases = " ".join(f"WHEN lower(trim(label)) = {_quote(c.lower())} THEN {_quote(c)}" for c in cats)
+        cases = " ".join(f"WHEN lower(_lt) = {_quote(c.lower())} THEN {_quote(c)}" for c in cats)
         base = f"CASE {cases} ELSE NULL END"
     if spec.stage != "response":
         return base
-    pair = " ".join(f"WHEN lower(trim(label)) = {_quote(c.lower())} THEN {_quote(c)}" for c in PAIRWISE_LABELS)
-    return f"CASE WHEN is_pair THEN (CASE {pair} ELSE NULL END) WHEN is_yes_no THEN lower(trim(label)) ELSE {base} END"
+    pair = " ".join(f"WHEN lower(_lt) = {_quote(c.lower())} THEN {_quote(c)}" for c in PAIRWISE_LABELS)
+    return f"CASE WHEN is_pair THEN (CASE {pair} ELSE NULL END) WHEN is_yes_no THEN lower(_lt) ELSE {base} END"
 
 
 def _shape_sql(spec: LabelSpec) -> str:
@@ -607,8 +614,8 @@ def _shape_sql(spec: LabelSpec) -> str:
     if spec.stage != "response":
         return "FALSE AS is_pair, FALSE AS is_yes_no"
     free = spec.scale == "nominal" and spec.categories is None
-    pairish = "bool_and(lower(trim(label)) IN ('a', 'b', 'tie')) OVER w"
-    yes_no = ("bool_and(lower(trim(label)) IN ('yes', 'no')) OVER w" if free
+    pairish = "bool_and(lower(_lt) IN ('a', 'b', 'tie')) OVER w"
+    yes_no = ("bool_and(lower(_lt) IN ('yes', 'no')) OVER w" if free
               else str(spec.categories is not None and {c.lower() for c in spec.categories} <= {"yes", "no"}).upper())
     paired = "bool_or(response_a IS NOT NULL OR response_b IS NOT NULL) OVER w"
     single = "bool_or(response IS NOT NULL) OVER w"
