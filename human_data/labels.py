@@ -514,11 +514,11 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
     values = ["min(user_key) AS user_id" if filled["user_key"] else "item_id AS user_id"]
     values += [f"max({c}) AS {c}" if filled[c] else f"NULL::VARCHAR AS {c}" for c in context]
     conflicts = [f"coalesce(min({c}) <> max({c}), FALSE)" if filled[c] else "FALSE" for c in ("user_key", *context)]
+    shape = ("bool_or(is_pair) AS is_pair, bool_or(is_yes_no) AS is_yes_no" if spec.stage == "response"
+             else "FALSE AS is_pair, FALSE AS is_yes_no")
     con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid, {', '.join(values)},
-        [{', '.join(conflicts)}] AS conflicts,
-        bool_or(is_pair) AS is_pair, bool_or(is_yes_no) AS is_yes_no, min(_ord) AS first_at,
-        {_pair_conflict_sql(spec)} AS pair_conflict,
-        count(*) > len(list_distinct(list(hash(rater, cond)))) AS maybe_twice
+        [{', '.join(conflicts)}] AS conflicts, {shape}, min(_ord) AS first_at,
+        {_pair_conflict_sql(spec)} AS pair_conflict, {_maybe_twice_sql(con)} AS maybe_twice
         FROM vl GROUP BY item_id""")
     hit = con.execute("SELECT source_id, conflicts, pair_conflict FROM it "
                       "WHERE list_bool_or(conflicts) OR pair_conflict IS NOT NULL ORDER BY first_at LIMIT 1").fetchall()
@@ -541,6 +541,20 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
     file, row, _ = next(r for r in rows if r[2] != first[2])
     column = "user_id" if c == "user_key" else c
     raise check.error(file, row, column, f"item {_short(item)} has another {column} at {check.at(first[0], first[1])}")
+
+
+def _maybe_twice_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """Per item, TRUE when it may hold a (rater, condition) twice: fewer distinct key hashes than labels.
+
+    With at most 64 distinct (rater, condition) hashes in the files (the usual case) each is one bit of a mask
+    and an item's labels are OR-ed: far cheaper than collecting them in a list. A hash shared by two keys
+    only flags an item for the exact check (:func:`_check_duplicates`), never hides a duplicate.
+    """
+    keys = con.execute("SELECT list(DISTINCT hash(rater, cond)) FROM vl").fetchall()[0][0] or []
+    if len(keys) <= 64:
+        bits = "[" + ", ".join(f"{k}::UBIGINT" for k in keys) + "]"
+        return f"count(*) > bit_count(bit_or(1::UBIGINT << (list_position({bits}, hash(rater, cond)) - 1)))"
+    return "count(*) > len(list_distinct(list(hash(rater, cond))))"
 
 
 def _pair_conflict_sql(spec: LabelSpec) -> str:

@@ -363,3 +363,17 @@ def test_ids_and_names_are_compared_without_surrounding_spaces(tmp_path: Path) -
     blank = pd.DataFrame({"item_id": ["a", "   "], "rater": ["r1", "r1"], "label": ["yes", "no"]})
     with pytest.raises(DataError, match="item_id.*missing or empty"):
         import_labels(blank, stage="relevance", dataset="team3", db=db)
+
+
+@pytest.mark.parametrize("n_raters", [3, 64, 65, 200])
+def test_a_label_given_twice_is_found_with_few_or_many_raters(tmp_path: Path, n_raters: int) -> None:
+    """Up to 64 (rater, condition) keys are checked as bits of a mask, more as lists: both find the duplicate."""
+    rows = [{"item_id": f"i{k % 7}", "rater": f"r{k}", "label": "yes", "condition": "" if k % 2 else "shown-llm"}
+            for k in range(n_raters)]
+    db = tmp_path / "team.duckdb"
+    assert import_labels(pd.DataFrame(rows), stage="relevance", dataset="many", db=db).written["labels"].inserted \
+        == n_raters
+    twice = rows + [dict(rows[n_raters // 2], label="no")]
+    with pytest.raises(DataError, match=rf"row {n_raters}\b.*rater 'r{n_raters // 2}' labels item "
+                                        rf"'i{(n_raters // 2) % 7}'.* twice \(first at frame:row {n_raters // 2}\)"):
+        import_labels(pd.DataFrame(twice), stage="relevance", dataset="many", db=db, source_name="frame")
