@@ -510,8 +510,8 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
     sid = _item_hash(_quote(spec.dataset), _quote(spec.stage), "item_id")
     # A column no row fills (a file without context, users that are their items) can hold no conflict: its
     # per-item min/max, string aggregates over every row, are skipped (a third of this step when all are absent).
-    given = con.execute(f"SELECT bool_or(user_key <> item_id), {', '.join(f'count({c}) > 0' for c in context)} "
-                        "FROM vl").fetchall()[0]
+    *given, keys = con.execute(f"SELECT bool_or(user_key <> item_id), {', '.join(f'count({c}) > 0' for c in context)}, "
+                               "list(DISTINCT hash(rater, cond)) FROM vl").fetchall()[0]
     filled = dict(zip(("user_key", *context), (bool(g) for g in given), strict=True))
     values = ["min(user_key) AS user_id" if filled["user_key"] else "item_id AS user_id"]
     values += [f"max({c}) AS {c}" if filled[c] else f"NULL::VARCHAR AS {c}" for c in context]
@@ -520,7 +520,7 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
              else "FALSE AS is_pair, FALSE AS is_yes_no")
     con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid, {', '.join(values)},
         [{', '.join(conflicts)}] AS conflicts, {shape}, min(_ord) AS first_at,
-        {_pair_conflict_sql(spec)} AS pair_conflict, {_maybe_twice_sql(con)} AS maybe_twice
+        {_pair_conflict_sql(spec)} AS pair_conflict, {_maybe_twice_sql(keys or [])} AS maybe_twice
         FROM vl GROUP BY item_id""")
     hit = con.execute("SELECT source_id, conflicts, pair_conflict FROM it "
                       "WHERE list_bool_or(conflicts) OR pair_conflict IS NOT NULL ORDER BY first_at LIMIT 1").fetchall()
@@ -545,14 +545,14 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
     raise check.error(file, row, column, f"item {_short(item)} has another {column} at {check.at(first[0], first[1])}")
 
 
-def _maybe_twice_sql(con: duckdb.DuckDBPyConnection) -> str:
+def _maybe_twice_sql(keys: list[int]) -> str:
     """Per item, TRUE when it may hold a (rater, condition) twice: fewer distinct key hashes than labels.
 
-    With at most 64 distinct (rater, condition) hashes in the files (the usual case) each is one bit of a mask
-    and an item's labels are OR-ed: far cheaper than collecting them in a list. A hash shared by two keys
-    only flags an item for the exact check (:func:`_check_duplicates`), never hides a duplicate.
+    ``keys`` are the distinct hashes of (rater, condition) in the files. With at most 64 of them (the usual
+    case) each is one bit of a mask and an item's labels are OR-ed: far cheaper than collecting them in a
+    list. A hash shared by two keys only flags an item for the exact check (:func:`_check_duplicates`), never
+    hides a duplicate.
     """
-    keys = con.execute("SELECT list(DISTINCT hash(rater, cond)) FROM vl").fetchall()[0][0] or []
     if len(keys) <= 64:
         bits = "[" + ", ".join(f"{k}::UBIGINT" for k in keys) + "]"
         return f"count(*) > bit_count(bit_or(1::UBIGINT << (list_position({bits}, hash(rater, cond)) - 1)))"
@@ -674,21 +674,18 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
     copied into Arrow and back cost a fifth of the import).
     """
     ds, st = _quote(spec.dataset), _quote(spec.stage)
-    runs = pa.table({"_file": pa.array(range(len(sources)), pa.int32()),
-                     "run_id": [run_ids[s.name] for s in sources]})
-    con.register("_file_runs", runs)
-    con.execute("CREATE TEMP TABLE file_runs AS SELECT * FROM _file_runs")
-    con.unregister("_file_runs")
+    # Each label's run is its file's: an index into a list literal, not a join over every label.
+    run_of_file = f"[{', '.join(_quote(run_ids[s.name]) for s in sources)}][_file + 1]"
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
     has_prompt = spec.stage in ("relevance", "response")
     profile = "profile" if spec.stage != "extraction" else "NULL::VARCHAR"
     views = {
-        "labels": """
+        "labels": f"""
             SELECT it.sid AS item_id, rater, kind AS rater_kind, cond AS condition, stored AS label,
                    CASE WHEN stored IS DISTINCT FROM label THEN label END AS raw, reason, NULL::VARCHAR AS error,
-                   r.run_id, NULL::VARCHAR AS meta
-            FROM temp.vl JOIN temp.it ON vl.item_id = it.source_id JOIN temp.file_runs r USING (_file)""",
+                   {run_of_file} AS run_id, NULL::VARCHAR AS meta
+            FROM temp.vl JOIN temp.it ON vl.item_id = it.source_id""",
         "items": f"""
             SELECT sid AS item_id, {ds} AS dataset, {st} AS stage, user_id,
                    {prompt_index if has_prompt else 'NULL::INTEGER'} AS prompt_index,
