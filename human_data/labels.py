@@ -679,7 +679,9 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
     has_prompt = spec.stage in ("relevance", "response")
-    profile = "profile" if spec.stage != "extraction" else "NULL::VARCHAR"
+    has_profile = spec.stage != "extraction" and con.sql("SELECT count(profile) > 0 FROM it").fetchall()[0][0]
+    # A profile is the item's context (kept in its payload); the user's profile only when all its items agree.
+    user_profile = "CASE WHEN count(DISTINCT profile) = 1 THEN max(profile) END" if has_profile else "NULL::VARCHAR"
     views = {
         "labels": f"""
             SELECT it.sid AS item_id, rater, kind AS rater_kind, cond AS condition, stored AS label,
@@ -692,11 +694,8 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
                    {'attribute' if spec.stage != 'response' else 'NULL::VARCHAR'} AS attribute,
                    NULL::BIGINT AS position, {_payload_sql(spec)} AS payload
             FROM temp.it""",
-        # A profile is the item's context (kept in its payload); the user's profile only when all its items agree.
         "users": f"""
-            SELECT {ds} AS dataset, user_id,
-                   CASE WHEN count(DISTINCT {profile}) = 1 THEN max({profile}) END AS profile_text
-            FROM temp.it GROUP BY user_id""",
+            SELECT {ds} AS dataset, user_id, {user_profile} AS profile_text FROM temp.it GROUP BY user_id""",
     }
     if has_prompt:
         views["prompts"] = f"""
