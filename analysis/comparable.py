@@ -259,3 +259,38 @@ def majority_label(votes: Iterable[str]) -> str | None:
     if not counts or (len(counts) > 1 and counts[0][1] == counts[1][1]):
         return None
     return counts[0][0]
+
+
+YES_NO: tuple[str, str] = ("no", "yes")
+"""The yes/no scale, in code order (``no`` = 0, ``yes`` = 1)."""
+OTHER_CATEGORY = "__other__"
+"""Stands in for the unseen rest of a scale of which only one category is known (keeps tables 2x2)."""
+
+
+def categories_for(labels: pd.DataFrame, declared: Iterable[str] | None = None) -> list[str]:
+    """The one rule for the category set of a dataset's comparisons: its scale, not what one judge used.
+
+    Agreement figures that count categories (Gwet's AC1, PABAK) change with K, so every judge of a
+    dataset is scored over the same K: the categories the dataset declares (the generic importer's
+    ``labels:<dataset>:<stage>`` meta) plus every label its humans (blind or anchored) or judges gave.
+    A judge that never answers "tie" on PRISM is still scored over A/B/tie. Labels answering another
+    question (humans under another condition, the anchored three-way rating) are not part of the scale.
+
+    Args:
+        labels: One dataset's labels with ``rater_kind``, ``condition`` and ``label`` (other datasets must
+            be filtered out by the caller; failures, label null, are ignored).
+        declared: The dataset's declared categories, if any.
+
+    Returns:
+        Sorted categories; ``["no", "yes"]`` for any subset of yes/no; a lone other category is paired with
+        :data:`OTHER_CATEGORY`.
+    """
+    role_of = roles(labels)
+    on_scale = (role_of.isin(["blind_human", "anchored_human", "judge", "excluded"])
+                & (labels["condition"].fillna(BLIND) != SHOWN_LLM_RATING) & labels["label"].notna())
+    found = {str(v) for v in pd.unique(labels.loc[on_scale, "label"])} | {str(c) for c in declared or ()}
+    if found <= set(YES_NO):
+        return list(YES_NO)
+    if len(found) < 2:
+        found.add(OTHER_CATEGORY)
+    return sorted(found)

@@ -23,6 +23,7 @@ dataset: a stage whose judged dataset has no multi-human ceiling is reported as 
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,8 +51,10 @@ from personagap.analysis.comparable import (
     JUDGE_KINDS as JUDGE_KINDS,
 )
 from personagap.analysis.comparable import (
+    YES_NO,
     anchored_human_sql,
     blind_human_sql,
+    categories_for,
     comparable_judge_sql,
     rater_group,
     reference_sql,
@@ -70,7 +73,6 @@ STAGE_TITLES: dict[str, str] = {
 MIN_ITEMS_FOR_RANKING = 20
 #: Rater pairs sharing fewer items are left out of every mean pairwise kappa (ceiling and judge–human).
 MIN_PAIR_OVERLAP = 10
-_BINARY_CODES = {"no": 0, "yes": 1}
 
 # Static SQL (built from comparable.py's constants only, never user input): per item, the blind human reference.
 REFERENCE_SQL = reference_sql("blind")
@@ -268,8 +270,73 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         FROM items i LEFT JOIN labels l USING (item_id)
         GROUP BY i.stage
     """)
+    # What the scale rule (comparable.categories_for) needs: every distinct label per rater kind and condition.
+    scale_labels = _frame(con, """
+        SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
+        FROM labels l JOIN items i USING (item_id)
+        WHERE l.label IS NOT NULL
+    """)
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
-            "judge_items": judge_items, "human_counts": human_counts}
+            "judge_items": judge_items, "human_counts": human_counts, "scale_labels": scale_labels,
+            "declared": declared_categories(con)}
+
+
+def declared_categories(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The categories datasets declare (the generic importer's ``labels:<dataset>:<stage>`` meta).
+
+    Args:
+        con: An open store connection.
+
+    Returns:
+        One row per declared category: ``stage``, ``dataset``, ``label`` (datasets without a declared
+        category list have no rows; release importers declare none).
+    """
+    rows = []
+    for key, value in con.execute("SELECT key, value FROM meta WHERE key LIKE 'labels:%'").fetchall():
+        spec = json.loads(value)
+        stage = str(spec.get("stage", ""))
+        dataset = str(key)[len("labels:"):].removesuffix(f":{stage}")
+        rows += [(stage, dataset, str(c)) for c in spec.get("categories") or ()]
+    return pd.DataFrame(rows, columns=["stage", "dataset", "label"])
+
+
+def stage_declared(declared: pd.DataFrame, stage: str) -> dict[str, list[str]]:
+    """Dataset -> declared categories of one stage, from :func:`declared_categories`'s rows."""
+    rows = declared[declared["stage"] == stage]
+    return {str(ds): g["label"].tolist() for ds, g in rows.groupby("dataset", sort=True)}
+
+
+def dataset_categories(scale_labels: pd.DataFrame,
+                       declared: pd.DataFrame | None = None) -> dict[tuple[str, str], list[str]]:
+    """(stage, dataset) -> the dataset's scale by :func:`~personagap.analysis.comparable.categories_for`.
+
+    Args:
+        scale_labels: Distinct ``stage``, ``dataset``, ``rater_kind``, ``condition``, ``label`` rows.
+        declared: Declared categories (:func:`declared_categories`), if any.
+    """
+    said = {} if declared is None else {(stage, ds): cats for stage in set(declared["stage"])
+                                        for ds, cats in stage_declared(declared, stage).items()}
+    keys = set(said) | set(zip(scale_labels["stage"].astype(str), scale_labels["dataset"].astype(str), strict=True))
+    out = {}
+    for stage, ds in sorted(keys):
+        rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == ds)]
+        out[(stage, ds)] = categories_for(rows, said.get((stage, ds)))
+    return out
+
+
+def _pairs_scale(pairs: pd.DataFrame) -> pd.DataFrame:
+    # Per dataset, the labels its pairs hold, as dataset_categories reads them.
+    rows = _as_scale_rows(pairs)
+    keys = pd.concat([pairs[["stage", "dataset"]]] * 2, ignore_index=True)
+    return pd.concat([keys, rows], axis=1).drop_duplicates()
+
+
+def _as_scale_rows(pairs: pd.DataFrame) -> pd.DataFrame:
+    # The labels a pairs frame shows (reference and judge), as categories_for reads them: without the
+    # store's distinct labels (a caller passing pairs only), the scale is what these pairs hold.
+    human = pd.DataFrame({"rater_kind": "human", "condition": "", "label": pairs["human"].astype(str)})
+    judge = pd.DataFrame({"rater_kind": "llm", "condition": "", "label": pairs["label"].astype(str)})
+    return pd.concat([human, judge], ignore_index=True)
 
 
 def diagnose_db(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Diagnosis:
@@ -299,7 +366,8 @@ def _weights(n_users: int, n_resamples: int, seed: int) -> FloatArray:
 
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,
-                failures: int, n_resamples: int, seed: int, level: float = 0.95) -> JudgeScore:
+                failures: int, n_resamples: int, seed: int, level: float = 0.95,
+                categories: list[str] | None = None) -> JudgeScore:
     """Score one judge from its per-user (human, label, n) counts.
 
     Args:
@@ -313,10 +381,13 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         n_resamples: Bootstrap resamples (whole users are resampled).
         seed: Bootstrap seed.
         level: Confidence level of every CI.
+        categories: The dataset's scale (:func:`~personagap.analysis.comparable.categories_for` over all of
+            its labels), so every judge of a dataset is scored over the same categories; None: the scale of
+            ``rows`` alone.
     """
-    seen = {str(v) for v in pd.unique(pd.concat([rows["human"], rows["label"]], ignore_index=True))}
-    binary = seen <= set(_BINARY_CODES)
-    categories = ["no", "yes"] if binary else sorted(seen)
+    if categories is None:
+        categories = categories_for(_as_scale_rows(rows))
+    binary = tuple(categories) == YES_NO
     k = len(categories)
     # Integer codes via factorize/Categorical: per-element Python work is what costs at 10^6 labels.
     # Users sorted by id (as agreement() does), not in SQL row order: the same seed must draw the same users
@@ -544,7 +615,8 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
              judge_items: pd.DataFrame | None = None, human_counts: pd.DataFrame | None = None,
              n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
              min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95,
-             origins: Mapping[str, str] | None = None) -> Diagnosis:
+             origins: Mapping[str, str] | None = None, scale_labels: pd.DataFrame | None = None,
+             declared: pd.DataFrame | None = None) -> Diagnosis:
     """Diagnose every stage from aggregated store data (pure: no I/O).
 
     Args:
@@ -565,6 +637,10 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); every
             score, ceiling and gap carries its dataset's origin, and the verdict says when a best judge is scored
             on synthetic personas. Datasets missing from it are real.
+        scale_labels: Distinct (stage, dataset, rater_kind, condition, label) rows of every stored label: each
+            dataset's scale (:func:`~personagap.analysis.comparable.categories_for`), the categories every
+            judge of it is scored over. None: the categories in ``pairs`` of the dataset.
+        declared: Declared categories (:func:`declared_categories`), part of the scale.
 
     Returns:
         The diagnosis of all three stages and the verdict.
@@ -575,6 +651,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         columns=["stage", "dataset", "item_id", "rater", "rater_kind", "condition", "label", "user_id"])
     counts = human_counts if human_counts is not None else pd.DataFrame(
         columns=["stage", "dataset", "blind_raters", "blind_labels", "anchored_raters", "anchored_labels"])
+    scales = dataset_categories(_pairs_scale(pairs) if scale_labels is None else scale_labels, declared)
     stages = []
     for stage in STAGES:
         row = inv.loc[stage] if stage in inv.index else None
@@ -588,7 +665,8 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
             judges.append(judge_score(rows, stage=stage, dataset=str(dataset), rater=str(rater), rater_kind=str(kind),
                                       condition=str(condition),
                                       failures=fail_count.get((stage, dataset, rater, condition), 0),
-                                      n_resamples=n_resamples, seed=seed, level=level))
+                                      n_resamples=n_resamples, seed=seed, level=level,
+                                      categories=scales.get((stage, str(dataset)))))
         judges.sort(key=lambda j: (not _finite(j.kappa), -(j.kappa if _finite(j.kappa) else 0.0), j.judge, j.dataset))
         ranked = [j for j in judges if _finite(j.kappa) and j.n >= min_items] or [j for j in judges if _finite(j.kappa)]
         ceilings, gaps = [], []

@@ -16,7 +16,8 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 import personagap.analysis.robust as robust  # registers the panel's table metrics
-from personagap.analysis.agreement import Estimate, ci_list
+from personagap.analysis.agreement import Estimate, ci_list, resample_weights
+from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import alt_test_rows
 from personagap.analysis.estimates import estimate_rows
 
@@ -49,6 +50,30 @@ class PanelFields(BaseModel):
 def panel_metrics(binary: bool) -> tuple[str, ...]:
     """The registered metric names to estimate for a judge row (binary-only ones only for yes/no labels)."""
     return PANEL_METRICS + (BINARY_POINT_METRICS if binary else ())
+
+
+def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, categories: list[str],
+                    metrics: tuple[str, ...], *, n_resamples: int, seed: int,
+                    level: float = 0.95) -> dict[str, Estimate]:
+    """Registered metrics of a judge against the reference over the dataset's whole scale.
+
+    What :func:`~personagap.analysis.agreement.agreement` computes (same per-user tables, users in sorted id
+    order, same ``resample_weights`` draw), except that the tables span ``categories``, the dataset's scale by
+    :func:`~personagap.analysis.comparable.categories_for`, instead of the labels this one judge happened to
+    give: AC1 and PABAK depend on the number of categories, so every report scores a judge over the same K.
+
+    Args:
+        human: Reference labels.
+        judge: The judge's labels, aligned with ``human``.
+        clusters: User of each item.
+        categories: The dataset's scale (every label in ``human`` and ``judge`` must be in it).
+        metrics: Registered metric names.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        level: Confidence level.
+    """
+    tables, _ = robust.user_tables(human.astype(str), judge.astype(str), clusters, categories)
+    return agreement_estimates(tables, metrics, resample_weights(tables.shape[0], n_resamples, seed), level)
 
 
 def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:

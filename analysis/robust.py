@@ -28,7 +28,7 @@ decided by :mod:`personagap.analysis.comparable` only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -58,6 +58,7 @@ from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
     anchored_human_mask,
     blind_human_mask,
+    categories_for,
     comparable_judge_mask,
     majority_label,
 )
@@ -375,7 +376,7 @@ def user_tables(human: pd.Series, judge: pd.Series, users: pd.Series,
 
 def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind",
                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-               level: float = 0.95) -> list[dict[str, Any]]:
+               level: float = 0.95, declared: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """The robust panel of every judge of ``dataset`` against the human reference, plus a base-rate row.
 
     Args:
@@ -385,6 +386,8 @@ def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind"
         n_resamples: Bootstrap resamples over users.
         seed: Bootstrap seed (the same as the row's kappa gives the same resampled users).
         level: Confidence level.
+        declared: The dataset's declared categories, part of its scale
+            (:func:`~personagap.analysis.comparable.categories_for`: every judge is coded over that scale).
 
     Returns:
         One dict per judge: ``judge``, ``rater``, ``rater_kind``, ``condition``, ``dataset``, ``humans``,
@@ -397,9 +400,8 @@ def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind"
     if ref.empty:
         return []
     judges = list(judge_labels(frame))
-    categories = sorted(set(ref["label"]).union(*(set(j.labels) for j in judges)))
-    if len(categories) < 2:
-        categories = sorted(set(categories) | {"__other__"})  # one observed class: keep 2x2 tables defined
+    # The dataset's scale (comparable.py's one rule), the same for every judge: AC1 and PABAK depend on K.
+    categories = categories_for(frame, declared)
     out: list[dict[str, Any]] = []
     for j in judges:
         shared = j.labels.index.intersection(ref.index)

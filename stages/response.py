@@ -48,11 +48,21 @@ from personagap.analysis.comparable import (
     JUDGE_KINDS,
     MAJORITY_RULE,
     blind_human_mask,
+    categories_for,
     comparable_judge_mask,
     reference_labels,
 )
+from personagap.analysis.diagnosis import declared_categories, stage_declared
 from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
-from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
+from personagap.analysis.panel import (
+    PanelFields,
+    extras_lines,
+    panel_lines,
+    panel_metrics,
+    panel_values,
+    report_extras,
+    scale_estimates,
+)
 from personagap.analysis.response import (
     BASELINES,
     accuracy_gap,
@@ -315,7 +325,8 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
         labels = load_labels(con, stage="response")
         items = load_items(con)
         origins = dataset_origins(con)
-    return response_report(labels, items, n_resamples=n_resamples, seed=seed, origins=origins)
+        declared = stage_declared(declared_categories(con), "response")
+    return response_report(labels, items, n_resamples=n_resamples, seed=seed, origins=origins, declared=declared)
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,
@@ -392,7 +403,8 @@ def _reference(labels: pd.DataFrame) -> pd.Series:
 
 
 def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None) -> ResponseReport:
+                    seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+                    declared: Mapping[str, list[str]] | None = None) -> ResponseReport:
     """Build the stage-3 report from stored labels and items (pure: no I/O).
 
     Args:
@@ -401,6 +413,8 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
         n_resamples: Bootstrap resamples for every CI (clusters = users / dialogue contexts).
         seed: Bootstrap seed.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        declared: Dataset -> its declared categories (part of its scale, the categories every judge is scored
+            over: :func:`~personagap.analysis.comparable.categories_for`).
     """
     judges: list[JudgeResult] = []
     humans: list[HumanBias] = []
@@ -417,7 +431,10 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
         kind_counts = ds_items["kind"].value_counts()
         if kind_counts.get("pairwise", 0):
             pair_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == "pairwise"])]
-            js, hb, gp = _pairwise_dataset(pair_frame, ds_items, dataset, n_resamples=n_resamples, seed=seed)
+            # The dataset's scale (comparable.py's rule), as diagnose and the panel score it.
+            js, hb, gp = _pairwise_dataset(pair_frame, ds_items, dataset,
+                                           categories=categories_for(frame, (declared or {}).get(dataset)),
+                                           n_resamples=n_resamples, seed=seed)
             judges += js
             humans += hb
             gaps += gp
@@ -443,8 +460,8 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
     return out
 
 
-def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_resamples: int,
-                      seed: int) -> tuple[list[JudgeResult], list[HumanBias], list[ProfileGap]]:
+def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, categories: list[str],
+                      n_resamples: int, seed: int) -> tuple[list[JudgeResult], list[HumanBias], list[ProfileGap]]:
     ref = _reference(frame)
     len_a = items["answer_a"].str.len()
     len_b = items["answer_b"].str.len()
@@ -466,7 +483,8 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         clusters = items.loc[ids, "user_id"].to_numpy()
         judge = joined["label"].to_numpy(dtype=object)
         human = joined["human"].to_numpy(dtype=object)
-        est = judge_vs_human(human, judge, clusters, n_resamples=n_resamples, seed=seed, extra=panel_metrics(False))
+        est = scale_estimates(joined["human"], joined["label"], pd.Series(clusters), categories,
+                              ("accuracy", "kappa", *panel_metrics(False)), n_resamples=n_resamples, seed=seed)
         swapped = np.array([bool(_meta(m).get("swapped", False)) for m in joined["meta"]])
         first = first_position_rate(judge, swapped, clusters, n_resamples=n_resamples, seed=seed)
         longer = longer_rate(judge, len_a.loc[ids], len_b.loc[ids], clusters, n_resamples=n_resamples, seed=seed)
