@@ -272,13 +272,16 @@ def categories_for(labels: pd.DataFrame, declared: Iterable[str] | None = None) 
 
     Agreement figures that count categories (Gwet's AC1, PABAK) change with K, so every judge of a
     dataset is scored over the same K: the categories the dataset declares (the generic importer's
-    ``labels:<dataset>:<stage>`` meta) plus every label its humans (blind or anchored) or judges gave.
-    A judge that never answers "tie" on PRISM is still scored over A/B/tie. Labels answering another
-    question (humans under another condition, the anchored three-way rating) are not part of the scale.
+    ``labels:<dataset>:<stage>`` meta) plus every label its humans (blind or anchored) or judges gave
+    on items a human labelled (the items comparisons are made on; a stage-1 extractor's attributes on
+    unlabelled chunks are no category). A judge that never answers "tie" on PRISM is still scored over
+    A/B/tie. Labels answering another question (humans under another condition, the anchored three-way
+    rating) are not part of the scale. The SQL twin of the item filter is :func:`human_labelled_sql`.
 
     Args:
-        labels: One dataset's labels with ``rater_kind``, ``condition`` and ``label`` (other datasets must
-            be filtered out by the caller; failures, label null, are ignored).
+        labels: One dataset's labels with ``rater_kind``, ``condition`` and ``label``, and ``item_id`` unless
+            the caller already kept only items a human labelled (other datasets must be filtered out by the
+            caller; failures, label null, are ignored).
         declared: The dataset's declared categories, if any.
 
     Returns:
@@ -288,9 +291,21 @@ def categories_for(labels: pd.DataFrame, declared: Iterable[str] | None = None) 
     role_of = roles(labels)
     on_scale = (role_of.isin(["blind_human", "anchored_human", "judge", "excluded"])
                 & (labels["condition"].fillna(BLIND) != SHOWN_LLM_RATING) & labels["label"].notna())
+    if "item_id" in labels.columns:
+        human = role_of.isin(["blind_human", "anchored_human"]) & labels["label"].notna()
+        on_scale &= labels["item_id"].isin(set(labels.loc[human, "item_id"]))
     found = {str(v) for v in pd.unique(labels.loc[on_scale, "label"])} | {str(c) for c in declared or ()}
     if found <= set(YES_NO):
         return list(YES_NO)
     if len(found) < 2:
         found.add(OTHER_CATEGORY)
     return sorted(found)
+
+
+def human_labelled_sql(alias: str = "l") -> str:
+    """SQL predicate (static text): the label of alias ``alias`` is on an item a blind or anchored human labelled.
+
+    The item filter of :func:`categories_for`, for queries that hand it distinct labels.
+    """
+    return (f"({alias}.item_id IN (SELECT h.item_id FROM labels h WHERE ({blind_human_sql('h')} OR "
+            f"{anchored_human_sql('h')}) AND h.label IS NOT NULL))")

@@ -56,6 +56,7 @@ from personagap.analysis.comparable import (
     blind_human_sql,
     categories_for,
     comparable_judge_sql,
+    human_labelled_sql,
     rater_group,
     reference_sql,
 )
@@ -80,6 +81,7 @@ JUDGE_SQL = comparable_judge_sql("l")
 """Judge labels that may be compared with humans (what the dashboard's queries should select too)."""
 BLIND_SQL = blind_human_sql("l")
 ANCHORED_SQL = anchored_human_sql("l")
+HUMAN_LABELLED_SQL = human_labelled_sql("l")
 
 
 class JudgeScore(PanelFields, OriginField):
@@ -271,10 +273,10 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         GROUP BY i.stage
     """)
     # What the scale rule (comparable.categories_for) needs: every distinct label per rater kind and condition.
-    scale_labels = _frame(con, """
+    scale_labels = _frame(con, f"""
         SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
         FROM labels l JOIN items i USING (item_id)
-        WHERE l.label IS NOT NULL
+        WHERE l.label IS NOT NULL AND {HUMAN_LABELLED_SQL}
     """)
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
             "judge_items": judge_items, "human_counts": human_counts, "scale_labels": scale_labels,

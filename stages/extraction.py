@@ -39,7 +39,8 @@ from personagap.analysis.agreement import (
     ci_text,
     json_safe_dict,
 )
-from personagap.analysis.comparable import JUDGE_KINDS, MAJORITY_RULE, roles
+from personagap.analysis.comparable import JUDGE_KINDS, MAJORITY_RULE, categories_for, roles
+from personagap.analysis.diagnosis import declared_categories, stage_declared
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     extracted_items,
@@ -51,7 +52,15 @@ from personagap.analysis.extraction import (
     verdict_rates,
 )
 from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
-from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
+from personagap.analysis.panel import (
+    PanelFields,
+    extras_lines,
+    panel_lines,
+    panel_metrics,
+    panel_values,
+    report_extras,
+    scale_estimates,
+)
 from personagap.store import ImportBatch, StoreError, gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
@@ -211,7 +220,8 @@ def items_frame(rows: Sequence[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
 
 
 def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None) -> ExtractionReport:
+                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+                      declared: Mapping[str, list[str]] | None = None) -> ExtractionReport:
     """Build the stage-1 report from stored items and labels (pure).
 
     Args:
@@ -221,6 +231,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
         n_resamples: Bootstrap resamples for every CI.
         seed: Bootstrap seed.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        declared: Dataset -> its declared categories (part of the scale a verifier is scored over).
     """
     items = items_frame(items)
     kind_of = dict(zip(items["item_id"], items["kind"], strict=True))
@@ -229,6 +240,8 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     if labels.empty:
         labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
                                        "dataset"])
+    # Each dataset's scale from all its labels (comparable.categories_for), as diagnose and the panel take it.
+    scales = {str(ds): categories_for(g, (declared or {}).get(str(ds))) for ds, g in labels.groupby("dataset")}
     # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
     # protocol (anchored or other-question labels are not stage-1 verdicts).
     labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
@@ -240,7 +253,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed)
     report = ExtractionReport(alt_test=alt_test, estimates=estimates,
         human_agreement=_human_agreement(verdicts, **kw), acceptance=_acceptance(verdicts, **kw),
-        verifiers=_verifiers(verdicts, **kw), extractors=_extractor_runs(items, labels),
+        verifiers=_verifiers(verdicts, scales, **kw), extractors=_extractor_runs(items, labels),
         gold=_gold_summary(items), matching=_matching(items, labels, **kw), n_resamples=n_resamples, seed=seed)
     report.origin_comparison = tag_and_compare(report, origins or {},
                                                lambda: ((v.verifier, v) for v in report.verifiers))
@@ -294,7 +307,7 @@ def _acceptance(verdicts: pd.DataFrame, **kw: Any) -> list[VerdictRow]:
     return out
 
 
-def _verifiers(verdicts: pd.DataFrame, **kw: Any) -> list[VerifierAgreement]:
+def _verifiers(verdicts: pd.DataFrame, scales: Mapping[str, list[str]], **kw: Any) -> list[VerifierAgreement]:
     from personagap.analysis.extraction import judge_vs_reference
 
     out = []
@@ -307,8 +320,14 @@ def _verifiers(verdicts: pd.DataFrame, **kw: Any) -> list[VerifierAgreement]:
         judges = rows[rows["rater_kind"].isin(VERIFIER_KINDS) & rows["label"].notna()]
         for rater, g in judges.groupby("rater", sort=True):
             mine = dict(zip(g["item_id"], g["label"], strict=True))
-            est = judge_vs_reference(mine, reference, cluster_of, extra=panel_metrics(False), **kw)
             shared = set(mine) & set(reference)
+            if shared:  # over the dataset's scale: a verifier that never says "unsure" still has K = 3
+                ids = sorted(shared)
+                est = scale_estimates(pd.Series([reference[i] for i in ids]), pd.Series([mine[i] for i in ids]),
+                                      pd.Series([cluster_of[i] for i in ids]), scales[str(dataset)],
+                                      ("kappa", "accuracy", *panel_metrics(False)), **kw)
+            else:
+                est = judge_vs_reference(mine, reference, cluster_of, extra=panel_metrics(False), **kw)
             out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
                                          n_users=len({cluster_of[i] for i in shared}),
                                          kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
@@ -565,7 +584,8 @@ def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
         items = load_items(con)
         labels = load_labels(con, stage="extraction")
         origins = dataset_origins(con)
-    return extraction_report(items, labels, n_resamples=n_resamples, seed=seed, origins=origins)
+        declared = stage_declared(declared_categories(con), "extraction")
+    return extraction_report(items, labels, n_resamples=n_resamples, seed=seed, origins=origins, declared=declared)
 
 
 @gc_paused()

@@ -82,6 +82,10 @@ def test_categories_for_is_the_scale_not_one_judges_labels() -> None:
         "label": ["A", "B", "tie", "3", "A", None]})
     assert categories_for(labels) == ["A", "B", "tie"]  # another question's ratings are not on the scale
     assert categories_for(labels.iloc[:2], declared=["A", "B", "tie"]) == ["A", "B", "tie"]
+    # An extractor's output on an item no human labelled is no category of the comparisons.
+    chunks = pd.DataFrame({"item_id": ["i1", "i1", "i2"], "rater_kind": ["human", "llm", "llm"],
+                           "condition": ["", "", ""], "label": ["ok", "bad", "likes hiking"]})
+    assert categories_for(chunks) == ["bad", "ok"]
     yes = pd.DataFrame({"rater_kind": ["human", "llm"], "condition": ["", ""], "label": ["yes", "yes"]})
     assert categories_for(yes) == ["no", "yes"]
 
