@@ -8,6 +8,7 @@ vectorised functions must give the same figures to the last bit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,10 @@ import pandas as pd
 import pytest
 
 from personagap.analysis import comparable as c
+from personagap.analysis.agreement import json_safe_dict
 from personagap.analysis.alt_test import SCORERS, Indicators, indicators
+from personagap.analysis.estimates import estimate_rows, judge_estimates, sorted_codes
+from personagap.analysis.robust import human_reference, judge_labels
 
 
 def _loop_indicators(judge: Mapping[str, Any], humans: pd.DataFrame, scoring: str, min_humans: int,
@@ -141,4 +145,48 @@ def test_reference_labels_equal_the_per_item_loop(which: str, seed: int) -> None
     for frame in subsets:
         pd.testing.assert_series_equal(c.reference_labels(frame, which), _loop_reference(frame, which))  # type: ignore[arg-type]
     assert len(_loop_reference(labels, which)) > 20
+
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, NaN equal to NaN, floats to the last bit."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return type(a) is type(b) and bool(a == b)
+
+
+def _loop_estimates(labels: pd.DataFrame, dataset: str, humans: str) -> list[dict[str, Any]]:
+    """Every judge on its own, the human-only estimate and the bootstrap draws recomputed for each (as before)."""
+    frame = labels[labels["dataset"] == dataset]
+    reference = human_reference(frame, humans)  # type: ignore[arg-type]
+    judges = list(judge_labels(frame))
+    if reference.empty or not ((reference["label"] == "yes").any() or any((j.labels == "yes").any() for j in judges)):
+        return []
+    return [json_safe_dict(judge_estimates(j, reference, dataset=dataset, humans=humans,  # type: ignore[arg-type]
+                                           n_resamples=200, seed=3).model_dump())
+            for j in judges if not j.labels.index.intersection(reference.index).empty]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_estimate_rows_equal_judge_by_judge(seed: int) -> None:
+    labels = _random_tidy(seed)
+    for dataset in ("d1", "d2"):
+        for humans in ("blind", "anchored"):
+            expected = _loop_estimates(labels, dataset, humans)
+            got = estimate_rows(labels, dataset, humans=humans, n_resamples=200, seed=3)  # type: ignore[arg-type]
+            assert _same(got, expected)
+            assert len(expected) == 4 or humans == "anchored"
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 500])
+def test_sorted_codes_are_numpy_unique(n: int) -> None:
+    values = np.array([f"user{u}" for u in np.random.default_rng(n).integers(0, 60, n)] + ["nan", "Z", "é"][: n],
+                      dtype=object)
+    ids, index = sorted_codes(values)
+    expected_ids, expected_index = np.unique(values, return_inverse=True)
+    assert ids.tolist() == expected_ids.tolist() and index.tolist() == expected_index.tolist()
 
