@@ -6,6 +6,7 @@ over A/B/tie (the dataset's scale), wherever its figures are shown (comparable.c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -154,3 +155,52 @@ def test_recenter_stage2_every_face_gives_one_figure_per_judge(recenter_db: Path
     rows = {j["judge"]: j for j in report["judges"]
             if j["dataset"] == "recenter-stage2" and j.get("reference", "blind") == "blind"}
     _agree(scores, rows, _panel(recenter_db, "relevance", "recenter-stage2"))
+
+
+def _prism_ab_rows(shared_data: Path) -> list[dict]:
+    """One A/B-only PRISM file (neither the participants' label nor the judge's is ever a tie) in the generic format."""
+    rows = []
+    path = shared_data / "prism_judge" / "prism_all_features_command-r-plus.jsonl"
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        r = json.loads(line)
+        item = {"item_id": f"pair-{n}", "user_id": hashlib.sha256(r["user_info"].encode()).hexdigest()[:12],
+                "prompt": r["question"], "profile": r["user_info"], "response_a": r["asst_A"],
+                "response_b": r["asst_B"]}
+        rows.append(item | {"rater": "participant", "rater_kind": "human", "label": r["ground_truth"]})
+        if r["answer"] in ("A", "B"):
+            rows.append(item | {"rater": "command-r-plus", "rater_kind": "llm", "label": r["answer"]})
+    return rows
+
+
+@pytest.mark.parametrize("declared", [None, ("A", "B", "tie")])
+def test_a_declared_scale_counts_even_when_no_one_used_a_category(shared_data: Path, tmp_path: Path,
+                                                                  declared: tuple[str, ...] | None) -> None:
+    rows = _prism_ab_rows(shared_data)
+    assert {r["label"] for r in rows} == {"A", "B"}
+    src = tmp_path / "ab.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    db = tmp_path / "ab.duckdb"
+    args = ["import", "labels", str(src), "--stage", "response", "--dataset", "ab", "--db", str(db)]
+    out = CliRunner().invoke(cli, args + (["--categories", ",".join(declared)] if declared else []))
+    assert out.exit_code == 0, out.output
+    diag = {j["judge"]: j for j in _cli_json("diagnose", "--db", str(db))["stages"][2]["judges"]}
+    report = {j["judge"]: j for j in _cli_json("report", "response", "--db", str(db))["judges"]}
+    (score,) = diag.values()
+    assert score["categories"] == (["A", "B", "tie"] if declared else ["A", "B"])
+    assert {"ac1": score["ac1"], "pabak": score["pabak"]} == pytest.approx(
+        {"ac1": report["command-r-plus"]["ac1"], "pabak": report["command-r-plus"]["pabak"]})
+    from personagap.store import load_labels, opened
+
+    with opened(db, read_only=True) as con:
+        labels = load_labels(con, stage="response")
+    panel = {r["judge"]: r for r in panel_rows(labels, "ab", n_resamples=RESAMPLES, seed=0, declared=declared)}
+    assert panel["command-r-plus"]["ac1"] == pytest.approx(score["ac1"])
+    pairs = {}
+    for r in rows:
+        pairs.setdefault(r["item_id"], {})[r["rater_kind"]] = r["label"]
+    both = [(p["human"], p["llm"]) for p in pairs.values() if "llm" in p]
+    human, judge = [h for h, _ in both], [j for _, j in both]
+    cats = list(declared or ("A", "B"))
+    assert score["ac1"] == pytest.approx(_ac1_by_hand(human, judge, cats))
+    bp = CAC(pd.DataFrame({"human": human, "judge": judge}), categories=cats).bp()["est"]["coefficient_value"]
+    assert score["pabak"] == pytest.approx(bp, abs=1e-5)
