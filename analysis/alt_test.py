@@ -234,8 +234,11 @@ def _pair_scores(item_code: npt.NDArray[np.intp], labels: npt.NDArray[Any], pred
     if n == 0:
         return np.zeros(0), np.zeros(0)
     if scoring == "accuracy":
-        codes, _ = pd.factorize(np.concatenate([labels, pred]))
-        own, judged = codes[:n].astype(np.int64), codes[n:].astype(np.int64)
+        codes = pd.factorize(np.concatenate([labels, pred]))[0].astype(np.int64)
+        # A missing label (NaN) equals nothing, itself included, as in ``==``: each gets a code of its own.
+        missing = codes < 0
+        codes[missing] = codes.max() + 1 + np.arange(int(missing.sum()))
+        own, judged = codes[:n], codes[n:]
         width = int(codes.max()) + 1
         base = item_code.astype(np.int64) * width
         # How often each (item, label) occurs; the judge's label of the item is looked up among them.

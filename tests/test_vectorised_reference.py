@@ -74,6 +74,9 @@ def _random_humans(rng: np.random.Generator, scoring: str) -> tuple[dict[str, An
     if scoring == "neg_rmse":  # scores as stored: strings of numbers, with rounding-sensitive decimals
         judge = {k: str(v) for k, v in judge.items()}
         rows = [(i, r, str(v)) for i, r, v in rows]
+    else:  # a few missing labels (NaN equals nothing, not even NaN)
+        judge = {k: math.nan if rng.random() < 0.03 else v for k, v in judge.items()}
+        rows = [(i, r, math.nan if rng.random() < 0.03 else v) for i, r, v in rows]
     return judge, pd.DataFrame(rows, columns=["item_id", "rater", "label"])
 
 
