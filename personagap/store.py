@@ -515,7 +515,7 @@ def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
         con.execute(f"INSERT INTO {table} ({col_list}) SELECT {col_list} FROM {changed}").fetchall()
         con.execute(f"DROP TABLE {changed}").fetchall()
     finally:
-        if view != rows:
+        if not isinstance(rows, str):
             con.unregister(view)
     return TableCounts(inserted=int(inserted), updated=int(total - inserted), unchanged=int(n - total))
 

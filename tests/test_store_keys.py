@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from personagap import store
@@ -219,3 +220,13 @@ def test_label_imports_migrate_a_version_1_database(recenter_db: Path, tmp_path:
         (str(store.SCHEMA_VERSION),)]
     assert con.execute("SELECT count(*) FROM import_items").fetchall() == [(0,)]
     con.close()
+
+
+@pytest.mark.parametrize("shape", ["dicts", "pandas", "arrow"])
+def test_upsert_takes_dicts_dataframes_and_arrow(tmp_path: Path, shape: str) -> None:
+    rows = [{"dataset": "d", "user_id": f"u{i}", "profile_text": None} for i in range(3)]
+    given: object = {"dicts": rows, "pandas": pd.DataFrame(rows), "arrow": pa.Table.from_pylist(rows)}[shape]
+    with store.opened(tmp_path / "x.duckdb") as con:
+        assert store.upsert(con, "users", given) == 3  # type: ignore[arg-type]
+        assert store.upsert(con, "users", given) == 3  # type: ignore[arg-type]  # replaced, not added
+        assert con.execute("SELECT count(*) FROM users").fetchall() == [(3,)]
