@@ -272,15 +272,29 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         FROM items i LEFT JOIN labels l USING (item_id)
         GROUP BY i.stage
     """)
-    # What the scale rule (comparable.categories_for) needs: every distinct label per rater kind and condition.
-    scale_labels = _frame(con, f"""
-        SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
-        FROM labels l JOIN items i USING (item_id)
-        WHERE l.label IS NOT NULL AND {HUMAN_LABELLED_SQL}
-    """)
+    scale_labels = _frame(con, SCALE_LABELS_SQL)
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
             "judge_items": judge_items, "human_counts": human_counts, "scale_labels": scale_labels,
             "declared": declared_categories(con)}
+
+
+# What the scale rule (comparable.categories_for) needs: every distinct label per rater kind and condition.
+SCALE_LABELS_SQL = f"""
+    SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
+    FROM labels l JOIN items i USING (item_id)
+    WHERE l.label IS NOT NULL AND {HUMAN_LABELLED_SQL}
+"""
+
+
+def stage_scales(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, list[str]]:
+    """Dataset -> the categories its comparisons are scored over, for one stage, exactly as :func:`diagnose` does.
+
+    Args:
+        con: An open store connection.
+        stage: Pipeline stage.
+    """
+    scales = dataset_categories(_frame(con, SCALE_LABELS_SQL), declared_categories(con))
+    return {ds: cats for (st, ds), cats in scales.items() if st == stage}
 
 
 def declared_categories(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:

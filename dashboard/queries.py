@@ -118,14 +118,17 @@ def bias_labels(db: str | Path, stage: str) -> pd.DataFrame:
         """, [stage, stage]).df()
 
 
-def panel_reference(db: str | Path, stage: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def panel_reference(db: str | Path, stage: str) -> tuple[pd.DataFrame, dict[str, list[str]]]:
     """What the robust panel needs beyond the diagnosis, aggregated in SQL (no label is loaded one by one).
 
     Returns:
         ``reference``: per ``dataset``, ``user_id`` and blind reference label ``human``, the count ``n`` of the
-        stage's items with that reference; ``judge_labels``: the distinct parsed labels (``dataset``, ``label``)
-        of the stage's comparable judges. Which labels count is :mod:`personagap.analysis.comparable`'s rule.
+        stage's items with that reference; ``scales``: per dataset, the categories its comparisons are scored
+        over (:func:`personagap.analysis.diagnosis.stage_scales`, the diagnosis's own rule). Which labels count
+        is :mod:`personagap.analysis.comparable`'s rule.
     """
+    from personagap.analysis.diagnosis import stage_scales
+
     with read_only(db) as con:
         reference = con.execute(f"""
             WITH {REFERENCE_SQL}
@@ -134,12 +137,8 @@ def panel_reference(db: str | Path, stage: str) -> tuple[pd.DataFrame, pd.DataFr
             WHERE i.stage = ?
             GROUP BY ALL
         """, [stage]).df()
-        judge_labels = con.execute(f"""
-            SELECT DISTINCT i.dataset, l.label
-            FROM labels l JOIN items i USING (item_id)
-            WHERE i.stage = ? AND {comparable_judge_sql('l')} AND l.label IS NOT NULL
-        """, [stage]).df()
-    return reference, judge_labels
+        scales = stage_scales(con, stage)
+    return reference, scales
 
 
 def panel_pair_counts(db: str | Path, stage: str, datasets: list[str]) -> pd.DataFrame:

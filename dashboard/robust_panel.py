@@ -39,28 +39,17 @@ from personagap.analysis.robust import (
     panel_fields,
 )
 
-#: Placeholder class ``panel_rows`` adds when a dataset shows a single label, so tables stay 2x2.
-ONE_CLASS_FILLER = "__other__"
 _FIELDS = ("kappa", "kappa_ci", *(f for m in PANEL_METRICS for f in (m, f"{m}_ci")), *PANEL_POINT_ONLY)
 
 
-def dataset_categories(reference: pd.DataFrame, judge_labels: pd.DataFrame) -> dict[str, list[str]]:
-    """Per dataset, the label set ``panel_rows`` codes its tables over.
+def dataset_categories(reference: pd.DataFrame, scales: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Per dataset with a blind reference, the categories its tables are coded over: the diagnosis's scale.
 
     Args:
         reference: Per-user reference counts (``dataset``, ``user_id``, ``human``, ``n``).
-        judge_labels: Distinct parsed comparable judge labels (``dataset``, ``label``).
-
-    Returns:
-        Dataset -> sorted union of its reference labels and judge labels (a single label gets
-        :data:`ONE_CLASS_FILLER` beside it), for datasets with a reference.
+        scales: :func:`personagap.analysis.diagnosis.stage_scales` (comparable.categories_for's one rule).
     """
-    out: dict[str, list[str]] = {}
-    for ds, rows in reference.groupby("dataset", sort=True):
-        judged = judge_labels.loc[judge_labels["dataset"] == ds, "label"]
-        seen = set(rows["human"].astype(str)) | set(judged.astype(str))
-        out[str(ds)] = sorted(seen) if len(seen) >= 2 else sorted(seen | {ONE_CLASS_FILLER})
-    return out
+    return {str(ds): scales[str(ds)] for ds in sorted(set(reference["dataset"].astype(str))) if str(ds) in scales}
 
 
 def needs_recount(diagnosis: Diagnosis, stage: str, categories: dict[str, list[str]], *, n_resamples: int, seed: int,
@@ -104,7 +93,7 @@ def _score_row(j: JudgeScore) -> dict[str, Any]:
 
 
 def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[str], reference: pd.DataFrame,
-                         judge_labels: pd.DataFrame, pair_counts: pd.DataFrame | None = None, *,
+                         scales: dict[str, list[str]], pair_counts: pd.DataFrame | None = None, *,
                          n_resamples: int, seed: int, level: float = 0.95) -> list[dict[str, Any]]:
     """The rows ``panel_rows`` gives for ``datasets`` (blind humans), from the diagnosis and aggregate counts.
 
@@ -113,7 +102,7 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
         stage: Pipeline stage.
         datasets: Datasets to cover, in order.
         reference: :func:`personagap.dashboard.queries.panel_reference`'s per-user reference counts.
-        judge_labels: Its distinct judge labels per dataset.
+        scales: Per dataset, the categories the diagnosis scores it over (``panel_reference``'s second part).
         pair_counts: :func:`personagap.dashboard.queries.panel_pair_counts` for at least the datasets that
             :func:`needs_recount` names (and every dataset when the diagnosis used other bootstrap settings).
         n_resamples: Bootstrap resamples.
@@ -125,7 +114,7 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
         :func:`~personagap.analysis.robust.panel_rows`.
     """
     s = diagnosis.stage(stage)
-    categories = dataset_categories(reference, judge_labels)
+    categories = dataset_categories(reference, scales)
     recount = set(needs_recount(diagnosis, stage, categories, n_resamples=n_resamples, seed=seed, level=level))
     out: list[dict[str, Any]] = []
     for ds in datasets:
@@ -159,10 +148,10 @@ def stage_panel(db: str | Path, diagnosis: Diagnosis, stage: str, datasets: Iter
     datasets = list(datasets)
     if not datasets:
         return []
-    reference, judge_labels = queries.panel_reference(db, stage)
-    categories = dataset_categories(reference, judge_labels)
+    reference, scales = queries.panel_reference(db, stage)
+    categories = dataset_categories(reference, scales)
     wanted = [ds for ds in needs_recount(diagnosis, stage, categories, n_resamples=n_resamples, seed=seed,
                                          level=level) if ds in datasets]
     pairs = queries.panel_pair_counts(db, stage, wanted) if wanted else None
-    return panel_from_diagnosis(diagnosis, stage, datasets, reference, judge_labels, pairs, n_resamples=n_resamples,
+    return panel_from_diagnosis(diagnosis, stage, datasets, reference, scales, pairs, n_resamples=n_resamples,
                                 seed=seed, level=level)

@@ -314,17 +314,16 @@ def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db:
         assert set(want) <= set(have)
         assert all(_same(want[k], have[k]) for k in want), [(k, want[k], have[k]) for k in want
                                                           if not _same(want[k], have[k])]
-    # Both ways are exercised: yes/no judges straight from the diagnosis, PRISM's judges that never say 'tie'
-    # recounted over A/B/tie (their AC1 and PABAK from the diagnosis, over A/B only, differ).
-    reference, judge_labels = queries.panel_reference(recenter_prism_db, stage)
-    recount = needs_recount(d, stage, dataset_categories(reference, judge_labels), n_resamples=d.n_resamples,
+    # One scale per dataset (comparable.categories_for): the diagnosis already scores PRISM's judges that never
+    # say 'tie' over A/B/tie, so every panel figure comes straight from it (the recount path is exercised by
+    # test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings).
+    reference, scales = queries.panel_reference(recenter_prism_db, stage)
+    recount = needs_recount(d, stage, dataset_categories(reference, scales), n_resamples=d.n_resamples,
                             seed=d.seed, level=d.ci_level)
-    assert recount == ([] if stage == "relevance" else ["prism-judge"])
+    assert recount == []
     if stage == "response":
-        two_class = [j for j in d.stage(stage).judges if len(j.categories) == 2]
-        assert two_class
-        shown = {r["judge"]: r for r in got}
-        assert all(shown[j.judge]["ac1"] != j.ac1 for j in two_class)
+        never_tie = [j for j in d.stage(stage).judges if not any(row[2] for row in j.confusion)]
+        assert never_tie and all(j.categories == ["A", "B", "tie"] for j in never_tie)
 
 
 def test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings(recenter_db: Path):
