@@ -188,10 +188,10 @@ def attached(con: duckdb.DuckDBPyConnection, path: str | Path,
              wait_seconds: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
     """Make the store file ``con``'s default database for the block: rows staged on ``con`` go in by SQL.
 
-    ``con`` is a private in-memory connection whose temporary tables hold rows already validated (the
-    generic label importer's): written with ``INSERT ... SELECT`` they never pass through Python or Arrow.
-    The file is attached under the rules of :func:`connect` (waits for a lock; created, migrated and checked
-    as there); the staged temporary tables stay visible by name.
+    ``con`` is a private in-memory connection whose relations hold rows already validated (the generic
+    label importer's): written with ``INSERT ... SELECT`` they never become Python objects. The file is
+    attached under the rules of :func:`connect` (waits for a lock; created, migrated and checked as there);
+    the staged relations stay visible by name.
 
     Raises:
         StoreError: As :func:`connect`; also when this process already has the file open elsewhere.
