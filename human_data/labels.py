@@ -385,11 +385,11 @@ def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> Label
                 raise DataError(source.name, None, None, "the file holds no label rows")
         check = _Checker(con, sources)
         _check_rows(check, spec)
-        _check_items(check, spec)
+        filled = _check_items(check, spec)
         _check_duplicates(check)
         result = LabelImport(spec=spec, con=con, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
                              run_ids={s.name: run_id_for(s, spec) for s in sources})
-        result.tables = _build(con, spec, sources, result.run_ids)
+        result.tables = _build(con, spec, sources, result.run_ids, filled)
         return result
     except BaseException:
         con.close()
@@ -505,8 +505,12 @@ def _check_rows(check: _Checker, spec: LabelSpec) -> None:
     raise check.error(file, row, problem, "expected a string or a number")
 
 
-def _check_items(check: _Checker, spec: LabelSpec) -> None:
-    """Context and user are facts of the item: every row that gives them must agree (checked on ``it``)."""
+def _check_items(check: _Checker, spec: LabelSpec) -> dict[str, bool]:
+    """Context and user are facts of the item: every row that gives them must agree (checked on ``it``).
+
+    Returns:
+        Per context column (and ``user_key``), whether any row fills it.
+    """
     con = check.con
     context = CONTEXT[spec.stage]
     sid = _item_hash(_quote(spec.dataset), _quote(spec.stage), "item_id")
@@ -532,7 +536,7 @@ def _check_items(check: _Checker, spec: LabelSpec) -> None:
                                            "FROM vl "
                                            "WHERE conversation IS NOT NULL GROUP BY conversation").fetchall():
                 parse_conversation(text, lambda msg, f=file, r=row: check.error(f, r, "conversation", msg))
-        return
+        return filled
     item, conflicts, pair_conflict = hit[0]
     if pair_conflict is not None:
         column, message = pair_conflict.split(":", 1)
@@ -670,7 +674,7 @@ def _item_hash(*parts: str) -> str:
 
 
 def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[Source],
-           run_ids: dict[str, str]) -> dict[str, pa.Table | str]:
+           run_ids: dict[str, str], filled: dict[str, bool]) -> dict[str, pa.Table | str]:
     """Stage each store table's rows as a temporary view over ``vl`` and ``it`` (see :class:`LabelImport`).
 
     Views, not tables: the store reads each once, straight into its own tables (a million labels
@@ -682,7 +686,7 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
     has_prompt = spec.stage in ("relevance", "response")
-    has_profile = spec.stage != "extraction" and con.sql("SELECT count(profile) > 0 FROM it").fetchall()[0][0]
+    has_profile = filled.get("profile", False)  # extraction items have no profile
     # A profile is the item's context (kept in its payload); the user's profile only when all its items agree.
     user_profile = "CASE WHEN count(DISTINCT profile) = 1 THEN max(profile) END" if has_profile else "NULL::VARCHAR"
     views = {

@@ -21,6 +21,7 @@ from personagap.api import import_labels, import_recenter
 from personagap.human_data.labels import LabelSpec, Source, load_label_sources
 from personagap.records import LabelRow, Run
 from personagap.store import TABLES, DuplicateKeyError, ImportBatch, StoreError, now, write_batch
+from tests.test_database_files import _altered
 from tests.test_judge_runner import HOLDER
 from tests.test_malformed_inputs import assert_one_line, snapshot
 
@@ -173,15 +174,6 @@ def _import_labels_cli(tmp_path: Path, db: Path, *extra: str) -> tuple[int, str,
     return result.exit_code, result.stdout, result.stderr, result.exception
 
 
-def _altered_copy(source: Path, db: Path, *sql: str) -> Path:
-    shutil.copy(source, db)
-    con = duckdb.connect(str(db))
-    for statement in sql:
-        con.execute(statement)
-    con.close()
-    return db
-
-
 @pytest.mark.parametrize(("sql", "expected"), [
     (("UPDATE meta SET value = '99' WHERE key = 'schema_version'",), "schema version 99 is newer"),
     (("DELETE FROM meta WHERE key = 'schema_version'",), "no schema_version"),
@@ -190,7 +182,7 @@ def _altered_copy(source: Path, db: Path, *sql: str) -> Path:
 def test_label_imports_refuse_databases_they_cannot_use_with_one_line(recenter_db: Path, tmp_path: Path,
                                                                      sql: tuple[str, ...], expected: str) -> None:
     """The staged import attaches the file under connect()'s rules: the same refusals, the file unchanged."""
-    db = _altered_copy(recenter_db, tmp_path / "x.duckdb", *sql)
+    db = _altered(recenter_db, tmp_path / "x.duckdb", *sql)
     before = db.read_bytes()
     assert_one_line(*_import_labels_cli(tmp_path, db), str(db), expected)
     assert db.read_bytes() == before
@@ -212,7 +204,7 @@ def test_label_imports_refuse_another_programs_database_unless_forced(tmp_path: 
 
 
 def test_label_imports_migrate_a_version_1_database(recenter_db: Path, tmp_path: Path) -> None:
-    db = _altered_copy(recenter_db, tmp_path / "v1.duckdb", "DROP TABLE import_items",
+    db = _altered(recenter_db, tmp_path / "v1.duckdb", "DROP TABLE import_items",
                        "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     assert _import_labels_cli(tmp_path, db)[0] == 0
     con = duckdb.connect(str(db), read_only=True)
