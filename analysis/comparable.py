@@ -145,6 +145,17 @@ def rater_group(rater_kind: str) -> str:
     return "human" if rater_kind in HUMAN_KINDS else rater_kind
 
 
+def judge_display(rater: str, condition: str) -> str:
+    """The one display name of a judge (also its key when reports and pages join rows): the rater, plus
+    ``[condition]`` when the protocol is not the default one.
+
+    Args:
+        rater: The label's rater key (judge, version and model for LLM judges).
+        condition: The protocol the labels were given under ('' is the standard one).
+    """
+    return f"{rater} [{condition}]" if condition else rater
+
+
 Reference = Literal["blind", "anchored"]
 
 

@@ -180,3 +180,61 @@ def _part(value: object) -> bytes:
         return f"s{len(value)}:{value}".encode()
     text = str(value)
     return f"{type(value).__name__[0]}{len(text)}:{text}".encode()
+
+
+ScaleKind = Literal["nominal", "ordinal", "pairwise"]
+"""How a dataset's labels are measured: unordered categories, ordered levels, or which of two answers won."""
+ItemKind = Literal["verification", "relevance", "pairwise", "single"]
+"""What one item of a dataset is: an extracted attribute to verify (stage 1), a (prompt, attribute) pair
+(stage 2), two answers to choose between, or one answer to rate (stage 3)."""
+
+DEFAULT_QUESTIONS: dict[tuple[str, str], str] = {
+    ("extraction", "verification"): "Does the user's conversation support this extracted attribute?",
+    ("relevance", "relevance"): "Would knowing this attribute change a good answer to this prompt?",
+    ("response", "pairwise"): "Which of the two answers would this user prefer?",
+    ("response", "single"): "Is this answer right for this user?",
+}
+"""The question a dataset's raters answer when its import names none (``--question`` overrides it)."""
+
+
+class DatasetScale(_Record):
+    """The scale a dataset's labels are on: every figure of the dataset follows from it.
+
+    nominal -> kappa, AC1, PABAK, MCC, balanced accuracy (macro over classes beyond two), alt-test by accuracy;
+    ordinal -> quadratic-weighted kappa, Krippendorff's alpha (ordinal), Spearman, mean absolute difference,
+    alt-test by negative RMSE; pairwise -> accuracy with and without ties, kappa over A/B/tie, position and
+    length bias.
+    """
+
+    kind: ScaleKind
+    categories: tuple[str, ...] = Field(
+        description="The categories in reading order (ordinal: its levels, low to high, as stored text).")
+
+    @property
+    def ordinal(self) -> bool:
+        """Whether the levels are ordered numbers (weighted figures apply)."""
+        return self.kind == "ordinal"
+
+    @property
+    def binary(self) -> bool:
+        """Whether the scale has exactly two categories."""
+        return len(self.categories) == 2
+
+    def levels(self) -> tuple[float, ...]:
+        """The ordinal levels as numbers (ValueError on a nominal scale)."""
+        if self.kind != "ordinal":
+            raise ValueError(f"a {self.kind} scale has no numeric levels")
+        return tuple(float(c) for c in self.categories)
+
+
+class DatasetRecord(_Record):
+    """What a dataset is, fixed at import and stored: figures, titles and queues follow from it, never from
+    which paper the data came from."""
+
+    stage: Stage
+    dataset: str
+    item_kind: ItemKind
+    scale: DatasetScale
+    question: str = Field(description="What raters were asked (the import's --question, else the default).")
+    origin: Literal["real", "synthetic"] = "real"
+    declared: bool = Field(default=False, description="Whether the import stored this record (else inferred).")

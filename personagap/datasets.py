@@ -1,0 +1,181 @@
+"""The dataset record: the one place that says what a stored dataset is (stage, item kind, scale, question).
+
+Every report, ``diagnose``, the dashboard, ``plan``, ``optimize`` and the Annotate page read a dataset's
+scale through :func:`dataset_records`, so a figure follows from the scale the dataset carries, never from
+which release it came from.
+
+Where the record comes from, in order:
+
+* the record an importer stored (``dataset:<stage>:<dataset>`` in ``meta``; :func:`record_meta`): item kind,
+  scale kind, declared categories or levels, question;
+* for stores written before records existed, the generic importer's ``labels:<dataset>:<stage>`` entry
+  (scale kind and declared categories) and ``origin:<dataset>``;
+* otherwise it is inferred: the item kind from the stage and the items' payload, the scale kind nominal
+  (pairwise for A/B/tie items).
+
+The categories of a nominal scale are :func:`~personagap.analysis.comparable.categories_for` of the dataset's
+labels and its declared categories (the one category rule); an ordinal scale's levels are its declared levels,
+else every level a human or judge used on human-labelled items, in numeric order; a pairwise scale is A/B/tie.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast, get_args
+
+import duckdb
+import pandas as pd
+
+from personagap.analysis.comparable import categories_for, human_labelled_sql
+from personagap.records import (
+    DEFAULT_QUESTIONS,
+    PAIRWISE_LABELS,
+    DatasetRecord,
+    DatasetScale,
+    ItemKind,
+    ScaleKind,
+    Stage,
+)
+
+RECORD_PREFIX = "dataset:"
+"""Meta keys of stored dataset records: ``dataset:<stage>:<dataset>``."""
+
+PAIRWISE_PAYLOAD_KINDS: tuple[str, ...] = ("pairwise", "generic_vs_personalized")
+"""Stage-3 payload kinds whose items are two answers to choose between."""
+
+# Per (stage, dataset), its most common item kind (a stage-3 dataset normally holds one kind).
+_ITEM_KINDS_SQL = f"""
+    SELECT stage, dataset, CASE
+        WHEN stage = 'extraction' THEN 'verification'
+        WHEN stage = 'relevance' THEN 'relevance'
+        WHEN payload->>'kind' IN ({", ".join(f"'{k}'" for k in PAIRWISE_PAYLOAD_KINDS)}) THEN 'pairwise'
+        ELSE 'single' END AS item_kind, count(*) AS n
+    FROM items GROUP BY ALL
+"""
+
+SCALE_LABELS_SQL = f"""
+    SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
+    FROM labels l JOIN items i USING (item_id)
+    WHERE l.label IS NOT NULL AND {human_labelled_sql("l")}
+"""
+"""Every distinct label per (stage, dataset, rater kind, condition) on human-labelled items: what the
+category rule (:func:`~personagap.analysis.comparable.categories_for`) reads."""
+
+
+def record_key(stage: str, dataset: str) -> str:
+    """The meta key a dataset's record is stored under."""
+    return f"{RECORD_PREFIX}{stage}:{dataset}"
+
+
+def record_meta(record: DatasetRecord) -> dict[str, str]:
+    """The meta entries an importer writes (in its transaction) to store a dataset's record.
+
+    Args:
+        record: The record as the import fixed it (categories: the declared ones; may be empty for a
+            nominal scale whose categories are whatever the raters used).
+    """
+    value = {"item_kind": record.item_kind, "scale": record.scale.kind,
+             "categories": list(record.scale.categories), "question": record.question}
+    return {record_key(record.stage, record.dataset): json.dumps(value, sort_keys=True),
+            f"origin:{record.dataset}": record.origin}
+
+
+def default_question(stage: str, item_kind: str) -> str:
+    """The question raters answer when the import gave none."""
+    return DEFAULT_QUESTIONS.get((stage, item_kind), "")
+
+
+def numeric_order(values: list[str]) -> list[str]:
+    """Ordinal levels low to high (numbers compared as numbers; a level written twice, e.g. 3 and 3.0, once)."""
+    seen: dict[float, str] = {}
+    for v in values:
+        seen.setdefault(float(v), v)
+    return [seen[k] for k in sorted(seen)]
+
+
+def build_records(items: pd.DataFrame, scale_labels: pd.DataFrame, meta: dict[str, str]) -> dict[tuple[str, str],
+                                                                                                  DatasetRecord]:
+    """The records of every dataset, from the three things the store holds (pure; :func:`dataset_records` reads).
+
+    Args:
+        items: ``stage``, ``dataset``, ``item_kind``, ``n`` (item counts per kind).
+        scale_labels: Distinct ``stage``, ``dataset``, ``rater_kind``, ``condition``, ``label`` rows
+            (:data:`SCALE_LABELS_SQL`).
+        meta: The store's meta entries.
+
+    Returns:
+        (stage, dataset) -> record, sorted by stage then dataset.
+    """
+    stored: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, value in meta.items():
+        if key.startswith(RECORD_PREFIX):
+            stage, _, dataset = key[len(RECORD_PREFIX):].partition(":")
+            stored[(stage, dataset)] = json.loads(value)
+        elif key.startswith("labels:"):
+            spec = json.loads(value)
+            stage = str(spec.get("stage", ""))
+            dataset = key[len("labels:"):].removesuffix(f":{stage}")
+            stored.setdefault((stage, dataset), {"scale": spec.get("scale", "nominal"),
+                                                 "categories": spec.get("categories") or [], "legacy": True})
+    kinds: dict[tuple[str, str], str] = {}
+    for (stage, dataset), rows in items.groupby(["stage", "dataset"], sort=True):
+        kinds[(str(stage), str(dataset))] = str(rows.sort_values(["n", "item_kind"], ascending=[False, True])
+                                                 .iloc[0]["item_kind"])
+    out: dict[tuple[str, str], DatasetRecord] = {}
+    for key in sorted(set(kinds) | set(stored)):
+        stage, dataset = key
+        if stage not in get_args(Stage):
+            continue
+        said = stored.get(key, {})
+        item_kind = cast(ItemKind, said.get("item_kind") or kinds.get(key) or _stage_item_kind(stage))
+        rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == dataset)]
+        scale = _scale(item_kind, str(said.get("scale") or "nominal"), [str(c) for c in said.get("categories") or []],
+                       rows)
+        origin = meta.get(f"origin:{dataset}", "real")
+        out[key] = DatasetRecord(stage=cast(Stage, stage), dataset=dataset, item_kind=item_kind, scale=scale,
+                                 question=str(said.get("question") or default_question(stage, item_kind)),
+                                 origin="synthetic" if origin == "synthetic" else "real",
+                                 declared=bool(said) and not said.get("legacy"))
+    return out
+
+
+def _stage_item_kind(stage: str) -> str:
+    return {"extraction": "verification", "relevance": "relevance"}.get(stage, "single")
+
+
+def _scale(item_kind: str, kind: str, declared: list[str], rows: pd.DataFrame) -> DatasetScale:
+    if item_kind == "pairwise":
+        return DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+    if kind == "ordinal":
+        judged = rows[rows["rater_kind"].isin(["human", "human_majority", "llm", "trained", "baseline"])]
+        found = [str(v) for v in judged["label"].dropna().unique() if _is_number(str(v))]
+        return DatasetScale(kind="ordinal", categories=tuple(numeric_order(declared or found)))
+    return DatasetScale(kind=cast(ScaleKind, "nominal"), categories=tuple(categories_for(rows, declared or None)))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def dataset_records(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetRecord]:
+    """Every stored dataset's record, (stage, dataset) -> :class:`~personagap.records.DatasetRecord`.
+
+    Args:
+        con: An open store connection (read-only is fine).
+    """
+    items = con.execute(_ITEM_KINDS_SQL).df()
+    scale_labels = con.execute(SCALE_LABELS_SQL).df()
+    meta = dict(con.execute(
+        "SELECT key, value FROM meta WHERE key LIKE 'dataset:%' OR key LIKE 'labels:%' OR key LIKE 'origin:%'"
+    ).fetchall())
+    return build_records(items, scale_labels, {str(k): str(v) for k, v in meta.items()})
+
+
+
+def dataset_record(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> DatasetRecord | None:
+    """One dataset's record, or None when the store holds no such dataset."""
+    return dataset_records(con).get((stage, dataset))
