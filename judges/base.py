@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import dspy
 
-from personagap.records import Stage
+from personagap.records import DatasetRecord, ItemKind, Stage
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,12 @@ class Judge(ABC):
     change cannot serve old answers; a parser change needs the bump.)"""
     stage: ClassVar[Stage]
     signature: ClassVar[type[dspy.Signature]]
+    item_kind: ClassVar[ItemKind | None] = None
+    """The kind of dataset item one of its labels answers (None: its labels are not scored on a dataset's scale,
+    e.g. the extractor's attributes)."""
+    categories: ClassVar[tuple[str, ...]] = ()
+    """Every label it can give. It fits a dataset only when they are exactly the dataset's categories
+    (:func:`fits`): scoring a yes/no judge on a 1-5 scale would be meaningless."""
 
     @abstractmethod
     def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
@@ -134,6 +140,21 @@ def get_judge(name: str) -> Judge:
         near = difflib.get_close_matches(name, JUDGES, n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else f"; known: {', '.join(sorted(JUDGES))}"
         raise KeyError(f"unknown judge {name!r}{hint}") from None
+
+
+def fits(judge: type[Judge] | Judge, record: DatasetRecord) -> bool:
+    """Whether ``judge`` can label ``record``'s items.
+
+    The one rule behind ``judge``'s hints and ``optimize``'s refusals: the same stage and item kind, and a class
+    set that is exactly the dataset's categories.
+    """
+    return (judge.stage == record.stage and judge.item_kind == record.item_kind
+            and set(judge.categories) == set(record.scale.categories))
+
+
+def judges_for(record: DatasetRecord) -> list[str]:
+    """Names of the registered judges that fit a dataset (:func:`fits`), sorted."""
+    return sorted(name for name, cls in JUDGES.items() if fits(cls, record))
 
 
 def rater_name(judge: Judge, model: str) -> str:

@@ -203,6 +203,8 @@ class Verify(Judge):
 
     name = "verify"
     version = 1
+    item_kind = "verification"
+    categories = ("bad", "ok", "unsure")
     stage = "extraction"
     signature = VerifyAttribute
 

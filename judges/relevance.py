@@ -54,6 +54,8 @@ class RelevancePerAttribute(Judge):
 
     name = "relevance-per-attribute"
     version = 1
+    item_kind = "relevance"
+    categories = ("no", "yes")
     stage = "relevance"
     signature = AttributeRelevance
 
@@ -79,6 +81,8 @@ class RelevanceBatched(Judge):
 
     name = "relevance-batched"
     version = 1
+    item_kind = "relevance"
+    categories = ("no", "yes")
     stage = "relevance"
     signature = RelevantSubset
 

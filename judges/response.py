@@ -23,6 +23,7 @@ import dspy
 import pandas as pd
 
 from personagap.judges.base import Judge, JudgeTask, Verdict, json_schema_format, normalise_choice, register_judge
+from personagap.records import PAIRWISE_LABELS
 
 NO_PROFILE = "none (nothing is known about this user)"
 REVERSED = "+reversed"
@@ -95,6 +96,8 @@ class PairwiseJudge(Judge):
 
     name = "pairwise"
     version = 1
+    item_kind = "pairwise"
+    categories = PAIRWISE_LABELS
     stage = "response"
     signature = PairwisePreference
 
@@ -121,6 +124,8 @@ class PersonaUseJudge(Judge):
 
     name = "persona-use"
     version = 1
+    item_kind = "single"
+    categories = ("no", "yes")
     stage = "response"
     signature = PersonaUse
 

@@ -134,10 +134,28 @@ class RunSummary:
     """Time the database was held by another process while answers waited (kept in the journal) to be written."""
     notes: list[str] = field(default_factory=list)
     """What the user was told during the run (e.g. the database was locked)."""
+    status: Literal["finished", "failed"] = "finished"
+    """What the ``runs`` row says: 'failed' when the run labelled nothing (:meth:`all_failed`)."""
+
+    def all_failed(self) -> bool:
+        """Whether the run had something to label and every label is a failure (no answer could be used).
+
+        The one threshold of a failed run: any usable label (fresh or from the cache) makes it 'finished', with
+        its failures counted by reason; a share below 100% is a partial failure, never a failed run.
+        """
+        return self.tasks > 0 and self.judged == 0 and self.failed > 0
+
+    def failure_line(self) -> str:
+        """One line saying that the run labelled nothing, and the commonest reasons."""
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_reason.items(), key=lambda kv: -kv[1]))
+        return (f"run {self.run_id} ({self.rater}) failed: every one of its {self.failed} labels failed "
+                f"({reasons}); nothing usable was stored. Check --model/--api-base, or the answers' raw text in "
+                "the labels table")
 
     def render(self) -> str:
         """One paragraph for the terminal."""
-        lines = [f"run {self.run_id}: {self.rater}",
+        lines = [f"run {self.run_id}: {self.rater}" + (" -- FAILED: no usable label" if self.status == "failed"
+                                                       else ""),
                  f"  tasks {self.tasks}: {self.cached} answered from the cache (no request), "
                  f"{self.tasks - self.cached} sent to the model",
                  f"  labels judged {self.judged}, failed {self.failed}",
@@ -333,7 +351,8 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
         with contextlib.suppress(Exception):
             _finish(db, run, summary, status, started, notes, patient=False)
         raise
-    _finish(db, run, summary, "finished", started, notes, patient=True)
+    summary.status = "failed" if summary.all_failed() else "finished"
+    _finish(db, run, summary, summary.status, started, notes, patient=True)
     return summary
 
 

@@ -7,22 +7,39 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
+import duckdb
 
 from personagap import __version__, store
 from personagap.human_data import DataError
 from personagap.human_data._jsonl import one_line
+from personagap.records import DatasetRecord
 from personagap.store import DEFAULT_DB, StoreError
 
 if TYPE_CHECKING:
-    from personagap.judges.runner import LMConfig
+    from personagap.judges.runner import LMConfig, RunSummary
 
 T = TypeVar("T")
 
+EXIT_RUN_FAILED = 1
+"""Exit code of a judge run that ran but produced no label: every call failed (the summary says why)."""
+EXIT_USER_ERROR = 2
+"""Exit code of an error the user can cause: a bad input file, an unusable or damaged database, a bad option."""
+
+_DB_META = "personagap.db"
+"""``click.Context.meta`` key (shared by every nested context) of the command's ``--db`` file, so the one
+error map can name the database an error came from."""
+
+
+def _remember_db(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    ctx.meta[_DB_META] = value
+    return value
+
+
 _db_path_option = click.option("--db", type=click.Path(dir_okay=False), default=DEFAULT_DB, show_default=True,
-                               help="DuckDB file to read/write (created on first import).")
+                               callback=_remember_db, help="DuckDB file to read/write (created on first import).")
 
 
 def _set_force_schema(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -41,7 +58,66 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _db_path_option(_force_schema_option(fn))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (DataError, StoreError)
+"""The errors a user can cause (bad input files, an unusable database): one line each, never a traceback.
+Anything else is a bug and keeps its traceback."""
+
+_SQL_BUGS: tuple[type[Exception], ...] = (duckdb.ParserException, duckdb.SyntaxException, duckdb.BinderException,
+                                          duckdb.CatalogException)
+"""DuckDB errors about our own SQL text: bugs, which keep their traceback. (A store with missing tables is
+refused with a :class:`StoreError` when it is opened, so a catalog error later on is ours.)"""
+
+
+def exit_for(exc: BaseException, db: str | None = None) -> tuple[int, str] | None:
+    """The one map from errors to exit codes: (code, the one line to print), or None for a bug.
+
+    Args:
+        exc: What a command raised.
+        db: The command's ``--db`` file, named in a database error that does not name it itself.
+
+    Returns:
+        :data:`EXIT_USER_ERROR` for :data:`EXPECTED_ERRORS` and for any DuckDB error met while a command reads
+        or writes the store (a corrupt page found mid-query, a full disk), except errors in our own SQL text
+        (:data:`_SQL_BUGS`); None for anything else, which keeps its traceback.
+    """
+    if isinstance(exc, EXPECTED_ERRORS):
+        return EXIT_USER_ERROR, one_line(str(exc))
+    if isinstance(exc, duckdb.Error) and not isinstance(exc, _SQL_BUGS):
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        where = f"{db}: " if db else ""
+        return EXIT_USER_ERROR, one_line(f"{where}the database failed while it was read or written: {said}")
+    return None
+
+
+def _current_db() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    found = ctx.meta.get(_DB_META) if ctx is not None else None
+    return None if found is None else str(found)
+
+
+def _exit_on(exc: BaseException, db: str | None) -> None:
+    """Print ``exc``'s one line and exit with its code when :func:`exit_for` maps it; return for a bug."""
+    mapped = exit_for(exc, db)
+    if mapped is None:
+        return
+    code, line = mapped
+    click.echo(line, err=True)
+    sys.exit(code)
+
+
+class _MappedGroup(click.Group):
+    """The root group: every command's errors go through :func:`exit_for`, whichever line raised them."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; a mapped error becomes one line and its exit code, a bug keeps its traceback."""
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            _exit_on(exc, ctx.meta.get(_DB_META))
+            raise
+
+
+@click.group(cls=_MappedGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="personagap")
 def cli() -> None:
     """PersonaGap: which stage of your LLM personalization pipeline fails, and do judges agree with humans?
@@ -90,22 +166,35 @@ def demo_step(title: str) -> Callable[[Callable[[Path, Path], str]], Callable[[P
     return add
 
 
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (DataError, StoreError)
-"""The errors a user can cause (bad input files, an unusable database): one line each, never a traceback.
-Anything else is a bug and keeps its traceback."""
-
-
 def run_or_exit(action: Callable[[], T]) -> T:
-    """Run ``action``; print an expected error as one line and exit 2 instead of a traceback.
+    """Run ``action``; print a mapped error (:func:`exit_for`) as one line and exit with its code.
 
     The line reads ``FILE[:LINE]: field 'NAME': what is wrong`` (or what to do), as the
     importers and the store phrase it; control characters are escaped so it stays one line.
+    The root group applies the same map to every command; this is for code run outside it (``demo`` steps).
     """
     try:
         return action()
-    except EXPECTED_ERRORS as exc:
-        click.echo(one_line(str(exc)), err=True)
-        sys.exit(2)
+    except Exception as exc:
+        _exit_on(exc, _current_db())
+        raise
+
+
+def fail(line: str, code: int = EXIT_USER_ERROR) -> NoReturn:
+    """Stop a command with one line on stderr (control characters escaped) and ``code``."""
+    click.echo(one_line(line), err=True)
+    sys.exit(code)
+
+
+def echo_run(summary: RunSummary) -> None:
+    """Print a judge run's summary; a run whose every call failed then exits :data:`EXIT_RUN_FAILED`.
+
+    Partial failures keep exit 0 (the summary counts them by reason); a run that labelled nothing says so in
+    one line on stderr, so a script never takes an empty run for a finished one.
+    """
+    click.echo(summary.render())
+    if summary.status == "failed":
+        fail(f"error: {summary.failure_line()}", EXIT_RUN_FAILED)
 
 
 @dataclass(frozen=True)
@@ -175,3 +264,40 @@ def require_lm(lm: LMConfig | None, judge: str) -> LMConfig:
     if lm is None:
         raise click.UsageError(f"judge {judge!r} calls an LLM: give --model (e.g. openai/gpt-4o-mini)")
     return lm
+
+
+def _stage_records(db: str, stage: str, datasets: tuple[str, ...]) -> list[DatasetRecord]:
+    """The stored records of ``stage``'s datasets (only ``datasets`` when given); none is one line, exit 2."""
+    from personagap.datasets import dataset_records
+
+    with store.opened(db, read_only=True) as con:
+        records = dataset_records(con)
+    found = [r for (s, name), r in records.items() if s == stage and (not datasets or name in datasets)]
+    if not found:
+        which = f"no {stage} dataset named {', '.join(datasets)}" if datasets else f"no {stage} dataset"
+        raise StoreError(f"{db}: {which}; import one first (see `personagap import --help`)")
+    return found
+
+
+def _describe(record: DatasetRecord) -> str:
+    from personagap.judges.base import judges_for
+
+    fit = judges_for(record)
+    use = " or ".join(f"--judge {name}" for name in fit) if fit else "no LLM judge answers this scale"
+    scale = "/".join(record.scale.categories)
+    return f"{record.dataset} ({record.item_kind} items, {record.scale.kind} scale {scale}): {use}"
+
+
+def fitting_judges(db: str, stage: str, datasets: tuple[str, ...]) -> str:
+    """One sentence naming, per stored dataset of ``stage``, the judges that fit it (``judges.base.fits``)."""
+    return "Judges that fit the data: " + "; ".join(_describe(r) for r in _stage_records(db, stage, datasets))
+
+
+def require_fitting_data(db: str, stage: str, judge_name: str, datasets: tuple[str, ...]) -> None:
+    """Stop with one line (exit 2) unless some dataset of ``stage`` (of ``datasets``) fits ``judge_name``."""
+    from personagap.judges.base import JUDGES, fits
+
+    records = _stage_records(db, stage, datasets)
+    if not any(fits(JUDGES[judge_name], r) for r in records):
+        fail(f"{db}: no dataset here fits judge {judge_name!r} (it answers {JUDGES[judge_name].item_kind} items with "
+             f"{'/'.join(JUDGES[judge_name].categories)}). " + "; ".join(_describe(r) for r in records))

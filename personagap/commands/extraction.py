@@ -12,6 +12,7 @@ from personagap._cli_base import (
     RunSettings,
     db_option,
     demo_step,
+    echo_run,
     import_group,
     judge_group,
     llm_judge_options,
@@ -98,11 +99,10 @@ def judge_extraction(judge_name: str, model_path: str | None, datasets: tuple[st
         click.echo(_judge_trained(db, model_path, datasets, splits, extractor))
         return
     llm = require_lm(lm, judge_name)
-    summary = run_or_exit(lambda: stage1.judge_extraction(
+    echo_run(stage1.judge_extraction(
         db, judge_name, llm, datasets=datasets or None, splits=splits or None, extractor=extractor,
         max_chars=max_chars, concurrency=run.concurrency, limit=limit, max_retries=run.max_retries,
         progress=run.progress))
-    click.echo(summary.render())
 
 
 def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...], splits: tuple[str, ...],

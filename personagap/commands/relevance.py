@@ -13,6 +13,7 @@ from personagap._cli_base import (
     RunSettings,
     db_option,
     demo_step,
+    echo_run,
     import_group,
     judge_group,
     llm_judge_options,
@@ -93,16 +94,14 @@ def judge_relevance(judge_name: str, model_path: str | None, datasets: tuple[str
     personagap report relevance.
     """
     if program is not None:
-        click.echo(judge_program("relevance", judge_name, db, program, lm, run, limit=limit, datasets=datasets))
+        judge_program("relevance", judge_name, db, program, lm, run, limit=limit, datasets=datasets)
         return
     if judge_name == "trained":
         click.echo(_judge_trained(db, model_path, datasets))
         return
     llm = require_lm(lm, judge_name)
-    summary = run_or_exit(lambda: api.judge_relevance(
-        db, judge_name, llm, datasets=datasets, concurrency=run.concurrency, limit=limit,
-        max_retries=run.max_retries, progress=run.progress))
-    click.echo(summary.render())
+    echo_run(api.judge_relevance(db, judge_name, llm, datasets=datasets, concurrency=run.concurrency, limit=limit,
+                                 max_retries=run.max_retries, progress=run.progress))
 
 
 def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -> str:

@@ -13,10 +13,13 @@ from personagap._cli_base import (
     RunSettings,
     db_option,
     demo_step,
+    echo_run,
+    fitting_judges,
     import_group,
     judge_group,
     llm_judge_options,
     report_group,
+    require_fitting_data,
     require_lm,
     run_or_exit,
 )
@@ -58,9 +61,10 @@ def import_personafeedback(path: str, db: str) -> None:
 
 
 @judge_group.command("response")
-@click.option("--judge", "judge_name", type=click.Choice(["pairwise", "persona-use", "trained"]), required=True,
+@click.option("--judge", "judge_name", type=click.Choice(["pairwise", "persona-use", "trained"]), default=None,
               help="pairwise: which answer would this user prefer; persona-use: does the response use the persona; "
-                   "trained: an offline preference model from `personagap train preference` (needs --model-path).")
+                   "trained: an offline preference model from `personagap train preference` (needs --model-path). "
+                   "Without it, the judges that fit the stored datasets are listed.")
 @click.option("--model-path", type=click.Path(dir_okay=False), default=None,
               help="With --judge trained: the saved model (its MODEL.json sidecar must sit beside it).")
 @click.option("--no-profile", is_flag=True, help="Pairwise only: do not show the user's profile.")
@@ -71,7 +75,7 @@ def import_personafeedback(path: str, db: str) -> None:
 @program_option
 @llm_judge_options()
 @db_option
-def judge_response(judge_name: str, model_path: str | None, no_profile: bool, both_orders: bool,
+def judge_response(judge_name: str | None, model_path: str | None, no_profile: bool, both_orders: bool,
                    datasets: tuple[str, ...], limit: int | None, seed: int, program: str | None,
                    lm: LMConfig | None, run: RunSettings, db: str) -> None:
     """Stage 3: run an LLM judge on the imported response items; labels land in the store.
@@ -79,25 +83,22 @@ def judge_response(judge_name: str, model_path: str | None, no_profile: bool, bo
     Answers are cached in the database: rerunning resumes and only asks again for missing or failed calls.
     Then: personagap report response.
     """
+    if judge_name is None:
+        raise click.UsageError(f"missing option '--judge'. {fitting_judges(db, 'response', datasets)}")
     if program is not None:
-        click.echo(judge_program("response", judge_name, db, program, lm, run, limit=limit, datasets=datasets))
+        judge_program("response", judge_name, db, program, lm, run, limit=limit, datasets=datasets)
         return
     if judge_name == "trained":
         click.echo(_judge_trained(db, model_path, datasets))
         return
+    if judge_name == "persona-use" and no_profile:
+        raise click.UsageError("--no-profile is for --judge pairwise: persona-use judges whether a response uses "
+                               "the persona, so it needs the persona")
+    require_fitting_data(db, "response", judge_name, datasets)
     llm = require_lm(lm, judge_name)
-
-    def go() -> str:
-        try:
-            return stage.judge_response(db, judge_name, llm, profile=not no_profile, datasets=datasets or None,
-                                        concurrency=run.concurrency, limit=limit, seed=seed,
-                                        both_orders=both_orders, max_retries=run.max_retries,
-                                        progress=run.progress).render()
-        except (ValueError, KeyError) as exc:
-            click.echo(f"error: {exc.args[0] if exc.args else exc}", err=True)
-            sys.exit(2)
-
-    click.echo(run_or_exit(go))
+    echo_run(stage.judge_response(db, judge_name, llm, profile=not no_profile, datasets=datasets or None,
+                                  concurrency=run.concurrency, limit=limit, seed=seed, both_orders=both_orders,
+                                  max_retries=run.max_retries, progress=run.progress))
 
 
 def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -> str:
