@@ -33,8 +33,17 @@ import orjson
 import pandas as pd
 import pyarrow as pa
 
+from personagap.datasets import default_question
 from personagap.human_data._jsonl import DataError, read_jsonl
-from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS, Stage
+from personagap.records import (
+    PAIRWISE_LABELS,
+    RELEVANCE_LABELS,
+    VERIFICATION_LABELS,
+    DatasetRecord,
+    DatasetScale,
+    ItemKind,
+    Stage,
+)
 from personagap.store import TABLES, columns_table
 
 Scale = Literal["nominal", "ordinal"]
@@ -77,11 +86,48 @@ class LabelSpec:
     scale: Scale = "nominal"
     categories: tuple[str, ...] | None = None
     origin: Origin = "real"
+    question: str | None = None
+    """What the raters were asked (``--question``); None: the stage's default for the item kind."""
 
     def meta(self) -> dict[str, Any]:
         """What the meta table records about the dataset (``labels:<dataset>:<stage>``)."""
         return {"stage": self.stage, "scale": self.scale,
                 "categories": list(self.categories) if self.categories is not None else None}
+
+
+ASPECTS_PREFIX = "aspects:response:"
+"""Meta key prefix of the other questions a single-response dataset's raters answered (:func:`aspects_meta`)."""
+
+
+@dataclass(frozen=True)
+class RatedAspectSpec:
+    """Another question the raters of a single-response dataset answered about the same responses.
+
+    Stored as data (e.g. USR's Overall 1-5); its labels are the raters' labels under ``condition``.
+    """
+
+    condition: str
+    question: str
+    scale: DatasetScale
+
+
+def aspects_meta(dataset: str, aspects: Sequence[RatedAspectSpec]) -> dict[str, str]:
+    """The meta entry an importer writes (in its transaction) to store a dataset's rated aspects."""
+    value = [{"condition": a.condition, "question": a.question, "scale": a.scale.kind,
+              "categories": list(a.scale.categories)} for a in aspects]
+    return {f"{ASPECTS_PREFIX}{dataset}": orjson.dumps(value).decode()}
+
+
+def parse_aspects(meta: dict[str, str]) -> dict[str, list[RatedAspectSpec]]:
+    """Dataset -> its stored aspects, from meta entries (:func:`aspects_meta`); other keys are ignored."""
+    out: dict[str, list[RatedAspectSpec]] = {}
+    for key, value in meta.items():
+        if key.startswith(ASPECTS_PREFIX):
+            out[key[len(ASPECTS_PREFIX):]] = [
+                RatedAspectSpec(condition=str(a["condition"]), question=str(a["question"]),
+                                scale=DatasetScale(kind=a["scale"], categories=tuple(map(str, a["categories"]))))
+                for a in orjson.loads(value)]
+    return out
 
 
 @dataclass(frozen=True)
@@ -122,6 +168,20 @@ class LabelImport:
     files: dict[str, int] = field(default_factory=dict)
     run_ids: dict[str, str] = field(default_factory=dict)
     tables: dict[str, pa.Table | str] = field(default_factory=dict)
+    item_kind: ItemKind = "single"
+    """What the dataset's items are (stage 3: pairwise when most items are pairs, else single responses)."""
+
+    def record(self) -> DatasetRecord:
+        """The dataset record this import fixes (stored with :func:`personagap.datasets.record_meta`)."""
+        spec = self.spec
+        if self.item_kind == "pairwise":
+            scale = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+        else:
+            # Undeclared categories stay empty: the record reader then takes every label the raters gave.
+            scale = DatasetScale(kind=spec.scale, categories=_categories(spec) or ())
+        return DatasetRecord(stage=spec.stage, dataset=spec.dataset, item_kind=self.item_kind, scale=scale,
+                             question=spec.question or default_question(spec.stage, self.item_kind),
+                             origin=spec.origin, declared=True)
 
     def close(self) -> None:
         """Free the staged rows."""
@@ -148,7 +208,46 @@ def run_id_for(source: Source, spec: LabelSpec) -> str:
 
 
 def _quote(text: str) -> str:
+    # Only for the program's own constants (column names, rater kinds): user input is bound (see _bind).
     return "'" + text.replace("'", "''") + "'"
+
+
+#: Session variables holding the user's values (see :func:`_bind`); SQL reads them with ``getvariable``.
+_VARS = ("pg_dataset", "pg_stage", "pg_cat_keys", "pg_cat_values", "pg_cat_numbers", "pg_run_ids", "pg_paths")
+
+
+def _var(name: str) -> str:
+    assert name in _VARS
+    return f"getvariable('{name}')"
+
+
+def _bind(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[Source]) -> None:
+    """Bind every user-given value the import's SQL reads (dataset, categories, paths) as a parameter.
+
+    DuckDB's views and table functions take no ``?`` placeholders, so the values are set as session
+    variables through a prepared statement and read with ``getvariable``: a category such as
+    ``'); DROP TABLE labels; --`` stays data, whatever characters it holds.
+    """
+    cats = _stored_categories(spec)
+    numbers = [float(c) for c in cats] if cats is not None and spec.scale == "ordinal" else None
+    values: dict[str, object] = {
+        "pg_dataset": spec.dataset, "pg_stage": spec.stage,
+        "pg_cat_keys": None if cats is None else [c.lower() for c in cats],
+        "pg_cat_values": None if cats is None else list(cats), "pg_cat_numbers": numbers,
+        "pg_run_ids": [run_id_for(s, spec) for s in sources],
+        "pg_paths": [str(s.path) if s.path is not None else "" for s in sources]}
+    for name, value in values.items():
+        kind = {"pg_cat_numbers": "DOUBLE[]", "pg_dataset": "VARCHAR", "pg_stage": "VARCHAR"}.get(name, "VARCHAR[]")
+        con.execute(f"SET VARIABLE {name} = CAST(? AS {kind})", [value])
+
+
+def _stored_categories(spec: LabelSpec) -> tuple[str, ...] | None:
+    # The declared categories, lower-cased when they are yes/no (the spelling the persona-use judge and the
+    # stage-2 reports read).
+    cats = _categories(spec)
+    if cats is not None and spec.scale == "nominal" and {c.lower() for c in cats} <= set(RELEVANCE_LABELS):
+        return tuple(c.lower() for c in cats)
+    return cats
 
 
 def _short(value: object) -> str:
@@ -176,7 +275,7 @@ def _source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stag
     if source.kind == "csv":
         types = {c: "VARCHAR" for c in _csv_header(source)}
         columns = "{" + ", ".join(f"{_quote(c)}: 'VARCHAR'" for c in types) + "}"
-        base = (f"SELECT * FROM read_csv({_quote(str(source.path))}, header=true, columns={columns}, delim=',', "
+        base = (f"SELECT * FROM read_csv({_path(index)}, header=true, columns={columns}, delim=',', "
                 "quote='\"', escape='\"', strict_mode=true, auto_detect=false, encoding='utf-8')"
                 + (" WITH ORDINALITY" if located else ""))
         row = "ordinality - 1" if located else "NULL::BIGINT"
@@ -191,7 +290,7 @@ def _source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stag
         con.register(f"_frame_{index}", arrow)
         base, row = f"SELECT * FROM _frame_{index}", "_frame_row"
     else:
-        base = f"SELECT * FROM read_parquet({_quote(str(source.path))}, file_row_number=true)"
+        base = f"SELECT * FROM read_parquet({_path(index)}, file_row_number=true)"
         row = "file_row_number"
     if source.kind != "csv":
         types = {str(n): str(k) for n, k, *_ in con.sql(f"DESCRIBE {base}").fetchall()
@@ -220,7 +319,7 @@ def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known
     # DuckDB's JSON reader with every column as text is ~4x cheaper than extracting fields from each parsed
     # object. Its price: keys are checked on the reader's sample (the first 20,480 rows), so a key that first
     # appears later is ignored; a nested value where text belongs is caught in _materialise.
-    path = _quote(str(source.path))
+    path = _path(index)
     if not _has_content(source):
         raise DataError(source.name, None, None, "the file holds no label rows")
     keys = [str(r[0]) for r in con.sql(f"DESCRIBE SELECT * FROM read_json({path}, format='newline_delimited', "
@@ -235,6 +334,11 @@ def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known
     return (f"SELECT {', '.join(known)}, CASE {nested} END AS _bad, {index} AS _file, {row} AS _row "
             f"FROM read_json({path}, format='newline_delimited', columns={columns})"
             + (" WITH ORDINALITY" if located else ""))
+
+
+def _path(index: int) -> str:
+    """The path of source ``index``, bound (:func:`_bind`), as a table function's argument."""
+    return f"{_var('pg_paths')}[{int(index) + 1}]"
 
 
 def _has_content(source: Source) -> bool:
@@ -372,6 +476,7 @@ class _Unlocated(Exception):
 def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> LabelImport:
     con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
+        _bind(con, spec, sources)
         queries = []
         for i, source in enumerate(sources):
             try:
@@ -390,10 +495,20 @@ def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> Label
         result = LabelImport(spec=spec, con=con, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
                              run_ids={s.name: run_id_for(s, spec) for s in sources})
         result.tables = _build(con, spec, sources, result.run_ids, filled)
+        result.item_kind = _item_kind(con, spec.stage)
         return result
     except BaseException:
         con.close()
         raise
+
+
+def _item_kind(con: duckdb.DuckDBPyConnection, stage: Stage) -> ItemKind:
+    # Fixed by the stage, except at stage 3 where most items decide (pairs or single responses); a dataset
+    # mixing both keeps each item's own payload kind, which the report reads.
+    if stage != "response":
+        return "verification" if stage == "extraction" else "relevance"
+    pairs, total = con.execute("SELECT count(*) FILTER (WHERE is_pair), count(*) FROM temp.it").fetchall()[0]
+    return "pairwise" if 2 * int(pairs) >= int(total) else "single"
 
 
 def _spaceless(column: str) -> str:
@@ -499,7 +614,7 @@ def _check_rows(check: _Checker, spec: LabelSpec) -> None:
         cats = PAIRWISE_LABELS if is_pair else _categories(spec)
         expected = f"one of {', '.join(cats)}" if cats is not None else "a number"
         scale = "pairwise" if is_pair else spec.scale
-        hint = "" if is_pair or spec.categories else _hint(spec)
+        hint = "" if is_pair else _zero_one_hint(cats, label) or ("" if spec.categories else _hint(spec))
         raise check.error(file, row, "label",
                           f"{_short(label)} is outside the {scale} scale (expected {expected}{hint})")
     raise check.error(file, row, problem, "expected a string or a number")
@@ -513,7 +628,7 @@ def _check_items(check: _Checker, spec: LabelSpec) -> dict[str, bool]:
     """
     con = check.con
     context = CONTEXT[spec.stage]
-    sid = _item_hash(_quote(spec.dataset), _quote(spec.stage), "item_id")
+    sid = _item_hash(_var("pg_dataset"), _var("pg_stage"), "item_id")
     # A column no row fills (a file without context, users that are their items) can hold no conflict: its
     # per-item min/max, string aggregates over every row, are skipped (a third of this step when all are absent).
     *given, keys = con.execute(f"SELECT bool_or(user_key <> item_id), {', '.join(f'count({c}) > 0' for c in context)}, "
@@ -607,24 +722,30 @@ def _categories(spec: LabelSpec) -> tuple[str, ...] | None:
 
 
 def _label_sql(spec: LabelSpec) -> str:
-    """SQL expression of the stored label (NULL = outside the scale); pairwise items always read A/B/tie."""
+    """SQL expression of the stored label (NULL = outside the scale); pairwise items always read A/B/tie.
+
+    Declared categories are bound (:func:`_bind`): a label is stored as the category it matches, looked up
+    in the bound lists, so no category text is ever part of the SQL.
+    """
     cats = _categories(spec)
+    values = _var("pg_cat_values")
     if spec.scale == "ordinal":
         number = "TRY_CAST(_lt AS DOUBLE)"
         if cats is None:
             base = f"CASE WHEN {number} IS NULL THEN NULL ELSE _lt END"
         else:
-            cases = " ".join(f"WHEN {number} = {float(c)!r} THEN {_quote(c)}" for c in cats)
-            base = f"CASE {cases} ELSE NULL END"
+            base = f"{values}[list_position({_var('pg_cat_numbers')}, {number})]"
     elif cats is None:
         base = "_lt"
     else:
-        cases = " ".join(f"WHEN lower(_lt) = {_quote(c.lower())} THEN {_quote(c)}" for c in cats)
-        base = f"CASE {cases} ELSE NULL END"
+        base = f"{values}[list_position({_var('pg_cat_keys')}, lower(_lt))]"
     if spec.stage != "response":
         return base
     pair = " ".join(f"WHEN lower(_lt) = {_quote(c.lower())} THEN {_quote(c)}" for c in PAIRWISE_LABELS)
-    return f"CASE WHEN is_pair THEN (CASE {pair} ELSE NULL END) WHEN is_yes_no THEN lower(_lt) ELSE {base} END"
+    # Free yes/no labels are stored lower-cased; declared categories are enforced on every item kind.
+    free = spec.scale == "nominal" and spec.categories is None
+    yes_no = "WHEN is_yes_no THEN lower(_lt) " if free else ""
+    return f"CASE WHEN is_pair THEN (CASE {pair} ELSE NULL END) {yes_no}ELSE {base} END"
 
 
 def _shape_sql(spec: LabelSpec) -> str:
@@ -644,6 +765,14 @@ def _shape_sql(spec: LabelSpec) -> str:
     single = "bool_or(response IS NOT NULL) OVER w"
     is_pair = f"({paired} OR (NOT {single} AND {pairish}))"
     return f"{is_pair} AS is_pair, (NOT {is_pair} AND {yes_no}) AS is_yes_no"
+
+
+def _zero_one_hint(cats: tuple[str, ...] | None, label: object) -> str:
+    # 0/1 labels on a yes/no scale are refused rather than read as no/yes: which of 0 and 1 means "yes" is the
+    # file's convention, not ours to guess; the user writes yes/no, or keeps 0/1 as its own scale.
+    if cats is None or {c.lower() for c in cats} != set(RELEVANCE_LABELS) or str(label).strip() not in ("0", "1"):
+        return ""
+    return "; 0/1 labels are not read as no/yes: write yes/no, or import with --categories 0,1"
 
 
 def _hint(spec: LabelSpec) -> str:
@@ -680,9 +809,9 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
     Views, not tables: the store reads each once, straight into its own tables (a million labels
     copied into Arrow and back cost a fifth of the import).
     """
-    ds, st = _quote(spec.dataset), _quote(spec.stage)
-    # Each label's run is its file's: an index into a list literal, not a join over every label.
-    run_of_file = f"[{', '.join(_quote(run_ids[s.name]) for s in sources)}][_file + 1]"
+    ds, st = _var("pg_dataset"), _var("pg_stage")
+    # Each label's run is its file's: an index into the bound list of run ids, not a join over every label.
+    run_of_file = f"{_var('pg_run_ids')}[_file + 1]"
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
     has_prompt = spec.stage in ("relevance", "response")

@@ -33,11 +33,13 @@ from personagap.human_data._jsonl import (
     real_path,
     require_exists,
 )
-from personagap.human_data.prism import ResponseImport, import_run
+from personagap.human_data.prism import ResponseImport, import_run, pairwise_record
 from personagap.records import Item, Label, User, item_id
 
 DATASET = "personafeedback"
 HUMAN_RATER = "personafeedback-annotators"
+QUESTION = "Which of the two answers fits this persona better?"
+"""What PersonaFeedback's annotators decided (``chosen`` over ``reject``)."""
 SPLITS = {"general": "general", "specific": "specific", "spedific": "specific"}
 TIERS = ("easy", "medium", "hard")
 ORDER_SEED = 0
@@ -128,6 +130,7 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
         if not count:
             raise no_rows(file)
         result.files[str(file)] = count
+    result.batch.meta.update(pairwise_record(DATASET, QUESTION))
     return result
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from personagap.datasets import record_meta
 from personagap.human_data import _jsonl
 from personagap.human_data._jsonl import (
     DataError,
@@ -36,12 +37,14 @@ from personagap.human_data._jsonl import (
     real_path,
     require_exists,
 )
-from personagap.records import Item, Label, Run, User, item_id
+from personagap.records import PAIRWISE_LABELS, DatasetRecord, DatasetScale, Item, Label, Run, User, item_id
 from personagap.store import ImportBatch
 
 DATASET = "prism-judge"
 HUMAN_RATER = "prism-participant"
 """The participant who wrote the prompt and rated both answers (a different person per user)."""
+QUESTION = "Which of the two answers did this participant rate higher (or were they tied)?"
+"""What PRISM's human label answers: the participant's own rating of two answers to their own prompt."""
 _GROUND_TRUTH = {"A": "A", "B": "B", "C": "tie"}
 
 
@@ -275,4 +278,12 @@ def load_prism(path: str | Path) -> ResponseImport:
         result.files[str(file)] = count
         result.failures[str(file)] = failures
     builder.finish()
+    result.batch.meta.update(pairwise_record(DATASET, QUESTION))
     return result
+
+
+def pairwise_record(dataset: str, question: str) -> dict[str, str]:
+    """The meta entries of a release's pairwise (A/B/tie) dataset record (:func:`personagap.datasets.record_meta`)."""
+    return record_meta(DatasetRecord(stage="response", dataset=dataset, item_kind="pairwise",
+                                     scale=DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS),
+                                     question=question, declared=True))

@@ -10,6 +10,13 @@ yes/no under condition '' (the question the ``persona-use`` judge answers), the 
 under their own condition ('overall', 'engaging', ...). Items are (context, model)
 responses; a context is the cluster for confidence intervals.
 
+What the raters were asked is stored as data with the import, not written into the report:
+the dataset's record (:func:`personagap.datasets.record_meta`) holds the Uses Knowledge question
+on a yes/no scale, and the other ratings stay *conditions* of the same items, stored as rated
+aspects (:func:`personagap.human_data.labels.aspects_meta`), each with its question and scale
+(Overall: ordinal 1-5). They are not datasets of their own: they rate the very same responses,
+and a dataset's items are its own, so a dataset per rating would copy every response six times.
+
 A JSON file has no useful line numbers, so errors name the JSON path instead:
 ``pc_usr_data.json:[12]: field 'responses[3].Overall[1]': ...``.
 """
@@ -19,9 +26,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from personagap.datasets import record_meta
 from personagap.human_data._jsonl import DataError, Row, cut, parse_json, read_bytes, require_exists
+from personagap.human_data.labels import RatedAspectSpec, aspects_meta
 from personagap.human_data.prism import ResponseImport, import_run
-from personagap.records import Item, Label, User, item_id
+from personagap.records import DatasetRecord, DatasetScale, Item, Label, User, item_id
 
 DATASET = "usr-personachat"
 FILE_NAME = "pc_usr_data.json"
@@ -35,6 +44,26 @@ RATINGS: dict[str, tuple[str, tuple[int, ...]]] = {
     "Maintains Context": ("maintains-context", (1, 2, 3)),
     "Engaging": ("engaging", (1, 2, 3)),
 }
+#: Rating key -> (the question as the USR guidelines put it, scale kind). Uses Knowledge is the dataset's question.
+QUESTIONS: dict[str, tuple[str, str]] = {
+    USES_KNOWLEDGE: ("Does the response use the persona's facts? (USR 'Uses Knowledge', yes/no)", "nominal"),
+    "Overall": ("Overall quality of the response (USR 'Overall', 1-5)", "ordinal"),
+    "Understandable": ("Is the response understandable in the context of the dialogue? (USR, 0/1)", "nominal"),
+    "Natural": ("Is the response naturally written? (USR, 1-3)", "ordinal"),
+    "Maintains Context": ("Is the response a valid continuation of the dialogue? (USR, 1-3)", "ordinal"),
+    "Engaging": ("Is the response engaging rather than dull? (USR, 1-3)", "ordinal"),
+}
+
+
+def usr_meta() -> dict[str, str]:
+    """The meta entries the import stores: the dataset's record and the other ratings as rated aspects."""
+    record = DatasetRecord(stage="response", dataset=DATASET, item_kind="single",
+                           scale=DatasetScale(kind="nominal", categories=("no", "yes")),
+                           question=QUESTIONS[USES_KNOWLEDGE][0], declared=True)
+    aspects = [RatedAspectSpec(condition=condition, question=QUESTIONS[key][0], scale=DatasetScale(
+        kind="ordinal" if QUESTIONS[key][1] == "ordinal" else "nominal", categories=tuple(map(str, allowed))))
+        for key, (condition, allowed) in RATINGS.items() if key != USES_KNOWLEDGE]
+    return record_meta(record) | aspects_meta(DATASET, aspects)
 _PERSONA_PREFIX = "your persona:"
 
 
@@ -122,4 +151,5 @@ def load_usr(path: str | Path) -> ResponseImport:
                                                      condition=condition, label=label, raw=str(value),
                                                      run_id=run.run_id))
     result.files[str(file)] = len(data)
+    result.batch.meta.update(usr_meta())
     return result

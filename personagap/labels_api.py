@@ -21,6 +21,7 @@ import duckdb
 import orjson
 import pandas as pd
 
+from personagap.datasets import record_meta
 from personagap.human_data._jsonl import DataError
 from personagap.human_data.labels import (
     LabelImport,
@@ -65,12 +66,16 @@ class LabelsSummary:
     origin: str
     files: dict[str, int]
     written: WriteSummary
+    question: str = ""
+    """The question stored in the dataset's record (``--question``, else the stage's default)."""
 
     def render(self) -> str:
         """Plain-text summary for the terminal."""
         lines = [f"Imported {len(self.files)} label file(s) into {self.db} "
                  f"(stage {self.stage}, dataset {self.dataset!r}, {self.origin}):"]
         lines += [f"  {p}: {n} rows" for p, n in self.files.items()]
+        if self.question:
+            lines.append(f"  question: {self.question}")
         lines.append("  " + self.written.render())
         return "\n".join(lines)
 
@@ -86,7 +91,8 @@ def _sources(data: pd.DataFrame | str | Path | Sequence[str | Path], source_name
 @gc_paused()
 def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, stage: Stage, dataset: str,
                   db: str | Path, scale: Scale = "nominal", categories: Sequence[str] | None = None,
-                  origin: Origin = "real", source_name: str = "dataframe") -> LabelsSummary:
+                  origin: Origin = "real", source_name: str = "dataframe",
+                  question: str | None = None) -> LabelsSummary:
     """Validate labels in the generic format and write them to ``db`` in one transaction.
 
     Re-importing the same file (or a DataFrame under the same ``source_name``) replaces exactly the rows
@@ -101,6 +107,8 @@ def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, sta
         categories: Fix the allowed labels (nominal), or the allowed numbers (ordinal).
         origin: ``real`` users or ``synthetic`` personas (recorded per dataset, shown side by side).
         source_name: What a DataFrame is called in errors and which earlier rows it replaces.
+        question: What the raters were asked (``--question``; stored in the dataset's record and used as its
+            report section's title); None: the stage's default question for the dataset's item kind.
 
     Returns:
         What was read and written.
@@ -120,7 +128,10 @@ def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, sta
         cats = tuple(c.strip() for c in categories if c.strip())
         if len(set(cats)) != len(cats) or not cats:
             raise DataError("--categories", None, None, "give distinct, non-empty categories, e.g. yes,no")
-    spec = LabelSpec(stage=stage, dataset=dataset.strip(), scale=scale, categories=cats, origin=origin)
+    if question is not None and not question.strip():
+        raise DataError("--question", None, None, "the question is empty")
+    spec = LabelSpec(stage=stage, dataset=dataset.strip(), scale=scale, categories=cats, origin=origin,
+                     question=question.strip() if question is not None else None)
     with load_label_sources(_sources(data, source_name), spec) as result:
         return write_label_import(db, result)
 
@@ -133,6 +144,7 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
     removal, the same steps :func:`personagap.store.write_batch` takes. ``result`` stays open (close it).
     """
     spec = result.spec
+    record = result.record()
     started = now()
     runs = [{"run_id": run_id, "kind": "import", "source": name, "rater": None, "judge_version": None,
              "git_sha": git_sha(), "started_at": started, "finished_at": now(), "status": "finished",
@@ -150,15 +162,17 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
                                                        keys_checked=table in _UNIQUE_BY_CONSTRUCTION)
             if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
                 remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
-            set_meta(con, {f"origin:{spec.dataset}": spec.origin,
-                           f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode()})
+            # The dataset record (item kind, scale, question, origin) is fixed here, in the import's transaction;
+            # the legacy labels: entry stays for readers of stores written before records existed.
+            set_meta(con, {f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode(),
+                           **record_meta(record)})
             con.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 con.execute("ROLLBACK")
             raise
     return LabelsSummary(db=str(db), stage=spec.stage, dataset=spec.dataset, origin=spec.origin,
-                         files=result.files, written=summary)
+                         files=result.files, written=summary, question=record.question)
 
 
 def set_meta(con: duckdb.DuckDBPyConnection, values: dict[str, str]) -> None:

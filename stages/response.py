@@ -14,8 +14,10 @@ Datasets and what each is compared with:
   against the human label (the PRISM participant's own preference; PersonaFeedback's chosen
   answer), with position and length bias for judges *and* humans, trivial baselines and the
   with-profile vs no-profile gap on shared items;
-* ``usr-personachat``: rater-rater agreement on "uses the persona" (and Overall), and each
-  ``persona-use`` judge against every rater and the rater majority;
+* single-response datasets (``usr-personachat``, any imported yes/no, k-category or ordinal one): one
+  section per dataset, titled with the question its record stores (:mod:`personagap.datasets`), with
+  rater-rater agreement on its scale, each judge against every rater and the rater majority, and the
+  aspects its raters also rated (USR's Overall, Engaging, ...: stored at import as data, not code);
 * Re-Centering generic-vs-personalised pairs: the share of personalised answers a judge rates
   no better than the generic one (the release holds no human rating of these pairs).
 """
@@ -38,6 +40,8 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     NAN_ESTIMATE,
+    Estimate,
+    Level,
     ci_list,
     ci_text,
     json_safe,
@@ -48,17 +52,16 @@ from personagap.analysis.comparable import (
     JUDGE_KINDS,
     MAJORITY_RULE,
     blind_human_mask,
-    categories_for,
     comparable_judge_mask,
+    judge_display,
     reference_labels,
+    roles,
 )
-from personagap.analysis.diagnosis import declared_categories, stage_declared
 from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
 from personagap.analysis.panel import (
     PanelFields,
     extras_lines,
     panel_lines,
-    panel_metrics,
     panel_values,
     report_extras,
     scale_estimates,
@@ -68,17 +71,18 @@ from personagap.analysis.response import (
     accuracy_gap,
     baseline_labels,
     first_position_rate,
-    judge_vs_human,
     longer_rate,
-    majority,
     no_better_rate,
     rater_agreement,
     rater_pairs,
     swap_consistency,
 )
+from personagap.datasets import dataset_records
+from personagap.human_data.labels import ASPECTS_PREFIX, RatedAspectSpec, parse_aspects
 from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import ResponseImport, load_prism
 from personagap.human_data.usr import load_usr
+from personagap.records import PAIRWISE_LABELS, DatasetRecord, DatasetScale
 from personagap.store import gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
@@ -90,7 +94,9 @@ REVERSED = "+reversed"
 NO_PROFILE = "no-profile"
 GVP_KIND = "generic_vs_personalized"
 USR_DATASET = "usr-personachat"
-_YES = {"no": 0.0, "yes": 1.0}
+SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
+"""Payload kinds of single-response items (one answer rated on the dataset's scale)."""
+_YES_NO = ["no", "yes"]
 
 
 # --------------------------------------------------------------------------- report records
@@ -196,10 +202,55 @@ class RaterVsJudge(BaseModel):
     accuracy: float
     kappa: float
     kappa_ci: list[float]
+    weighted_kappa: float | None = Field(default=None, description="Quadratic-weighted kappa; ordinal scales only.")
+    weighted_kappa_ci: list[float] | None = None
+
+
+class RatedAspect(BaseModel):
+    """Another question the same raters answered about the same responses (a label condition, e.g. USR's Overall).
+
+    Aspects are stored at import as data (meta ``aspects:response:<dataset>``: condition -> question, scale,
+    categories); the report shows the raters' agreement on each, on its own scale.
+    """
+
+    condition: str
+    question: str
+    scale: str
+    categories: list[str]
+    n_items: int
+    alpha: float = Field(description="Krippendorff's alpha at the aspect's level of measurement.")
+    alpha_ci: list[float]
+
+
+class SingleResponseReport(OriginField):
+    """One single-response dataset, titled with its question: rater agreement on its scale, judges vs each rater."""
+
+    dataset: str
+    question: str = Field(description="What the raters were asked (the dataset's stored record).")
+    scale: str = Field(description="nominal or ordinal.")
+    categories: list[str] = Field(description="The scale's categories (ordinal: its levels, low to high).")
+    n_items: int = Field(description="Items with at least one blind human label.")
+    n_users: int = Field(description="Users (clusters: USR's dialogue contexts) of those items.")
+    raters: dict[str, int] = Field(description="Rater -> items rated.")
+    rater_label_rates: dict[str, dict[str, float]] = Field(description="Rater -> share of each category.")
+    alpha: float = Field(description="Krippendorff's alpha among raters, at the scale's level of measurement.")
+    alpha_ci: list[float]
+    fleiss: float = Field(description="Fleiss' kappa among raters (categories unordered).")
+    fleiss_ci: list[float]
+    pair_kappa: dict[str, dict[str, float | None]] = Field(description="Cohen's kappa per rater pair.")
+    rater_mean_kappa: dict[str, float | None] = Field(description="Per rater, mean kappa with the other raters.")
+    reference_rates: dict[str, float] = Field(description="Share of each category in the human reference.")
+    aspects: list[RatedAspect] = Field(default_factory=list)
+    judges: list[RaterVsJudge]
 
 
 class UsrReport(OriginField):
-    """Persona use (USR PersonaChat, or an imported yes/no dataset): rater agreement, and judges against each rater."""
+    """Deprecated: the old USR-shaped view of one yes/no single-response dataset (see ``single_responses``).
+
+    Kept so that consumers of the former ``usr`` key keep working; every figure is copied from that dataset's
+    :class:`SingleResponseReport` (``uses_knowledge_*`` = its ``alpha``/``fleiss``; ``overall_alpha`` = its
+    ``overall`` aspect, if any).
+    """
 
     dataset: str = USR_DATASET
 
@@ -226,7 +277,10 @@ class ResponseReport(BaseModel):
     humans: list[HumanBias]
     profile_gaps: list[ProfileGap]
     generic_vs_personalized: list[GenericVsPersonalized]
-    usr: UsrReport | None
+    single_responses: list[SingleResponseReport] = Field(
+        default_factory=list, description="One section per single-response dataset, titled with its question.")
+    usr: UsrReport | None = Field(default=None, description="Deprecated: single_responses' USR (or first yes/no) "
+                                                            "section in the former USR-shaped fields.")
     alt_test: list[dict[str, Any]] = Field(default_factory=list, description="Alternative-annotator test per judge "
                                            "and dataset (needs several humans per item: USR, not PRISM).")
     estimates: list[dict[str, Any]] = Field(default_factory=list, description="Corrected human 'uses the persona' "
@@ -325,8 +379,11 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
         labels = load_labels(con, stage="response")
         items = load_items(con)
         origins = dataset_origins(con)
-        declared = stage_declared(declared_categories(con), "response")
-    return response_report(labels, items, n_resamples=n_resamples, seed=seed, origins=origins, declared=declared)
+        records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
+        aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
+                                                 [ASPECTS_PREFIX]).fetchall()))
+    return response_report(labels, items, n_resamples=n_resamples, seed=seed, origins=origins, records=records,
+                           aspects=aspects)
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,
@@ -389,10 +446,6 @@ def _meta(value: Any) -> dict[str, Any]:
     return {}
 
 
-def _judge_name(rater: str, condition: str) -> str:
-    return f"{rater} [{condition}]" if condition else rater
-
-
 def _reason_kind(error: str) -> str:
     return str(error).split(":", 1)[0].strip() or "unknown"
 
@@ -404,7 +457,8 @@ def _reference(labels: pd.DataFrame) -> pd.Series:
 
 def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
-                    declared: Mapping[str, list[str]] | None = None) -> ResponseReport:
+                    records: Mapping[str, DatasetRecord] | None = None,
+                    aspects: Mapping[str, list[RatedAspectSpec]] | None = None) -> ResponseReport:
     """Build the stage-3 report from stored labels and items (pure: no I/O).
 
     Args:
@@ -413,54 +467,76 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
         n_resamples: Bootstrap resamples for every CI (clusters = users / dialogue contexts).
         seed: Bootstrap seed.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
-        declared: Dataset -> its declared categories (part of its scale, the categories every judge is scored
-            over: :func:`~personagap.analysis.comparable.categories_for`).
+        records: Dataset -> its stage-3 record (:func:`personagap.datasets.dataset_records`): the scale every
+            judge is scored over and the question a section is titled with. A dataset missing from it is read
+            the way the record reader infers one (pairs: A/B/tie; single responses: nominal over the labels).
+        aspects: Dataset -> the other questions its raters answered (:func:`parse_aspects`).
     """
     judges: list[JudgeResult] = []
     humans: list[HumanBias] = []
     gaps: list[ProfileGap] = []
     gvp: list[GenericVsPersonalized] = []
-    usr = None
+    singles: list[SingleResponseReport] = []
     if labels.empty or items.empty:
         return ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp,
-                              usr=usr, n_resamples=n_resamples, seed=seed)
+                              usr=None, n_resamples=n_resamples, seed=seed)
     item_index = items.set_index("item_id")
-    for dataset in sorted(map(str, labels["dataset"].unique())):
+    datasets = sorted(map(str, labels["dataset"].unique()))
+    for dataset in datasets:
         frame = labels[labels["dataset"] == dataset]
         ds_items = item_index[item_index["dataset"] == dataset]
-        kind_counts = ds_items["kind"].value_counts()
-        if kind_counts.get("pairwise", 0):
-            pair_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == "pairwise"])]
-            # The dataset's scale (comparable.py's rule), as diagnose and the panel score it.
-            js, hb, gp = _pairwise_dataset(pair_frame, ds_items, dataset,
-                                           categories=categories_for(frame, (declared or {}).get(dataset)),
+        record = (records or {}).get(dataset)
+        pair_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == "pairwise"])]
+        if not pair_frame.empty:
+            js, hb, gp = _pairwise_dataset(pair_frame, ds_items, dataset, scale=_PAIRWISE_SCALE,
                                            n_resamples=n_resamples, seed=seed)
             judges += js
             humans += hb
             gaps += gp
-        if kind_counts.get(GVP_KIND, 0):
-            gvp_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == GVP_KIND])]
+        gvp_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == GVP_KIND])]
+        if not gvp_frame.empty:
             gvp += _gvp_dataset(gvp_frame, ds_items, dataset, n_resamples=n_resamples, seed=seed)
-        if kind_counts.get("persona_use", 0):
-            pu_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == "persona_use"])]
-            js, report = _persona_use_dataset(pu_frame, dataset, n_resamples=n_resamples, seed=seed)
+        single_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"].isin(SINGLE_KINDS)])]
+        if not single_frame.empty:
+            single_record = record if record is not None and record.item_kind == "single" else _inferred(
+                dataset, single_frame)
+            js, section = _single_dataset(single_frame, single_record, (aspects or {}).get(dataset, []),
+                                          n_resamples=n_resamples, seed=seed)
             judges += js
-            if dataset == USR_DATASET or usr is None:
-                usr = report
+            singles += [section] if section is not None else []
     # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
     # datasets only (an A/B/tie preference has no single "positive" label).
-    datasets = sorted(map(str, labels["dataset"].unique()))
     binary = [ds for ds in datasets if set(labels.loc[(labels["dataset"] == ds) & labels["label"].notna(), "label"])
-              <= {"yes", "no"}]
+              <= set(_YES_NO)]
+    scales = {ds: r.scale for ds, r in (records or {}).items()}
     alt_test, estimates = report_extras(labels, datasets, positive="yes", rate_datasets=binary,
-                                        n_resamples=n_resamples, seed=seed)
-    out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp, usr=usr,
-                         alt_test=alt_test, estimates=estimates, n_resamples=n_resamples, seed=seed)
+                                        n_resamples=n_resamples, seed=seed, scales=scales)
+    out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp,
+                         single_responses=singles, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
+                         seed=seed)
     out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
+    out.usr = _legacy_usr(out.single_responses)
     return out
 
 
-def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, categories: list[str],
+_PAIRWISE_SCALE = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+
+
+def _inferred(dataset: str, frame: pd.DataFrame) -> DatasetRecord:
+    """The record of single-response items no stored single-response record describes (the reader's rule)."""
+    from personagap.datasets import build_records
+
+    kinds = pd.DataFrame({"stage": ["response"], "dataset": [dataset], "item_kind": ["single"], "n": [1]})
+    kept = frame[frame["label"].notna() & frame["item_id"].isin(_human_labelled(frame))]
+    rows = kept.assign(stage="response")[["stage", "dataset", "rater_kind", "condition", "label"]].drop_duplicates()
+    return build_records(kinds, rows, {})[("response", dataset)]
+
+
+def _human_labelled(frame: pd.DataFrame) -> set[str]:
+    return set(frame.loc[roles(frame).isin(["blind_human", "anchored_human"]) & frame["label"].notna(), "item_id"])
+
+
+def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, scale: DatasetScale,
                       n_resamples: int, seed: int) -> tuple[list[JudgeResult], list[HumanBias], list[ProfileGap]]:
     ref = _reference(frame)
     len_a = items["answer_a"].str.len()
@@ -483,8 +559,8 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
         clusters = items.loc[ids, "user_id"].to_numpy()
         judge = joined["label"].to_numpy(dtype=object)
         human = joined["human"].to_numpy(dtype=object)
-        est = scale_estimates(joined["human"], joined["label"], pd.Series(clusters), categories,
-                              ("accuracy", "kappa", *panel_metrics(False)), n_resamples=n_resamples, seed=seed)
+        est = scale_estimates(joined["human"], joined["label"], pd.Series(clusters), scale,
+                              n_resamples=n_resamples, seed=seed)
         swapped = np.array([bool(_meta(m).get("swapped", False)) for m in joined["meta"]])
         first = first_position_rate(judge, swapped, clusters, n_resamples=n_resamples, seed=seed)
         longer = longer_rate(judge, len_a.loc[ids], len_b.loc[ids], clusters, n_resamples=n_resamples, seed=seed)
@@ -503,8 +579,8 @@ def _pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *,
                 by_group[f"{col}={value}"] = GroupAccuracy(n=int(mask.sum()),
                                                            accuracy=float((judge[mask] == human[mask]).mean()))
         results.append(JudgeResult(
-            judge=_judge_name(rater, condition), rater=rater, condition=condition, dataset=dataset,
-            rater_kind=str(kind), reference="human", n=len(joined), n_users=len(set(clusters)),
+            judge=judge_display(rater, condition), rater=rater, condition=condition, dataset=dataset,
+            rater_kind=str(kind), reference="human", scale=scale.kind, n=len(joined), n_users=len(set(clusters)),
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
             kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
             failures=len(failed), failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])),
@@ -587,27 +663,77 @@ def _gvp_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, n_re
     return out
 
 
-def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
-                         seed: int) -> tuple[list[JudgeResult], UsrReport | None]:
-    main = frame[frame["condition"] == ""]
-    human_rows = main[blind_human_mask(main) & (main["rater_kind"] == "human") & main["label"].notna()]
-    if human_rows.empty:
+def _codes(wide: pd.DataFrame, scale: DatasetScale) -> tuple[pd.DataFrame, list[float], Level]:
+    """Items x raters labels as numbers for alpha/Fleiss: ordinal levels by value, categories by position."""
+    if scale.ordinal:
+        return (wide.map(lambda v: _level(v)), list(scale.levels()), "ordinal")
+    index = {c: float(i) for i, c in enumerate(scale.categories)}
+    return (wide.map(lambda v: index.get(v, np.nan) if isinstance(v, str) else np.nan),
+            [float(i) for i in range(len(scale.categories))], "nominal")
+
+
+def _level(value: object) -> float:
+    try:
+        return float(str(value)) if isinstance(value, str) else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+def _on_scale(labels: pd.Series, scale: DatasetScale) -> pd.Series:
+    """Which labels are on the scale (an ordinal label by its value: 3.0 is the level 3)."""
+    if scale.ordinal:
+        levels = set(scale.levels())
+        return labels.map(lambda v: _level(v) in levels)
+    return labels.astype(str).isin(scale.categories)
+
+
+def _rater_agreement(rows: pd.DataFrame, scale: DatasetScale, *, n_resamples: int,
+                     seed: int) -> tuple[pd.DataFrame, pd.Series, dict[str, Estimate]]:
+    """Human labels as items x raters, each item's cluster, and alpha/Fleiss among the raters on ``scale``."""
+    wide = rows.pivot_table(index="item_id", columns="rater", values="label", aggfunc="first")
+    cluster = rows.drop_duplicates("item_id").set_index("item_id")["user_id"].reindex(wide.index)
+    codes, values, level = _codes(wide, scale)
+    return wide, cluster, rater_agreement(codes, values, cluster.to_numpy(), level, n_resamples=n_resamples,
+                                          seed=seed)
+
+
+def _aspects(frame: pd.DataFrame, specs: list[RatedAspectSpec], *, n_resamples: int, seed: int) -> list[RatedAspect]:
+    out = []
+    for spec in specs:
+        rows = frame[(frame["condition"] == spec.condition) & (frame["rater_kind"] == "human") & frame["label"].notna()]
+        if rows.empty:
+            continue
+        wide, _, agree = _rater_agreement(rows, spec.scale, n_resamples=n_resamples, seed=seed)
+        out.append(RatedAspect(condition=spec.condition, question=spec.question, scale=spec.scale.kind,
+                               categories=list(spec.scale.categories), n_items=len(wide),
+                               alpha=agree["alpha"].value, alpha_ci=ci_list(agree["alpha"])))
+    return out
+
+
+def _versus(judge: str, rater: str, human: pd.Series, labels: pd.Series, clusters: pd.Series, scale: DatasetScale, *,
+            n_resamples: int, seed: int) -> RaterVsJudge:
+    metrics = ("accuracy", "kappa", *(("weighted_kappa",) if scale.ordinal else ()))
+    est = scale_estimates(human, labels, clusters, scale, metrics, n_resamples=n_resamples, seed=seed)
+    weighted = est.get("weighted_kappa")
+    return RaterVsJudge(judge=judge, rater=rater, n=len(human), accuracy=est["accuracy"].value,
+                        kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+                        weighted_kappa=weighted.value if weighted is not None else None,
+                        weighted_kappa_ci=ci_list(weighted) if weighted is not None else None)
+
+
+def _single_dataset(frame: pd.DataFrame, record: DatasetRecord, aspects: list[RatedAspectSpec], *, n_resamples: int,
+                    seed: int) -> tuple[list[JudgeResult], SingleResponseReport | None]:
+    """One single-response dataset on its record's scale (any number of categories, or ordinal levels).
+
+    The raters' agreement, and every judge against the reference and against each rater.
+    """
+    scale, dataset = record.scale, record.dataset
+    main = frame[blind_human_mask(frame) & (frame["rater_kind"] == "human") & frame["label"].notna()]
+    if main.empty:
         return [], None
-    wide = human_rows.pivot_table(index="item_id", columns="rater", values="label", aggfunc="first")
-    codes = wide.map(lambda v: _YES.get(v, np.nan) if isinstance(v, str) else np.nan)
-    cluster = human_rows.drop_duplicates("item_id").set_index("item_id")["user_id"].reindex(wide.index)
-    agree = rater_agreement(codes, [0.0, 1.0], cluster.to_numpy(), "nominal", n_resamples=n_resamples, seed=seed)
-
-    overall_rows = frame[(frame["condition"] == "overall") & (frame["rater_kind"] == "human") & frame["label"].notna()]
-    overall_alpha = NAN_ESTIMATE
-    if not overall_rows.empty:
-        ow = overall_rows.pivot_table(index="item_id", columns="rater", values="label", aggfunc="first")
-        ow = ow.map(lambda v: float(v) if isinstance(v, str) else np.nan)
-        oc = overall_rows.drop_duplicates("item_id").set_index("item_id")["user_id"].reindex(ow.index)
-        overall_alpha = rater_agreement(ow, [1.0, 2.0, 3.0, 4.0, 5.0], oc.to_numpy(), "ordinal",
-                                        n_resamples=n_resamples, seed=seed)["alpha"]
-
-    pairs = rater_pairs(human_rows.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]],
+    main = main[_on_scale(main["label"], scale)]
+    wide, cluster, agree = _rater_agreement(main, scale, n_resamples=n_resamples, seed=seed)
+    pairs = rater_pairs(main.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]],
                         n_resamples=n_resamples, seed=seed)
     matrix = {str(r): {str(c): json_safe(float(pairs.matrix.loc[r, c])) for c in pairs.matrix.columns}
               for r in pairs.matrix.index}
@@ -615,51 +741,78 @@ def _persona_use_dataset(frame: pd.DataFrame, dataset: str, *, n_resamples: int,
     for r in pairs.matrix.index:
         others = pairs.matrix.loc[r].drop(r).dropna()
         mean_kappa[str(r)] = float(others.mean()) if not others.empty else None
-    maj = majority(wide).dropna()
+    ref = _reference(frame)
+    ref = ref[_on_scale(ref, scale)] if not ref.empty else ref
 
     judge_results, versus = [], []
-    judge_rows = main[comparable_judge_mask(main)]
-    for (rater, kind), rows in judge_rows.groupby(["rater", "rater_kind"], sort=True):
-        failed = rows[rows["label"].isna()]
+    for (rater, condition, kind), rows in frame[comparable_judge_mask(frame)].groupby(
+            ["rater", "condition", "rater_kind"], sort=True):
+        name = judge_display(str(rater), str(condition))
         parsed = rows[rows["label"].notna()].drop_duplicates("item_id").set_index("item_id")
-        joined = parsed.join(maj.rename("human"), how="inner")
+        on = _on_scale(parsed["label"], scale)
+        # A judge's label outside the dataset's scale is no verdict on it: counted as a failure, never scored.
+        reasons = Counter(_reason_kind(e) for e in rows.loc[rows["label"].isna(), "error"])
+        if (~on).any():
+            reasons["off-scale"] += int((~on).sum())
+        parsed = parsed[on]
+        joined = parsed.join(ref.rename("human"), how="inner")
         if joined.empty:
             continue
-        h = joined["human"].map(_YES).to_numpy().astype(int)
-        j = joined["label"].map(_YES).to_numpy().astype(int)
-        est = judge_vs_human(h, j, joined["user_id"].to_numpy(), n_resamples=n_resamples, seed=seed,
-                             extra=panel_metrics(True))
+        clusters = pd.Series(joined["user_id"].to_numpy())
+        est = scale_estimates(joined["human"], joined["label"], clusters, scale, n_resamples=n_resamples, seed=seed)
         judge_results.append(JudgeResult(
-            judge=str(rater), rater=str(rater), condition="", dataset=dataset, rater_kind=str(kind),
-            reference="human majority (uses knowledge)", n=len(joined), n_users=int(joined["user_id"].nunique()),
+            judge=name, rater=str(rater), condition=str(condition), dataset=dataset, rater_kind=str(kind),
+            reference="human majority", scale=scale.kind, n=len(joined), n_users=int(joined["user_id"].nunique()),
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
-            kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined, failures=len(failed),
-            failure_reasons=dict(Counter(_reason_kind(e) for e in failed["error"])), **panel_values(est),
-        ))
-        versus.append(RaterVsJudge(judge=str(rater), rater="majority", n=len(joined), accuracy=est["accuracy"].value,
-                                   kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"])))
+            kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            failures=sum(reasons.values()), failure_reasons=dict(reasons), **panel_values(est)))
+        versus.append(_versus(name, "majority", joined["human"], joined["label"], clusters, scale,
+                              n_resamples=n_resamples, seed=seed))
         for human_rater in wide.columns:
             col = wide[human_rater].dropna()
             both = parsed.index.intersection(col.index)
-            if len(both) == 0:
-                continue
-            hr = col.loc[both].map(_YES).to_numpy().astype(int)
-            jr = parsed.loc[both, "label"].map(_YES).to_numpy().astype(int)
-            e = judge_vs_human(hr, jr, parsed.loc[both, "user_id"].to_numpy(), n_resamples=n_resamples, seed=seed)
-            versus.append(RaterVsJudge(judge=str(rater), rater=str(human_rater), n=len(both),
-                                       accuracy=e["accuracy"].value, kappa=e["kappa"].value,
-                                       kappa_ci=ci_list(e["kappa"])))
-    report = UsrReport(
-        dataset=dataset, n_items=len(wide), n_contexts=int(cluster.nunique()),
+            if len(both):
+                versus.append(_versus(name, str(human_rater), col.loc[both], parsed.loc[both, "label"],
+                                      pd.Series(parsed.loc[both, "user_id"].to_numpy()), scale,
+                                      n_resamples=n_resamples, seed=seed))
+    section = SingleResponseReport(
+        dataset=dataset, question=record.question, scale=scale.kind, categories=list(scale.categories),
+        n_items=len(wide), n_users=int(cluster.nunique()),
         raters={str(c): int(wide[c].notna().sum()) for c in wide.columns},
-        rater_yes_rate={str(c): float(codes[c].mean()) for c in codes.columns},
-        uses_knowledge_alpha=agree["alpha"].value, uses_knowledge_alpha_ci=ci_list(agree["alpha"]),
-        uses_knowledge_fleiss=agree["fleiss"].value, uses_knowledge_fleiss_ci=ci_list(agree["fleiss"]),
-        overall_alpha=overall_alpha.value, overall_alpha_ci=ci_list(overall_alpha),
-        pair_kappa=matrix, rater_mean_kappa=mean_kappa,
-        majority_yes_rate=float((maj == "yes").mean()) if not maj.empty else float("nan"), judges=versus,
-    )
-    return judge_results, report
+        rater_label_rates={str(c): _rates(wide[c].dropna(), scale) for c in wide.columns},
+        alpha=agree["alpha"].value, alpha_ci=ci_list(agree["alpha"]),
+        fleiss=agree["fleiss"].value, fleiss_ci=ci_list(agree["fleiss"]), pair_kappa=matrix,
+        rater_mean_kappa=mean_kappa, reference_rates=_rates(ref, scale),
+        aspects=_aspects(frame, aspects, n_resamples=n_resamples, seed=seed), judges=versus)
+    return judge_results, section
+
+
+def _rates(labels: pd.Series, scale: DatasetScale) -> dict[str, float]:
+    """Share of each of the scale's categories among ``labels`` (an ordinal label counted at its level)."""
+    if labels.empty:
+        return {}
+    if scale.ordinal:
+        values = labels.map(_level)
+        return {c: float((values == v).mean()) for c, v in zip(scale.categories, scale.levels(), strict=True)}
+    text = labels.astype(str)
+    return {c: float((text == c).mean()) for c in scale.categories}
+
+
+def _legacy_usr(sections: list[SingleResponseReport]) -> UsrReport | None:
+    """The deprecated ``usr`` view: USR's section, else the first yes/no one (see :class:`UsrReport`)."""
+    pick = next((s for s in sections if s.dataset == USR_DATASET), None) or next(
+        (s for s in sections if s.categories == _YES_NO), None)
+    if pick is None:
+        return None
+    overall = next((a for a in pick.aspects if a.condition == "overall"), None)
+    return UsrReport(
+        dataset=pick.dataset, origin=pick.origin, n_items=pick.n_items, n_contexts=pick.n_users, raters=pick.raters,
+        rater_yes_rate={r: rates.get("yes", float("nan")) for r, rates in pick.rater_label_rates.items()},
+        uses_knowledge_alpha=pick.alpha, uses_knowledge_alpha_ci=pick.alpha_ci, uses_knowledge_fleiss=pick.fleiss,
+        uses_knowledge_fleiss_ci=pick.fleiss_ci, overall_alpha=overall.alpha if overall else float("nan"),
+        overall_alpha_ci=overall.alpha_ci if overall else [float("nan")] * 2, pair_kappa=pick.pair_kappa,
+        rater_mean_kappa=pick.rater_mean_kappa, majority_yes_rate=pick.reference_rates.get("yes", float("nan")),
+        judges=pick.judges)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -701,7 +854,7 @@ def render_response(report: ResponseReport) -> str:
                 lines.append(f"{'':<4}swap consistency {_fmt(j.swap_consistency, 2)} on {j.swap_pairs} pairs")
         lines += ["", "1st pos = share of A/B verdicts naming the answer shown first; longer = share naming the "
                       "longer answer;", "alwaysA / longer* = accuracy of those trivial baselines on the same items."]
-    else:
+    elif not report.single_responses:
         lines.append("(no pairwise judge shares items with a human label; import prism-judge or personafeedback)")
     if report.humans:
         lines += ["", "Humans (the same biases, measured on the human labels):", ""]
@@ -729,32 +882,49 @@ def render_response(report: ResponseReport) -> str:
     if report.generic_vs_personalized:
         lines += ["", "Generic vs personalised answers: share where the personalised one is judged no better:", ""]
         for gp in report.generic_vs_personalized:
-            lines.append(f"  {_judge_name(gp.rater, gp.condition)} ({gp.dataset}): {_fmt(gp.no_better_rate)} "
+            lines.append(f"  {judge_display(gp.rater, gp.condition)} ({gp.dataset}): {_fmt(gp.no_better_rate)} "
                          f"{ci_text(ci=gp.no_better_ci, n_users=gp.n_users)} on {gp.n} pairs, "
                          f"{gp.failures} failures")
-    if report.usr is not None:
-        u = report.usr
-        title = "USR PersonaChat" if u.dataset == USR_DATASET else f"Persona use on {where(u.dataset, u.origin)}"
-        lines += ["", f"{title}: {u.n_items} responses in {u.n_contexts} contexts, raters "
-                      + ", ".join(f"{r} ({n})" for r, n in u.raters.items()), "",
-                  f"  'Uses Knowledge' among raters: Krippendorff's alpha {_fmt(u.uses_knowledge_alpha)} "
-                  f"{_fmt_ci(u.uses_knowledge_alpha_ci, u.n_contexts)}, Fleiss' kappa "
-                  f"{_fmt(u.uses_knowledge_fleiss)} {_fmt_ci(u.uses_knowledge_fleiss_ci, u.n_contexts)}; "
-                  f"majority yes-rate {_fmt(u.majority_yes_rate, 2)}",
-                  f"  'Overall' (1-5) among raters: Krippendorff's alpha (ordinal) {_fmt(u.overall_alpha)} "
-                  f"{_fmt_ci(u.overall_alpha_ci, u.n_contexts)}",
-                  "  per rater: " + ", ".join(f"{r} yes-rate {_fmt(u.rater_yes_rate[r], 2)}, mean kappa with others "
-                                              f"{_fmt(k, 2)}" for r, k in u.rater_mean_kappa.items())]
-        if u.judges:
-            lines.append("  persona-use judges vs raters (Cohen's kappa):")
-            for v in u.judges:
-                lines.append(f"    {v.judge} vs {v.rater}: n {v.n}, accuracy {_fmt(v.accuracy)}, kappa "
-                             f"{_fmt(v.kappa)} {_fmt_ci(v.kappa_ci)}")
-        else:
-            lines.append("  (no persona-use judge yet: personagap judge response --judge persona-use --model M)")
+    for section in report.single_responses:
+        lines += _single_lines(section, [j for j in report.judges if j.dataset == section.dataset
+                                         and j.first_position_rate is None], report.n_resamples)
     if report.judges:
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
     lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     return "\n".join(lines)
+
+
+def _single_lines(s: SingleResponseReport, judges: list[JudgeResult], n_resamples: int) -> list[str]:
+    """One single-response dataset's section, titled with its question."""
+    level = "ordinal" if s.scale == "ordinal" else "nominal"
+    lines = ["", s.question,
+             f"  {where(s.dataset, s.origin)}: {s.n_items} responses from {s.n_users} users, {s.scale} scale "
+             f"{'/'.join(s.categories)}; raters " + ", ".join(f"{r} ({n})" for r, n in s.raters.items()),
+             f"  Among raters: Krippendorff's alpha ({level}) {_fmt(s.alpha)} {_fmt_ci(s.alpha_ci, s.n_users)}, "
+             f"Fleiss' kappa {_fmt(s.fleiss)} {_fmt_ci(s.fleiss_ci, s.n_users)}; human reference: "
+             + ", ".join(f"{c} {_fmt(v, 2)}" for c, v in s.reference_rates.items()),
+             "  per rater: " + ", ".join(f"{r} mean kappa with others {_fmt(k, 2)}"
+                                         for r, k in s.rater_mean_kappa.items())]
+    for a in s.aspects:
+        lines.append(f"  Also rated: {a.question} ({a.scale} {'/'.join(a.categories)}): Krippendorff's alpha "
+                     f"{_fmt(a.alpha)} {_fmt_ci(a.alpha_ci, s.n_users)} on {a.n_items} responses")
+    if not judges:
+        lines.append("  (no judge has labelled these responses yet)")
+        return lines
+    lines.append("  judges vs the human majority (n items, users, kappa with 95% CI"
+                 + (", quadratic-weighted kappa" if s.scale == "ordinal" else "") + "):")
+    for j in judges:
+        weighted = (f", weighted kappa {_fmt(j.weighted_kappa)} {_fmt_ci(j.weighted_kappa_ci, j.n_users)}"
+                    if j.weighted_kappa is not None else "")
+        lines.append(f"    {j.judge}: n {j.n}, {j.n_users} users, accuracy {_fmt(j.accuracy)}, kappa {_fmt(j.kappa)} "
+                     f"{_fmt_ci(j.kappa_ci, j.n_users)}{weighted}, {j.failures} failures")
+        if j.undefined_resamples:
+            lines.append(f"      kappa undefined in {j.undefined_resamples}/{n_resamples} resamples "
+                         "(left out of its CI)")
+    others = [v for v in s.judges if v.rater != "majority"]
+    if others:
+        lines.append("  judges vs each rater (Cohen's kappa): " + "; ".join(
+            f"{v.judge} vs {v.rater} {_fmt(v.kappa, 2)} (n {v.n})" for v in others))
+    return lines

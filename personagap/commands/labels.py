@@ -18,12 +18,16 @@ from personagap.records import Stage
               help="Nominal: categories; ordinal: numbers.")
 @click.option("--categories", default=None,
               help="Comma-separated allowed labels, e.g. 'yes,no' or '1,2,3,4,5' [default: the stage's "
-                   "(extraction ok,bad,unsure; relevance yes,no); stage 3: whatever the files hold].")
+                   "(extraction ok,bad,unsure; relevance yes,no); stage 3: whatever the files hold]. Enforced on every "
+                   "item kind except pairs (always A,B,tie).")
 @click.option("--origin", type=click.Choice(["real", "synthetic"]), default="real", show_default=True,
               help="Real users or synthetic personas: reports show the two side by side.")
+@click.option("--question", default=None,
+              help="What the raters were asked (stored with the dataset; its report section's title) "
+                   "[default: the stage's question for the item kind].")
 @db_option
 def import_labels(files: tuple[str, ...], stage: Stage, dataset: str, scale: Scale, categories: str | None,
-                  origin: Origin, db: str) -> None:
+                  origin: Origin, question: str | None, db: str) -> None:
     """Import your own labels for any stage: one row per (item, rater), from JSONL, CSV or Parquet.
 
     Required columns: item_id, rater, label. Optional: rater_kind (human|llm|trained), user_id, condition,
@@ -35,7 +39,7 @@ def import_labels(files: tuple[str, ...], stage: Stage, dataset: str, scale: Sca
 
     cats = None if categories is None else categories.split(",")
     summary = run_or_exit(lambda: run(list(files), stage=stage, dataset=dataset, db=db, scale=scale,
-                                      categories=cats, origin=origin))
+                                      categories=cats, origin=origin, question=question))
     click.echo(summary.render())
 
 
