@@ -34,15 +34,31 @@ handful of users a percentile interval covers far less than its level. Reports p
 a CI" instead, always beside the number of users."""
 
 
+LevelFn = Callable[[FloatArray, FloatArray], FloatArray]
+"""A table metric that also reads the ordinal levels' numeric values (one per table row/column, low to high)."""
+
+
 @dataclass(frozen=True)
 class Metric:
-    """A registered agreement metric computed from confusion tables."""
+    """A registered agreement metric computed from confusion tables.
+
+    ``leveled`` is set for metrics of ordered scales that read the levels' values (weighted kappa, mean absolute
+    difference); ``fn`` then computes them with equally spaced levels ``0..K-1``.
+    """
 
     name: str
     fn: Callable[[FloatArray], FloatArray]
     higher_is_better: bool | None
     description: str
     binary_only: bool = True
+    leveled: LevelFn | None = None
+    ordinal_only: bool = False
+
+    def on(self, tables: FloatArray, levels: npt.ArrayLike | None = None) -> FloatArray:
+        """The metric of ``tables``, over the ordinal ``levels`` where it reads them (else they are ignored)."""
+        if self.leveled is not None and levels is not None:
+            return self.leveled(tables, np.asarray(levels, dtype=float))
+        return self.fn(tables)
 
 
 METRICS: dict[str, Metric] = {}
@@ -61,9 +77,34 @@ def register_metric(name: str, *, higher_is_better: bool | None, description: st
         binary_only: The metric needs 2x2 tables.
     """
     def add(fn: Callable[[FloatArray], FloatArray]) -> Callable[[FloatArray], FloatArray]:
-        if name in METRICS:
-            raise ValueError(f"duplicate metric {name!r}")
-        METRICS[name] = Metric(name, fn, higher_is_better, description, binary_only)
+        _add(Metric(name, fn, higher_is_better, description, binary_only))
+        return fn
+    return add
+
+
+def _add(metric: Metric) -> None:
+    if metric.name in METRICS:
+        raise ValueError(f"duplicate metric {metric.name!r}")
+    METRICS[metric.name] = metric
+
+
+def register_level_metric(name: str, *, higher_is_better: bool | None,
+                          description: str) -> Callable[[LevelFn], LevelFn]:
+    """Register a metric of ordered levels, ``fn(tables, levels)``; duplicate names are an error.
+
+    Without levels (:meth:`Metric.on` with ``levels=None``) it is computed over equally spaced levels
+    ``0..K-1``, the table's category order.
+
+    Args:
+        name: Registry key, e.g. ``"weighted_kappa"``.
+        higher_is_better: As in :func:`register_metric`.
+        description: One line for reports and tooltips.
+    """
+    def add(fn: LevelFn) -> LevelFn:
+        def spaced(tables: FloatArray) -> FloatArray:
+            return fn(tables, np.arange(np.shape(tables)[-1], dtype=float))
+
+        _add(Metric(name, spaced, higher_is_better, description, binary_only=False, leveled=fn, ordinal_only=True))
         return fn
     return add
 
@@ -159,6 +200,84 @@ def over_selection_from_tables(t: FloatArray) -> FloatArray:
     """How many times more items the judge selects than humans do."""
     tp, fp, fn, _ = _cells(t)
     return _div(tp + fp, tp + fn)
+
+
+def _level_distances(tables: FloatArray, levels: FloatArray) -> tuple[FloatArray, FloatArray]:
+    t = np.asarray(tables, dtype=float)
+    v = np.asarray(levels, dtype=float)
+    if v.shape != (t.shape[-1],) or t.shape[-2] != t.shape[-1]:
+        raise ValueError(f"{v.size} levels for tables of shape {t.shape}")
+    return t, v[:, None] - v[None, :]
+
+
+@register_level_metric("weighted_kappa", higher_is_better=True,
+                       description="Quadratic-weighted Cohen's kappa: a near miss on an ordered scale costs less "
+                                   "than a far one (1 perfect, 0 chance).")
+def weighted_kappa_from_tables(tables: FloatArray, levels: FloatArray) -> FloatArray:
+    """Quadratic-weighted kappa ``1 - sum(w O) / sum(w E)`` with ``w = (v_h - v_j)^2`` over the levels' values.
+
+    The weights use the levels' numeric values, so on unequally spaced levels (1, 2, 5) a 2-vs-5 miss weighs
+    9 times a 1-vs-2 miss. scikit-learn's ``cohen_kappa_score(weights="quadratic")`` uses the labels' *indices*
+    instead; the two agree whenever the levels are equally spaced (kappa does not change when every weight is
+    multiplied by the same number), which is every 1-5 or 0-10 rating scale. ``E`` is the product of the
+    margins over ``n``. NaN with no items or when ``sum(w E)`` is 0 (both raters used one level).
+    """
+    t, diff = _level_distances(tables, levels)
+    w = diff * diff
+    n = t.sum(axis=(-2, -1))
+    expected = t.sum(axis=-1)[..., :, None] * t.sum(axis=-2)[..., None, :]
+    observed_cost = (t * w).sum(axis=(-2, -1))
+    expected_cost = _div((expected * w).sum(axis=(-2, -1)), n)
+    return np.where(n == 0, np.nan, 1.0 - _div(observed_cost, expected_cost))
+
+
+@register_level_metric("mean_abs_diff", higher_is_better=False,
+                       description="Mean absolute difference between judge and human level, in the scale's units "
+                                   "(0 = always the same level).")
+def mean_abs_diff_from_tables(tables: FloatArray, levels: FloatArray) -> FloatArray:
+    """Mean ``|v_h - v_j|`` over items, in the levels' own units; NaN with no items."""
+    t, diff = _level_distances(tables, levels)
+    return _div((t * np.abs(diff)).sum(axis=(-2, -1)), t.sum(axis=(-2, -1)))
+
+
+def _mid_ranks(counts: FloatArray) -> FloatArray:
+    # The average rank of each level's items when all n are sorted (ties share their mean rank, as scipy does).
+    return np.cumsum(counts, axis=-1) - counts + (counts + 1.0) / 2.0
+
+
+@register_metric("spearman", higher_is_better=True, binary_only=False,
+                 description="Spearman rank correlation of judge and human levels (ties get mid-ranks).")
+def spearman_from_tables(tables: FloatArray) -> FloatArray:
+    """Spearman's rho from confusion tables ``(..., K, K)`` whose categories are in scale order.
+
+    Every item of level ``k`` gets that level's mid-rank among the rater's ``n`` labels; rho is the Pearson
+    correlation of the two raters' mid-ranks weighted by the table (``scipy.stats.spearmanr``). Only the order
+    of the levels matters, not their spacing. NaN where a rater used one level only (no variance) or no items.
+    """
+    t = np.asarray(tables, dtype=float)
+    rows, cols = t.sum(axis=-1), t.sum(axis=-2)
+    n = t.sum(axis=(-2, -1))
+    centre = (n + 1.0)[..., None] / 2.0  # the mean of n ranks, mid-ranks included
+    rh, rj = _mid_ranks(rows) - centre, _mid_ranks(cols) - centre
+    cov = (t * rh[..., :, None] * rj[..., None, :]).sum(axis=(-2, -1))
+    var_h, var_j = (rows * rh * rh).sum(axis=-1), (cols * rj * rj).sum(axis=-1)
+    with np.errstate(invalid="ignore"):
+        scale = np.sqrt(var_h * var_j)
+    # Variances of integer-weighted ranks are sums of squares: exactly 0 when one level only, so no tolerance.
+    return _div(cov, scale)
+
+
+@register_metric("alpha", higher_is_better=True, binary_only=False,
+                 description="Krippendorff's alpha (ordinal) of the judge and the human reference.")
+def ordinal_alpha_from_tables(tables: FloatArray) -> FloatArray:
+    """Krippendorff's alpha (ordinal) of two raters from their confusion tables (categories in scale order).
+
+    Each item is a unit with two values, so the coincidence matrix is ``T + T^T`` (Krippendorff 2011); the
+    ordinal distance uses only the levels' order and frequencies, not their values.
+    """
+    t = np.asarray(tables, dtype=float)
+    o = t + np.swapaxes(t, -1, -2)
+    return alpha_from_coincidences(o, np.arange(t.shape[-1], dtype=float), "ordinal")
 
 
 # --------------------------------------------------------------------------- building tables
@@ -309,22 +428,33 @@ def json_safe_dict(value: dict[str, Any]) -> dict[str, Any]:
     return {k: json_safe(v) for k, v in value.items()}
 
 
-def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float = 0.95) -> Estimate:
-    """Point value of ``metric`` on the summed tables plus its cluster-bootstrap CI."""
-    fn = get_metric(metric).fn
-    point = float(fn(tables.sum(axis=0)))
-    return bootstrap_estimate(point, fn(bootstrap_tables(tables, weights)), int(tables.shape[0]), level)
+def estimate(tables: FloatArray, metric: str, weights: FloatArray, level: float = 0.95,
+             levels: npt.ArrayLike | None = None) -> Estimate:
+    """Point value of ``metric`` on the summed tables plus its cluster-bootstrap CI.
+
+    ``levels``: the ordinal levels' values, for metrics that read them (:func:`register_level_metric`).
+    """
+    return estimates(tables, (metric,), weights, level, levels)[metric]
 
 
 def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray,
-              level: float = 0.95) -> dict[str, Estimate]:
-    """:func:`estimate` of several metrics on the same tables, resampled once (one weighted sum, not one per metric)."""
+              level: float = 0.95, levels: npt.ArrayLike | None = None) -> dict[str, Estimate]:
+    """:func:`estimate` of several metrics on the same tables, resampled once (one weighted sum, not one per metric).
+
+    Args:
+        tables: Per-user tables ``(U, K, K)``.
+        metrics: Registered metric names.
+        weights: Cluster-bootstrap weights ``(B, U)``.
+        level: Confidence level.
+        levels: The K ordinal levels' values (table order), for metrics that read them; None: equally spaced.
+    """
     boot = bootstrap_tables(tables, weights)
     total = tables.sum(axis=0)
     out = {}
     for m in metrics:
-        fn = get_metric(m).fn
-        out[m] = bootstrap_estimate(float(fn(total)), fn(boot), int(tables.shape[0]), level)
+        metric = get_metric(m)
+        out[m] = bootstrap_estimate(float(metric.on(total, levels)), metric.on(boot, levels),
+                                    int(tables.shape[0]), level)
     return out
 
 

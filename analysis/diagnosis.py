@@ -23,7 +23,6 @@ dataset: a stage whose judged dataset has no multi-human ceiling is reported as 
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -56,13 +55,15 @@ from personagap.analysis.comparable import (
     blind_human_sql,
     categories_for,
     comparable_judge_sql,
-    human_labelled_sql,
+    judge_display,
     rater_group,
     reference_sql,
 )
 from personagap.analysis.origins import REAL, OriginField, tag_origins, where
 from personagap.analysis.pairwise import PairwiseResult, mean_pair_samples, pairwise_agreement
-from personagap.analysis.panel import PanelFields, panel_lines, panel_metrics, panel_values
+from personagap.analysis.panel import PanelFields, as_scale, on_scale, panel_lines, panel_values, scale_metrics
+from personagap.datasets import dataset_records
+from personagap.records import DatasetScale
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {
@@ -81,7 +82,6 @@ JUDGE_SQL = comparable_judge_sql("l")
 """Judge labels that may be compared with humans (what the dashboard's queries should select too)."""
 BLIND_SQL = blind_human_sql("l")
 ANCHORED_SQL = anchored_human_sql("l")
-HUMAN_LABELLED_SQL = human_labelled_sql("l")
 
 
 class JudgeScore(PanelFields, OriginField):
@@ -112,11 +112,21 @@ class JudgeScore(PanelFields, OriginField):
     f1: float | None = None
     undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (left out of its CI).")
 
+    @property
+    def headline(self) -> float:
+        """The scale's headline agreement: quadratic-weighted kappa on ordinal scales, else Cohen's kappa."""
+        return self.weighted_kappa if self.scale == "ordinal" and self.weighted_kappa is not None else self.kappa
+
 
 class HumanCeiling(OriginField):
-    """Mean pairwise Cohen's kappa among blind humans who labelled the same items of one dataset."""
+    """Mean pairwise agreement among blind humans who labelled the same items of one dataset.
+
+    Cohen's kappa, or quadratic-weighted kappa on ordinal scales (``metric``).
+    """
 
     dataset: str
+    metric: str = Field(default="kappa", description="The pairwise figure: 'kappa', or 'weighted_kappa' on "
+                                                     "ordinal scales.")
     mean_kappa: float
     ci: list[float]
     n_raters: int
@@ -135,6 +145,8 @@ class CeilingGap(OriginField):
     rater: str
     rater_kind: str
     condition: str
+    metric: str = Field(default="kappa", description="The pairwise figure of both sides: 'kappa', or "
+                                                     "'weighted_kappa' on ordinal scales.")
     judge_kappa: float = Field(description="Mean Cohen's kappa of the judge with each blind human (same items).")
     judge_kappa_ci: list[float]
     ceiling: float = Field(description="Mean pairwise Cohen's kappa among those blind humans.")
@@ -272,84 +284,60 @@ def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
         FROM items i LEFT JOIN labels l USING (item_id)
         GROUP BY i.stage
     """)
-    scale_labels = _frame(con, SCALE_LABELS_SQL)
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
-            "judge_items": judge_items, "human_counts": human_counts, "scale_labels": scale_labels,
-            "declared": declared_categories(con)}
+            "judge_items": judge_items, "human_counts": human_counts, "scales": dataset_scales(con)}
 
 
-# What the scale rule (comparable.categories_for) needs: every distinct label per rater kind and condition.
-SCALE_LABELS_SQL = f"""
-    SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
-    FROM labels l JOIN items i USING (item_id)
-    WHERE l.label IS NOT NULL AND {HUMAN_LABELLED_SQL}
-"""
+def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
+    """(stage, dataset) -> the dataset's scale, from its record (:func:`personagap.datasets.dataset_records`)."""
+    return {key: record.scale for key, record in dataset_records(con).items()}
 
 
 def stage_scales(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, list[str]]:
-    """Dataset -> the categories its comparisons are scored over, for one stage, exactly as :func:`diagnose` does.
+    """Dataset -> the categories its comparisons are scored over (in the scale's order), for one stage.
+
+    The record's scale (:func:`personagap.datasets.dataset_records`), exactly as :func:`diagnose` scores it.
 
     Args:
         con: An open store connection.
         stage: Pipeline stage.
     """
-    scales = dataset_categories(_frame(con, SCALE_LABELS_SQL), declared_categories(con))
-    return {ds: cats for (st, ds), cats in scales.items() if st == stage}
+    return {ds: list(scale.categories) for (st, ds), scale in dataset_scales(con).items() if st == stage}
 
 
 def declared_categories(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """The categories datasets declare (the generic importer's ``labels:<dataset>:<stage>`` meta).
+    """Every dataset's scale categories as rows (``stage``, ``dataset``, ``label``), from its record.
+
+    Kept for callers that pass "declared" categories on to
+    :func:`~personagap.analysis.comparable.categories_for`: a record's categories already hold the declared ones
+    and every label raters used, so passing them gives the record's own category set. New code reads
+    :func:`personagap.datasets.dataset_records` directly.
 
     Args:
         con: An open store connection.
-
-    Returns:
-        One row per declared category: ``stage``, ``dataset``, ``label`` (datasets without a declared
-        category list have no rows; release importers declare none).
     """
-    rows = []
-    for key, value in con.execute("SELECT key, value FROM meta WHERE key LIKE 'labels:%'").fetchall():
-        spec = json.loads(value)
-        stage = str(spec.get("stage", ""))
-        dataset = str(key)[len("labels:"):].removesuffix(f":{stage}")
-        rows += [(stage, dataset, str(c)) for c in spec.get("categories") or ()]
+    rows = [(stage, ds, c) for (stage, ds), scale in dataset_scales(con).items() for c in scale.categories]
     return pd.DataFrame(rows, columns=["stage", "dataset", "label"])
 
 
 def stage_declared(declared: pd.DataFrame, stage: str) -> dict[str, list[str]]:
-    """Dataset -> declared categories of one stage, from :func:`declared_categories`'s rows."""
+    """Dataset -> categories of one stage, from :func:`declared_categories`'s rows."""
     rows = declared[declared["stage"] == stage]
     return {str(ds): g["label"].tolist() for ds, g in rows.groupby("dataset", sort=True)}
 
 
-def dataset_categories(scale_labels: pd.DataFrame,
-                       declared: pd.DataFrame | None = None) -> dict[tuple[str, str], list[str]]:
-    """(stage, dataset) -> the dataset's scale by :func:`~personagap.analysis.comparable.categories_for`.
-
-    Args:
-        scale_labels: Distinct ``stage``, ``dataset``, ``rater_kind``, ``condition``, ``label`` rows.
-        declared: Declared categories (:func:`declared_categories`), if any.
-    """
-    said = {} if declared is None else {(stage, ds): cats for stage in set(declared["stage"])
-                                        for ds, cats in stage_declared(declared, stage).items()}
-    keys = set(said) | set(zip(scale_labels["stage"].astype(str), scale_labels["dataset"].astype(str), strict=True))
+def _pairs_scales(pairs: pd.DataFrame) -> dict[tuple[str, str], DatasetScale]:
+    # Without the store's records (a caller passing pairs only), each dataset's nominal scale is what its pairs
+    # hold, by the one category rule.
     out = {}
-    for stage, ds in sorted(keys):
-        rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == ds)]
-        out[(stage, ds)] = categories_for(rows, said.get((stage, ds)))
+    for (stage, ds), rows in pairs.groupby(["stage", "dataset"], sort=True):
+        out[(str(stage), str(ds))] = DatasetScale(kind="nominal",
+                                                  categories=tuple(categories_for(_as_scale_rows(rows))))
     return out
 
 
-def _pairs_scale(pairs: pd.DataFrame) -> pd.DataFrame:
-    # Per dataset, the labels its pairs hold, as dataset_categories reads them.
-    rows = _as_scale_rows(pairs)
-    keys = pd.concat([pairs[["stage", "dataset"]]] * 2, ignore_index=True)
-    return pd.concat([keys, rows], axis=1).drop_duplicates()
-
-
 def _as_scale_rows(pairs: pd.DataFrame) -> pd.DataFrame:
-    # The labels a pairs frame shows (reference and judge), as categories_for reads them: without the
-    # store's distinct labels (a caller passing pairs only), the scale is what these pairs hold.
+    # The labels a pairs frame shows (reference and judge), as categories_for reads them.
     human = pd.DataFrame({"rater_kind": "human", "condition": "", "label": pairs["human"].astype(str)})
     judge = pd.DataFrame({"rater_kind": "llm", "condition": "", "label": pairs["label"].astype(str)})
     return pd.concat([human, judge], ignore_index=True)
@@ -383,7 +371,7 @@ def _weights(n_users: int, n_resamples: int, seed: int) -> FloatArray:
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,
                 failures: int, n_resamples: int, seed: int, level: float = 0.95,
-                categories: list[str] | None = None) -> JudgeScore:
+                scale: DatasetScale | list[str] | None = None) -> JudgeScore:
     """Score one judge from its per-user (human, label, n) counts.
 
     Args:
@@ -397,27 +385,29 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         n_resamples: Bootstrap resamples (whole users are resampled).
         seed: Bootstrap seed.
         level: Confidence level of every CI.
-        categories: The dataset's scale (:func:`~personagap.analysis.comparable.categories_for` over all of
-            its labels), so every judge of a dataset is scored over the same categories; None: the scale of
-            ``rows`` alone.
+        scale: The dataset's scale (:func:`dataset_scales`; a bare category list is nominal), so every judge of
+            a dataset is scored over the same categories, and ordinal datasets by their levels; None: the
+            nominal scale of ``rows`` alone.
     """
-    if categories is None:
-        categories = categories_for(_as_scale_rows(rows))
+    if scale is None:
+        scale = categories_for(_as_scale_rows(rows))
+    s = as_scale(scale)
+    categories = list(s.categories)
     binary = tuple(categories) == YES_NO
     k = len(categories)
     # Integer codes via factorize/Categorical: per-element Python work is what costs at 10^6 labels.
     # Users sorted by id (as agreement() does), not in SQL row order: the same seed must draw the same users
     # whatever order DuckDB returns the rows in, or CIs would change from run to run.
     users, user_index = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
-    h = pd.Categorical(rows["human"].astype(str), categories=categories).codes.astype(np.int64)
-    j = pd.Categorical(rows["label"].astype(str), categories=categories).codes.astype(np.int64)
+    h = pd.Categorical(on_scale(rows["human"], s), categories=categories).codes.astype(np.int64)
+    j = pd.Categorical(on_scale(rows["label"], s), categories=categories).codes.astype(np.int64)
     flat = (user_index.astype(np.int64) * k + h) * k + j
     # With weights bincount returns float64; numpy's stubs type it as an integer array.
     tables = cast(FloatArray, np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k))
     tables = tables.reshape(len(users), k, k)
     weights = _weights(len(users), n_resamples, seed)
-    est = estimates(tables, ("kappa", "accuracy", *(("over_selection",) if binary else ()), *panel_metrics(k == 2)),
-                    weights, level)
+    est = estimates(tables, (*scale_metrics(s), *(("over_selection",) if binary else ())), weights, level,
+                    s.levels() if s.ordinal else None)
     kap, acc = est["kappa"], est["accuracy"]
     total = tables.sum(axis=0)
     extra: dict[str, Any] = {}
@@ -433,19 +423,23 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
             "recall": float(tp / (tp + fn)) if tp + fn else float("nan"),
             "f1": float(2 * tp / (2 * tp + fp + fn)) if 2 * tp + fp + fn else float("nan"),
         }
-    judge = rater if not condition else f"{rater} [{condition}]"
+    judge = judge_display(rater, condition)
     return JudgeScore(
         stage=stage, dataset=dataset, judge=judge, rater=rater, rater_kind=rater_kind, condition=condition,
         n=int(total.sum()), n_users=len(users), failures=failures, categories=categories,
         confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
-        accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined,
+        accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined, scale=s.kind,
         **panel_values(est), **extra,
     )
 
 
-def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_resamples: int,
-                       seed: int) -> tuple[PairwiseResult, dict[int, str], pd.DataFrame, IntArray] | None:
+def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_resamples: int, seed: int,
+                       scale: DatasetScale | None = None
+                       ) -> tuple[PairwiseResult, dict[int, str], pd.DataFrame, IntArray] | None:
     """Every human–human and human–judge kappa of a dataset, over one set of user resamples.
+
+    On an ordinal ``scale`` every pair is scored by quadratic-weighted kappa over the levels (labels coded in
+    the scale's order); otherwise by Cohen's kappa.
 
     Raters are integer keys (humans first, then judges by (rater, condition)), labels and users integer codes:
     string work on a million labels is what costs. Users are coded in sorted id order, so SQL row order never
@@ -474,12 +468,22 @@ def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_r
     _, first = np.unique(items * len(groups) + rater, return_index=True)
     keep = np.sort(first)
     users = pd.factorize(column("user_id").take(keep), sort=True)[0]
+    kept = column("label").take(keep)
+    ordinal = scale is not None and scale.ordinal
+    codes = (pd.Categorical(on_scale(kept, scale), categories=scale.categories).codes if scale is not None and ordinal
+             else pd.factorize(kept, sort=True)[0])
     frame = pd.DataFrame({"item_id": pd.factorize(items[keep])[0], "rater": rater[keep],
-                          "label": pd.factorize(column("label").take(keep), sort=True)[0], "cluster": users})
+                          "label": codes.astype(np.int64), "cluster": users})
     weights = _weights(int(users.max()) + 1, n_resamples, seed)
     result = pairwise_agreement(frame, groups, min_overlap=MIN_PAIR_OVERLAP, n_resamples=n_resamples, seed=seed,
-                                anchor_group="human", weights=weights)
+                                anchor_group="human", weights=weights, metric=_pair_metric(scale),
+                                levels=scale.levels() if scale is not None and ordinal else None)
     return result, groups, keys, np.bincount(frame["rater"].to_numpy(), minlength=len(groups))
+
+
+def _pair_metric(scale: DatasetScale | None) -> str:
+    # The scale's headline pairwise figure: the ceiling and the gap compare like with like.
+    return "weighted_kappa" if scale is not None and scale.ordinal else "kappa"
 
 
 def _human_pairs(groups: dict[int, str]) -> list[tuple[int, int]]:
@@ -488,18 +492,18 @@ def _human_pairs(groups: dict[int, str]) -> list[tuple[int, int]]:
 
 
 def _ceiling_from(result: PairwiseResult, groups: dict[int, str], dataset: str, n_items: int,
-                  level: float) -> HumanCeiling | None:
+                  level: float, metric: str = "kappa") -> HumanCeiling | None:
     point, samples, n_pairs = mean_pair_samples(result, _human_pairs(groups))
     if not _finite(point):
         return None
     est = bootstrap_estimate(point, samples, result.n_clusters, level)
-    return HumanCeiling(dataset=dataset, mean_kappa=est.value, ci=ci_list(est),
+    return HumanCeiling(dataset=dataset, metric=metric, mean_kappa=est.value, ci=ci_list(est),
                         n_raters=sum(g == "human" for g in groups.values()), n_pairs=n_pairs, n_items=n_items,
                         n_users=result.n_clusters, undefined_resamples=est.n_undefined)
 
 
 def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_overlap: int = MIN_PAIR_OVERLAP,
-                  level: float = 0.95) -> HumanCeiling | None:
+                  level: float = 0.95, scale: DatasetScale | None = None) -> HumanCeiling | None:
     """Mean pairwise kappa among individual blind humans on one dataset (None when no two share items).
 
     Args:
@@ -508,18 +512,21 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
         seed: Bootstrap seed.
         min_overlap: Rater pairs sharing fewer items are left out (must be :data:`MIN_PAIR_OVERLAP`).
         level: Confidence level.
+        scale: The dataset's scale (ordinal: quadratic-weighted kappa); None: Cohen's kappa.
     """
     if min_overlap != MIN_PAIR_OVERLAP:
         raise ValueError(f"the ceiling uses the diagnosis's pair overlap {MIN_PAIR_OVERLAP}")
-    done = _dataset_agreement(humans, None, n_resamples=n_resamples, seed=seed)
+    done = _dataset_agreement(humans, None, n_resamples=n_resamples, seed=seed, scale=scale)
     if done is None:
         return None
     result, groups, _, _ = done
-    return _ceiling_from(result, groups, str(humans["dataset"].iloc[0]), int(humans["item_id"].nunique()), level)
+    return _ceiling_from(result, groups, str(humans["dataset"].iloc[0]), int(humans["item_id"].nunique()), level,
+                         _pair_metric(scale))
 
 
 def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_resamples: int, seed: int,
-                 level: float = 0.95) -> tuple[HumanCeiling | None, list[CeilingGap]]:
+                 level: float = 0.95,
+                 scale: DatasetScale | None = None) -> tuple[HumanCeiling | None, list[CeilingGap]]:
     """One dataset's blind human ceiling and every judge's gap to it, from one paired bootstrap.
 
     Args:
@@ -531,16 +538,18 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
         n_resamples: Bootstrap resamples (whole users; the same resamples for every kappa).
         seed: Bootstrap seed.
         level: Confidence level.
+        scale: The dataset's scale: on ordinal scales both sides are quadratic-weighted kappas.
 
     Returns:
         The ceiling (None when no two humans share enough items) and the gaps, smallest first.
     """
-    done = _dataset_agreement(humans, judges, n_resamples=n_resamples, seed=seed)
+    done = _dataset_agreement(humans, judges, n_resamples=n_resamples, seed=seed, scale=scale)
     if done is None:
         return None, []
     result, groups, keys, n_items_of = done
     dataset = str(humans["dataset"].iloc[0])
-    ceiling = _ceiling_from(result, groups, dataset, int(humans["item_id"].nunique()), level)
+    metric = _pair_metric(scale)
+    ceiling = _ceiling_from(result, groups, dataset, int(humans["item_id"].nunique()), level, metric)
     if ceiling is None:
         return None, []
     c_point, c_samples, _ = mean_pair_samples(result, _human_pairs(groups))
@@ -553,8 +562,9 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
         j_est = bootstrap_estimate(j_point, j_samples, result.n_clusters, level)
         gap = bootstrap_estimate(c_point - j_point, c_samples - j_samples, result.n_clusters, level)
         gaps.append(CeilingGap(
-            stage=stage, dataset=dataset, judge=_display(str(rater), str(condition)), rater=str(rater),
-            rater_kind=str(kind), condition=str(condition), judge_kappa=j_est.value, judge_kappa_ci=ci_list(j_est),
+            stage=stage, dataset=dataset, judge=judge_display(str(rater), str(condition)), rater=str(rater),
+            rater_kind=str(kind), condition=str(condition), metric=metric, judge_kappa=j_est.value,
+            judge_kappa_ci=ci_list(j_est),
             ceiling=ceiling.mean_kappa, ceiling_ci=ceiling.ci, gap=gap.value, gap_ci=ci_list(gap),
             n_items=int(n_items_of[int(key)]), n_users=result.n_clusters, n_judge_pairs=n_pairs,
             n_human_pairs=ceiling.n_pairs, undefined_resamples=gap.n_undefined))
@@ -562,25 +572,29 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
     return ceiling, gaps
 
 
-def _display(rater: str, condition: str) -> str:
-    return rater if not condition else f"{rater} [{condition}]"
-
-
 def _fmt(v: float | None, digits: int = 2) -> str:
     return "n/a" if not _finite(v) else f"{v:.{digits}f}"
 
 
 def _kappa_text(j: JudgeScore) -> str:
-    return f"kappa {_fmt(j.kappa)} {ci_text(ci=j.kappa_ci, n_users=j.n_users, undefined=j.undefined_resamples)}"
+    kappa = f"kappa {_fmt(j.kappa)} {ci_text(ci=j.kappa_ci, n_users=j.n_users, undefined=j.undefined_resamples)}"
+    if j.scale == "ordinal" and j.weighted_kappa is not None:
+        return (f"quadratic-weighted kappa {_fmt(j.weighted_kappa)} "
+                f"{ci_text(ci=j.weighted_kappa_ci, n_users=j.n_users)} (ordinal scale; unweighted {kappa})")
+    return kappa
+
+
+_METRIC_NAMES = {"kappa": "kappa", "weighted_kappa": "quadratic-weighted kappa"}
 
 
 def _ceiling_text(c: HumanCeiling) -> str:
-    return (f"mean pairwise kappa {_fmt(c.mean_kappa)} {ci_text(ci=c.ci, n_users=c.n_users)} "
+    return (f"mean pairwise {_METRIC_NAMES[c.metric]} {_fmt(c.mean_kappa)} {ci_text(ci=c.ci, n_users=c.n_users)} "
             f"({where(c.dataset, c.origin)}, {c.n_raters} blind humans, {c.n_pairs} pairs)")
 
 
 def _gap_text(g: CeilingGap) -> str:
-    return (f"{g.judge} on {where(g.dataset, g.origin)}: mean kappa with each blind human {_fmt(g.judge_kappa)} "
+    return (f"{g.judge} on {where(g.dataset, g.origin)}: mean {_METRIC_NAMES[g.metric]} with each blind human "
+            f"{_fmt(g.judge_kappa)} "
             f"vs their own {_fmt(g.ceiling)}, gap {_fmt(g.gap)} "
             f"{ci_text(ci=g.gap_ci, n_users=g.n_users, undefined=g.undefined_resamples)}")
 
@@ -631,8 +645,8 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
              judge_items: pd.DataFrame | None = None, human_counts: pd.DataFrame | None = None,
              n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
              min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95,
-             origins: Mapping[str, str] | None = None, scale_labels: pd.DataFrame | None = None,
-             declared: pd.DataFrame | None = None) -> Diagnosis:
+             origins: Mapping[str, str] | None = None,
+             scales: Mapping[tuple[str, str], DatasetScale] | None = None) -> Diagnosis:
     """Diagnose every stage from aggregated store data (pure: no I/O).
 
     Args:
@@ -653,10 +667,9 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); every
             score, ceiling and gap carries its dataset's origin, and the verdict says when a best judge is scored
             on synthetic personas. Datasets missing from it are real.
-        scale_labels: Distinct (stage, dataset, rater_kind, condition, label) rows of every stored label: each
-            dataset's scale (:func:`~personagap.analysis.comparable.categories_for`), the categories every
-            judge of it is scored over. None: the categories in ``pairs`` of the dataset.
-        declared: Declared categories (:func:`declared_categories`), part of the scale.
+        scales: (stage, dataset) -> the dataset's scale (:func:`dataset_scales`, from its record): every judge of
+            a dataset is scored over it, and an ordinal dataset's headline figure, ceiling and gap are
+            quadratic-weighted kappa. None, or a dataset missing from it: nominal over the labels in ``pairs``.
 
     Returns:
         The diagnosis of all three stages and the verdict.
@@ -667,7 +680,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         columns=["stage", "dataset", "item_id", "rater", "rater_kind", "condition", "label", "user_id"])
     counts = human_counts if human_counts is not None else pd.DataFrame(
         columns=["stage", "dataset", "blind_raters", "blind_labels", "anchored_raters", "anchored_labels"])
-    scales = dataset_categories(_pairs_scale(pairs) if scale_labels is None else scale_labels, declared)
+    scales = {**_pairs_scales(pairs), **(scales or {})}
     stages = []
     for stage in STAGES:
         row = inv.loc[stage] if stage in inv.index else None
@@ -682,14 +695,16 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
                                       condition=str(condition),
                                       failures=fail_count.get((stage, dataset, rater, condition), 0),
                                       n_resamples=n_resamples, seed=seed, level=level,
-                                      categories=scales.get((stage, str(dataset)))))
-        judges.sort(key=lambda j: (not _finite(j.kappa), -(j.kappa if _finite(j.kappa) else 0.0), j.judge, j.dataset))
-        ranked = [j for j in judges if _finite(j.kappa) and j.n >= min_items] or [j for j in judges if _finite(j.kappa)]
+                                      scale=scales.get((stage, str(dataset)))))
+        judges.sort(key=lambda j: (not _finite(j.headline), -(j.headline if _finite(j.headline) else 0.0), j.judge,
+                                   j.dataset))
+        ranked = ([j for j in judges if _finite(j.headline) and j.n >= min_items]
+                  or [j for j in judges if _finite(j.headline)])
         ceilings, gaps = [], []
         stage_judges = judge_items[judge_items["stage"] == stage]
         for ds, rows in humans[humans["stage"] == stage].groupby("dataset", sort=True):
             c, g = ceiling_gaps(stage, rows, stage_judges[stage_judges["dataset"] == ds],
-                                n_resamples=n_resamples, seed=seed, level=level)
+                                n_resamples=n_resamples, seed=seed, level=level, scale=scales.get((stage, str(ds))))
             if c is not None:
                 ceilings.append(c)
                 gaps += g

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
@@ -19,8 +20,8 @@ from personagap.analysis.agreement import (
     bootstrap_estimate,
     bootstrap_tables,
     encode,
+    get_metric,
     indexed_tables,
-    kappa_from_tables,
     resample_weights,
 )
 
@@ -57,8 +58,9 @@ class GroupAgreement:
 
 def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
                        n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                       anchor_group: str | None = None, weights: FloatArray | None = None) -> PairwiseResult:
-    """Cohen's kappa for every pair of raters, and mean kappa within and across groups.
+                       anchor_group: str | None = None, weights: FloatArray | None = None,
+                       metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
+    """Cohen's kappa (or the scale's ``metric``) for every pair of raters, and its mean within and across groups.
 
     All pairs share one set of user resamples, so the CI of a group mean reflects
     the same resampled users for every pair in it.
@@ -74,10 +76,15 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
             human–human and human–judge kappas are needed); other pairs get an overlap but no kappa.
         weights: The resample weights ``resample_weights(n_clusters, n_resamples, seed)`` if the caller already
             drew them (clusters in sorted order); drawing them again gives the same numbers, only slower.
+        metric: The registered table metric every pair is scored by (``weighted_kappa`` on ordinal scales;
+            the fields keep the name ``kappa``). Its tables' categories are the label codes in order, so an
+            ordinal metric needs labels coded in the scale's order (integer codes ``0..K-1``).
+        levels: The ordinal levels' values (one per code), for metrics that read them.
 
     Returns:
         The matrices and group summaries.
     """
+    score = get_metric(metric)
     frame = labels[labels["rater"].isin(list(groups))]
     raters = sorted(frame["rater"].unique(), key=lambda r: (groups[r], r))
     # Integer codes and one numpy item x rater array instead of a pandas pivot: same items (sorted), same
@@ -89,7 +96,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
         raise ValueError("labels hold more than one label per (item_id, rater)")
     if pd.api.types.is_integer_dtype(frame["label"]):  # already coded (fast path for large frames)
         codes = frame["label"].to_numpy(dtype=np.int64)
-        n_classes = max(int(codes.max()) + 1 if codes.size else 1, 1)
+        n_classes = max(int(codes.max()) + 1 if codes.size else 1, 1, 0 if levels is None else np.size(levels))
     else:
         (codes,), categories = encode(frame["label"].to_numpy())
         n_classes = max(len(categories), 1)
@@ -119,7 +126,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
         if n < min_overlap or (anchor_group is not None and anchor_group not in (groups[a], groups[b])):
             continue
         tables = indexed_tables(col_a[mask], col_b[mask], cluster_index[mask], len(cluster_ids), n_classes)
-        point = float(kappa_from_tables(tables.sum(axis=0)))
+        point = float(score.on(tables.sum(axis=0), levels))
         matrix.loc[a, b] = matrix.loc[b, a] = point
         scored.append((a, b, tables, point, n))
         kind = "–".join(sorted((groups[a], groups[b])))
@@ -131,7 +138,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
         boot_tables = bootstrap_tables(np.stack([t for _, _, t, _, _ in scored], axis=1), weights)
     for i, (a, b, _, point, n) in enumerate(scored):
         kind = "–".join(sorted((groups[a], groups[b])))
-        boot = kappa_from_tables(boot_tables[:, i])
+        boot = score.on(boot_tables[:, i], levels)
         key = (a, b) if a <= b else (b, a)
         pair_samples[key], pair_points[key] = boot, (point, n)
         per_type.setdefault(kind, []).append((point, boot, n))

@@ -18,13 +18,16 @@ from pydantic import BaseModel, Field
 import personagap.analysis.robust as robust  # registers the panel's table metrics
 from personagap.analysis.agreement import Estimate, ci_list, resample_weights
 from personagap.analysis.agreement import estimates as agreement_estimates
-from personagap.analysis.alt_test import alt_test_rows
+from personagap.analysis.alt_test import Scoring, alt_test_rows
 from personagap.analysis.estimates import estimate_rows
+from personagap.records import DatasetScale
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
 """Panel figures with a CI (any number of classes)."""
 BINARY_POINT_METRICS: tuple[str, ...] = robust.PANEL_POINT_ONLY
 """Panel figures for yes/no labels only, without a CI (prevalence and bias indices)."""
+ORDINAL_METRICS: tuple[str, ...] = ("weighted_kappa", "alpha", "spearman", "mean_abs_diff")
+"""Figures of ordered levels (registered in :mod:`personagap.analysis.agreement`), each with a CI."""
 _NAN = float("nan")
 
 
@@ -45,6 +48,17 @@ class PanelFields(BaseModel):
     balanced_accuracy_ci: list[float] = Field(default_factory=_nan_pair)
     prevalence_index: float = Field(default=_NAN, description="(both yes - both no) / n; yes/no labels only.")
     bias_index: float = Field(default=_NAN, description="(judge yes - human yes) / n; yes/no labels only.")
+    scale: str | None = Field(default=None, description="The dataset's scale kind (nominal, ordinal or pairwise); "
+                                                        "None where the report did not record it.")
+    weighted_kappa: float | None = Field(default=None, description="Quadratic-weighted kappa; ordinal scales only.")
+    weighted_kappa_ci: list[float] | None = None
+    alpha: float | None = Field(default=None, description="Krippendorff's alpha (ordinal) of judge and reference; "
+                                                          "ordinal scales only.")
+    alpha_ci: list[float] | None = None
+    spearman: float | None = Field(default=None, description="Spearman's rho (mid-ranks); ordinal scales only.")
+    spearman_ci: list[float] | None = None
+    mean_abs_diff: float | None = Field(default=None, description="Mean |judge - human| in levels; ordinal only.")
+    mean_abs_diff_ci: list[float] | None = None
 
 
 def panel_metrics(binary: bool) -> tuple[str, ...]:
@@ -52,34 +66,93 @@ def panel_metrics(binary: bool) -> tuple[str, ...]:
     return PANEL_METRICS + (BINARY_POINT_METRICS if binary else ())
 
 
-def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, categories: list[str],
-                    metrics: tuple[str, ...], *, n_resamples: int, seed: int,
+def scale_metrics(scale: DatasetScale) -> tuple[str, ...]:
+    """Every registered figure a judge row of a dataset on ``scale`` gets, by the scale alone.
+
+    Kappa, accuracy and the prevalence-robust panel on every scale (balanced accuracy is the macro mean over
+    the human classes when there are more than two); the prevalence and bias indices only on two categories;
+    quadratic-weighted kappa, ordinal alpha, Spearman and the mean absolute difference on ordinal scales.
+    Stage figures (over-selection, precision/recall) are the stage's own, on top of these.
+    """
+    return ("kappa", "accuracy", *panel_metrics(scale.binary), *(ORDINAL_METRICS if scale.ordinal else ()))
+
+
+def as_scale(scale: DatasetScale | list[str]) -> DatasetScale:
+    """A scale from a :class:`~personagap.records.DatasetScale` or a bare category list (read as nominal)."""
+    return scale if isinstance(scale, DatasetScale) else DatasetScale(kind="nominal", categories=tuple(scale))
+
+
+def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> pd.Series:
+    """Labels as the scale writes its categories: an ordinal ``3.0`` is the level stored as ``3``.
+
+    Args:
+        labels: Labels (any type; compared as text, ordinal ones as numbers).
+        scale: The dataset's scale.
+        strict: Raise on a label that is not on the scale; else it becomes missing (NaN), e.g. to keep only
+            the labels answering the scale's question.
+
+    Raises:
+        ValueError: With ``strict``, a label that is not on the scale (a nominal label outside its categories,
+            or an ordinal label that is no level of it).
+    """
+    text = labels.astype(str)
+    if scale.ordinal:
+        level_of = {v: c for v, c in zip(scale.levels(), scale.categories, strict=True)}
+        text = text.map(lambda v: level_of.get(_number(v), v))
+    known = text.isin(scale.categories)
+    if strict and not known.all():
+        unknown = sorted(set(text[~known]))[:5]
+        raise ValueError(f"labels {unknown} are not on the {scale.kind} scale {list(scale.categories)}")
+    return text.where(known)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, scale: DatasetScale | list[str],
+                    metrics: tuple[str, ...] | None = None, *, n_resamples: int, seed: int,
                     level: float = 0.95) -> dict[str, Estimate]:
     """Registered metrics of a judge against the reference over the dataset's whole scale.
 
     What :func:`~personagap.analysis.agreement.agreement` computes (same per-user tables, users in sorted id
-    order, same ``resample_weights`` draw), except that the tables span ``categories``, the dataset's scale by
-    :func:`~personagap.analysis.comparable.categories_for`, instead of the labels this one judge happened to
-    give: AC1 and PABAK depend on the number of categories, so every report scores a judge over the same K.
+    order, same ``resample_weights`` draw), except that the tables span the dataset's scale
+    (:func:`personagap.datasets.dataset_records`), in the scale's order, instead of the labels this one judge
+    happened to give: AC1 and PABAK depend on the number of categories, so every report scores a judge over the
+    same K, and ordinal figures read the levels' values.
 
     Args:
         human: Reference labels.
         judge: The judge's labels, aligned with ``human``.
         clusters: User of each item.
-        categories: The dataset's scale (every label in ``human`` and ``judge`` must be in it).
-        metrics: Registered metric names.
+        scale: The dataset's scale (a bare category list is read as nominal); every label must be on it.
+        metrics: Registered metric names; None: :func:`scale_metrics` of the scale.
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
         level: Confidence level.
     """
-    tables, _ = robust.user_tables(human.astype(str), judge.astype(str), clusters, categories)
-    return agreement_estimates(tables, metrics, resample_weights(tables.shape[0], n_resamples, seed), level)
+    s = as_scale(scale)
+    tables, _ = robust.user_tables(on_scale(human, s), on_scale(judge, s), clusters, list(s.categories))
+    return agreement_estimates(tables, scale_metrics(s) if metrics is None else metrics,
+                               resample_weights(tables.shape[0], n_resamples, seed), level,
+                               s.levels() if s.ordinal else None)
+
+
+def alt_test_scoring(scale: DatasetScale) -> Scoring:
+    """How the alternative-annotator test scores alignment on ``scale``.
+
+    Negative RMSE on ordinal levels (the paper's choice for scores), accuracy on categories.
+    """
+    return "neg_rmse" if scale.ordinal else "accuracy"
 
 
 def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
     """:class:`PanelFields` keyword arguments from estimates keyed by metric name (missing ones stay NaN)."""
     out: dict[str, Any] = {}
-    for name in PANEL_METRICS:
+    for name in PANEL_METRICS + ORDINAL_METRICS:
         if name in estimates:
             out[name], out[f"{name}_ci"] = estimates[name].value, ci_list(estimates[name])
     for name in BINARY_POINT_METRICS:
@@ -89,8 +162,9 @@ def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
 
 
 def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
-                  rate_datasets: Iterable[str] | None = None, n_resamples: int,
-                  seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
+                  scales: Mapping[str, DatasetScale] | None = None
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
 
     Args:
@@ -101,13 +175,20 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
         rate_datasets: Only these get estimates (default: all), e.g. the yes/no ones.
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): the alt-test scores an
+            ordinal dataset by negative RMSE (:func:`alt_test_scoring`), and no rate of ``positive`` is
+            estimated on an ordinal scale or one without that category. Datasets missing: nominal, by accuracy.
     """
     tests: list[dict[str, Any]] = []
     rates: list[dict[str, Any]] = []
     runs = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
     rated = None if rate_datasets is None else set(rate_datasets)
     for ds, humans in runs:
-        tests += alt_test_rows(labels, ds, humans=humans)  # type: ignore[arg-type]
+        scale = (scales or {}).get(ds)
+        scoring = alt_test_scoring(scale) if scale is not None else "accuracy"
+        tests += alt_test_rows(labels, ds, humans=humans, scoring=scoring)  # type: ignore[arg-type]
+        if scale is not None and (scale.ordinal or positive not in scale.categories):
+            continue
         if positive is not None and (rated is None or ds in rated):
             rates += estimate_rows(labels, ds, positive=positive, humans=humans,  # type: ignore[arg-type]
                                    n_resamples=n_resamples, seed=seed)

@@ -145,7 +145,12 @@ def _stage_item_kind(stage: str) -> str:
 
 def _scale(item_kind: str, kind: str, declared: list[str], rows: pd.DataFrame) -> DatasetScale:
     if item_kind == "pairwise":
-        return DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+        found = categories_for(rows, PAIRWISE_LABELS)
+        if set(found) <= set(PAIRWISE_LABELS):
+            return DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+        # A dataset that also holds other items (single yes/no answers beside A/B pairs): one nominal scale over
+        # every label, so no label of it falls off its scale.
+        return DatasetScale(kind="nominal", categories=tuple(found))
     if kind == "ordinal":
         judged = rows[rows["rater_kind"].isin(["human", "human_majority", "llm", "trained", "baseline"])]
         found = [str(v) for v in judged["label"].dropna().unique() if _is_number(str(v))]

@@ -23,7 +23,7 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     NAN_ESTIMATE,
-    agreement,
+    Estimate,
     ci_list,
     ci_text,
     fleiss_kappa_ci,
@@ -34,23 +34,37 @@ from personagap.analysis.agreement import (
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     MAJORITY_RULE,
+    SHOWN_LLM_RATING,
+    YES_NO,
     Reference,
     anchored_human_mask,
     blind_human_mask,
+    categories_for,
     comparable_judge_mask,
+    judge_display,
     one_vote_per_rater,
     rater_group,
     reference_labels,
 )
 from personagap.analysis.origins import OriginComparison, OriginField, origin_lines, tag_and_compare, where
 from personagap.analysis.pairwise import pairwise_agreement
-from personagap.analysis.panel import PanelFields, extras_lines, panel_lines, panel_metrics, panel_values, report_extras
+from personagap.analysis.panel import (
+    PanelFields,
+    extras_lines,
+    on_scale,
+    panel_lines,
+    panel_values,
+    report_extras,
+    scale_estimates,
+    scale_metrics,
+)
+from personagap.records import DatasetScale
 
 REFERENCE = "human_majority"
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "judge_agreements", "multi_rater_report",
            "relevance_report", "render_relevance", "report_relevance"]
-_BINARY = {"no": 0, "yes": 1}
-_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1", "accuracy")
+_YES_NO_METRICS = ("over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1")
+"""Stage-2 figures of a yes/no scale ("yes" = selected), on top of the scale's own figures."""
 ANCHORED_TITLE = "anchored (annotators saw an LLM label)"
 
 
@@ -70,16 +84,16 @@ class JudgeAgreement(PanelFields, OriginField):
     kappa: float
     kappa_ci: list[float]
     undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
-    over_selection: float
-    over_selection_ci: list[float]
-    human_yes_rate: float
-    judge_yes_rate: float
-    precision: float
-    precision_ci: list[float]
-    recall: float
-    recall_ci: list[float]
-    f1: float
-    f1_ci: list[float]
+    over_selection: float | None = Field(default=None, description="Yes/no scales only (None otherwise).")
+    over_selection_ci: list[float] | None = None
+    human_yes_rate: float | None = Field(default=None, description="Yes/no scales only.")
+    judge_yes_rate: float | None = Field(default=None, description="Yes/no scales only.")
+    precision: float | None = Field(default=None, description="Yes/no scales only.")
+    precision_ci: list[float] | None = None
+    recall: float | None = Field(default=None, description="Yes/no scales only.")
+    recall_ci: list[float] | None = None
+    f1: float | None = Field(default=None, description="Yes/no scales only.")
+    f1_ci: list[float] | None = None
     accuracy: float
 
 
@@ -102,7 +116,9 @@ class MultiRaterReport(OriginField):
     raters: dict[str, str] = Field(description="Rater -> group ('human', 'llm', 'trained', 'baseline').")
     n_users: int = 0
     groups: list[GroupRow]
-    human_alpha: float = Field(description="Krippendorff's alpha (nominal) among the human annotators.")
+    human_alpha: float = Field(description="Krippendorff's alpha among the human annotators, at the scale's level "
+                                           "(ordinal on ordinal scales, else nominal).")
+    alpha_level: str = "nominal"
     human_alpha_ci: list[float]
     human_fleiss: float = Field(description="Fleiss' kappa on the items rated by the most common number of humans.")
     human_fleiss_ci: list[float]
@@ -138,15 +154,36 @@ class RelevanceReport(BaseModel):
         return json_safe_dict(self.model_dump())
 
 
-def _humans(frame: pd.DataFrame, which: Reference) -> pd.DataFrame:
-    """Individual human yes/no labels of one protocol, one per (item, annotator)."""
+def _humans(frame: pd.DataFrame, which: Reference, scale: DatasetScale) -> pd.DataFrame:
+    """Individual human labels of one protocol on the dataset's scale, one per (item, annotator).
+
+    The anchored three-way rating answers another question than the scale's and is never one of them.
+    """
     mask = blind_human_mask(frame) if which == "blind" else anchored_human_mask(frame)
-    return one_vote_per_rater(frame[mask & (frame["rater_kind"] == "human") & frame["label"].isin(list(_BINARY))])
+    rows = frame[mask & (frame["rater_kind"] == "human") & (frame["condition"] != SHOWN_LLM_RATING)]
+    rows = rows.assign(label=on_scale(rows["label"], scale, strict=False))
+    return one_vote_per_rater(rows[rows["label"].notna()])
+
+
+def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, DatasetScale] | None) -> DatasetScale:
+    """The dataset's stored scale (:func:`personagap.datasets.dataset_records`), else its inferred one.
+
+    Inferred as the reader infers it: nominal over :func:`~personagap.analysis.comparable.categories_for` of its
+    labels.
+    """
+    if scales and dataset in scales:
+        return scales[dataset]
+    return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
+
+
+def judge_metrics(scale: DatasetScale) -> tuple[str, ...]:
+    """Registered figures of a stage-2 judge row: the scale's, plus selection figures on a yes/no scale."""
+    return scale_metrics(scale) + (_YES_NO_METRICS if scale.categories == YES_NO else ())
 
 
 def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
-                     which: Reference = "blind") -> list[JudgeAgreement]:
-    """Compare every comparable judge of ``dataset`` with its human majority.
+                     which: Reference = "blind", scale: DatasetScale | None = None) -> list[JudgeAgreement]:
+    """Compare every comparable judge of ``dataset`` with its human majority, over the dataset's scale.
 
     Args:
         labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
@@ -154,10 +191,12 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
         which: The blind reference (the default, what judges are scored against) or the anchored one.
+        scale: The dataset's scale (:func:`personagap.datasets.dataset_records`); None: :func:`dataset_scale`.
     """
     frame = labels[labels["dataset"] == dataset]
+    scale = scale or dataset_scale(labels, dataset, None)
     reference = reference_labels(frame, which)
-    reference = reference[reference.isin(list(_BINARY))]
+    reference = on_scale(reference, scale, strict=False).dropna()
     if reference.empty:
         return []
     out = []
@@ -169,22 +208,28 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
         if joined.empty and failed.empty:
             continue
         # A judge whose every answer failed still gets a row: its failures are the finding.
-        est = agreement(joined["label_human"].map(_BINARY).to_numpy(), joined["label"].map(_BINARY).to_numpy(),
-                        joined["user_id"].to_numpy(), metrics=_METRICS + panel_metrics(True),
-                        n_resamples=n_resamples, seed=seed)
+        est = scale_estimates(joined["label_human"], joined["label"], joined["user_id"], scale,
+                              judge_metrics(scale), n_resamples=n_resamples, seed=seed)
         reasons = Counter(_reason_kind(e) for e in failed["error"])
         out.append(JudgeAgreement(
-            judge=str(rater) if not condition else f"{rater} [{condition}]", dataset=dataset, rater_kind=str(kind),
+            judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
             condition=str(condition), reference=which, n=len(joined),
             n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
             unmatched=len(parsed) - len(joined),
             kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            over_selection=est["over_selection"].value, over_selection_ci=ci_list(est["over_selection"]),
-            human_yes_rate=est["human_yes_rate"].value, judge_yes_rate=est["judge_yes_rate"].value,
-            precision=est["precision"].value, precision_ci=ci_list(est["precision"]),
-            recall=est["recall"].value, recall_ci=ci_list(est["recall"]),
-            f1=est["f1"].value, f1_ci=ci_list(est["f1"]), accuracy=est["accuracy"].value, **panel_values(est),
+            accuracy=est["accuracy"].value, scale=scale.kind, **_selection(est), **panel_values(est),
         ))
+    return out
+
+
+def _selection(est: Mapping[str, Estimate]) -> dict[str, Any]:
+    # The yes/no figures where the row has them (judge_metrics adds them on a yes/no scale only).
+    out: dict[str, Any] = {}
+    for name in _YES_NO_METRICS:
+        if name in est:
+            out[name] = est[name].value
+            if name not in ("human_yes_rate", "judge_yes_rate"):
+                out[f"{name}_ci"] = ci_list(est[name])
     return out
 
 
@@ -194,7 +239,7 @@ def _reason_kind(error: str) -> str:
 
 
 def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
-                       which: Reference = "blind") -> MultiRaterReport | None:
+                       which: Reference = "blind", scale: DatasetScale | None = None) -> MultiRaterReport | None:
     """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
 
     Args:
@@ -203,12 +248,14 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
         which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
+        scale: The dataset's scale; None: :func:`dataset_scale`.
 
     Returns:
         None when fewer than two humans gave labels of that protocol.
     """
+    scale = scale or dataset_scale(labels, dataset, None)
     frame = labels[(labels["dataset"] == dataset) & labels["label"].notna()]
-    human_rows = _humans(frame, which)
+    human_rows = _humans(frame, which, scale)
     humans = sorted(human_rows["rater"].unique())
     if len(humans) < 2:
         return None
@@ -218,21 +265,28 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     groups = {r: "human" for r in humans} | {str(r): rater_group(str(k)) for r, k in judge_kind.items()
                                                if r not in humans}
     judge_rows = judge_rows[~judge_rows["rater"].isin(humans)]
+    # A judge's label off the scale can only be on an item no human labelled (the scale holds every label given
+    # on human-labelled items), where no pair compares it.
+    judge_rows = judge_rows.assign(label=on_scale(judge_rows["label"], scale, strict=False)).dropna(subset=["label"])
     long = pd.concat([human_rows, judge_rows], ignore_index=True).rename(columns={"user_id": "cluster"})
+    # Labels as codes in the scale's order, so that an ordinal metric reads the levels in order.
+    long = long.assign(label=pd.Categorical(long["label"], categories=scale.categories).codes.astype(np.int64))
+    ordinal = scale.levels() if scale.ordinal else None
     result = pairwise_agreement(long[["item_id", "rater", "label", "cluster"]], groups,
-                                n_resamples=n_resamples, seed=seed)
+                                n_resamples=n_resamples, seed=seed,
+                                metric="weighted_kappa" if scale.ordinal else "kappa", levels=ordinal)
 
     human_long = long[long["rater"].isin(humans)]
-    wide = human_long.pivot(index="item_id", columns="rater", values="label").map(
-        lambda v: _BINARY.get(v, np.nan) if isinstance(v, str) else np.nan)
+    wide = human_long.pivot(index="item_id", columns="rater", values="label").astype(float)
     cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
-    alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), "nominal",
+    level = "ordinal" if scale.ordinal else "nominal"
+    alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level,
                                   n_resamples=n_resamples, seed=seed)
     n_rated = wide.notna().sum(axis=1)
     multi = n_rated[n_rated >= 2]
     modal = int(multi.mode().max()) if not multi.empty else 0
     keep = n_rated == modal
-    counts = np.column_stack([(wide[keep] == v).sum(axis=1) for v in (0, 1)])
+    counts = np.column_stack([(wide[keep] == v).sum(axis=1) for v in range(len(scale.categories))])
     fleiss = (fleiss_kappa_ci(counts, cluster[keep].to_numpy(), n_resamples=n_resamples, seed=seed)
               if modal >= 2 else NAN_ESTIMATE)
 
@@ -245,17 +299,18 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         groups=[GroupRow(pair_type=k, mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa), n_pairs=g.n_pairs,
                          n_users=g.n_users, undefined_resamples=g.mean_kappa.n_undefined)
                 for k, g in result.groups.items()],
-        human_alpha=alpha.value, human_alpha_ci=ci_list(alpha), human_fleiss=fleiss.value,
+        human_alpha=alpha.value, human_alpha_ci=ci_list(alpha), alpha_level=level, human_fleiss=fleiss.value,
         human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
         fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
-        judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed, which=which),
+        judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed, which=which, scale=scale),
     )
 
 
 def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
                      n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                     origins: Mapping[str, str] | None = None) -> RelevanceReport:
+                     origins: Mapping[str, str] | None = None,
+                     scales: Mapping[str, DatasetScale] | None = None) -> RelevanceReport:
     """Build the stage-2 report from stored relevance labels.
 
     Args:
@@ -265,20 +320,24 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
         seed: Bootstrap seed (the same seed gives the same CIs).
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
             missing from it are real.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
+            scored over it. Datasets missing from it: :func:`dataset_scale`.
 
     Returns:
         The report; ``judges`` covers every dataset but the pilot.
     """
     datasets = sorted(set(labels["dataset"])) if not labels.empty else []
+    scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements(labels, ds, n_resamples=n_resamples, seed=seed)]
+              for j in judge_agreements(labels, ds, n_resamples=n_resamples, seed=seed, scale=scale_of[ds])]
     pilot = anchored = None
     notes = []
     if pilot_dataset in datasets:
-        pilot = multi_rater_report(labels, pilot_dataset, n_resamples=n_resamples, seed=seed)
-        anchored = multi_rater_report(labels, pilot_dataset, n_resamples=n_resamples, seed=seed, which="anchored")
+        kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale_of[pilot_dataset]}
+        pilot = multi_rater_report(labels, pilot_dataset, **kw)
+        anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
         frame = labels[labels["dataset"] == pilot_dataset]
-        blind = _humans(frame, "blind")
+        blind = _humans(frame, "blind", scale_of[pilot_dataset])
         if pilot is None:
             notes.append(f"{pilot_dataset}: too few blind labels for human–human agreement or a human ceiling "
                          f"({blind['rater'].nunique()} blind annotator(s), {len(blind)} blind labels).")
@@ -287,9 +346,11 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
             notes.append(f"{pilot_dataset}: {n_anchored} annotators' labels "
                          "given after seeing an LLM's label are reported apart as anchored; they are never blind "
                          "figures or a ceiling.")
+    # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
     alt_test, estimates = report_extras(labels, datasets, positive="yes",
                                         anchored=[pilot_dataset] if pilot_dataset in datasets else [],
-                                        n_resamples=n_resamples, seed=seed)
+                                        rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
+                                        n_resamples=n_resamples, seed=seed, scales=scale_of)
     report = RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
                              estimates=estimates, n_resamples=n_resamples, seed=seed)
     report.origin_comparison = tag_and_compare(
@@ -300,17 +361,23 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
 def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED) -> RelevanceReport:
     """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic."""
+    from personagap.datasets import dataset_records
     from personagap.labels_api import dataset_origins
     from personagap.store import load_labels, opened
 
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage="relevance")
         origins = dataset_origins(con)
-    return relevance_report(labels, n_resamples=n_resamples, seed=seed, origins=origins)
+        scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "relevance"}
+    return relevance_report(labels, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
 
 
-def _fmt(v: float, digits: int = 3) -> str:
-    return "  n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+def _missing(v: float | None) -> bool:
+    return v is None or math.isnan(v)
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    return "  n/a" if v is None or math.isnan(v) else f"{v:.{digits}f}"
 
 
 def _fmt_ci(ci: list[float]) -> str:
@@ -333,7 +400,7 @@ def _multi_rater_lines(p: MultiRaterReport, n_resamples: int) -> list[str]:
     for g in p.groups:
         ci = ci_text(ci=g.ci, n_users=g.n_users, undefined=g.undefined_resamples, n_resamples=n_resamples)
         lines.append(f"{g.pair_type:<18}{_fmt(g.mean_kappa):>11}  {ci:<30}{g.n_pairs:>11}")
-    lines += ["", f"Humans, Krippendorff's alpha (nominal): {_fmt(p.human_alpha)} "
+    lines += ["", f"Humans, Krippendorff's alpha ({p.alpha_level}): {_fmt(p.human_alpha)} "
                   f"{ci_text(ci=p.human_alpha_ci, n_users=p.n_users)}",
               f"Humans, Fleiss' kappa on {p.fleiss_items} items rated by {p.fleiss_raters_per_item} humans: "
               f"{_fmt(p.human_fleiss)} {ci_text(ci=p.human_fleiss_ci, n_users=p.fleiss_users)}"]
@@ -377,10 +444,15 @@ def _judge_table(judges: list[JudgeAgreement], n_resamples: int) -> list[str]:
         rows.append(
             f"{name[:45]:<46}{j.rater_kind[:8]:<9}{j.n:>6}{j.n_users:>6}{j.failures:>6}"
             f"{_fmt(j.human_yes_rate):>10}{_fmt(j.judge_yes_rate):>10}"
-            f"{_fmt(j.over_selection, 2) + ('' if math.isnan(j.over_selection) else 'x'):>9}"
+            f"{_fmt(j.over_selection, 2) + ('' if _missing(j.over_selection) else 'x'):>9}"
             f"{_fmt(j.kappa):>7}  {ci:<16}"
             f"{_fmt(j.precision, 2):>6}{_fmt(j.recall, 2):>7}{_fmt(j.f1, 2):>6}"
         )
+        if j.weighted_kappa is not None:
+            rows.append(f"{'':<4}{j.scale} scale: quadratic-weighted kappa {_fmt(j.weighted_kappa)} "
+                        f"{_fmt_ci(j.weighted_kappa_ci or [math.nan, math.nan])}, Spearman {_fmt(j.spearman)}, "
+                        f"Krippendorff's alpha (ordinal) {_fmt(j.alpha)}, mean absolute difference "
+                        f"{_fmt(j.mean_abs_diff, 2)}")
         if j.undefined_resamples:
             rows.append(f"{'':<4}kappa undefined in {j.undefined_resamples}/{n_resamples} resamples "
                         "(left out of its CI)")
