@@ -14,13 +14,15 @@ import math
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
-from personagap.records import Run
-from personagap.store import git_sha, now
+from personagap.datasets import record_meta
+from personagap.records import DatasetRecord, DatasetScale, ItemKind, Run, ScaleKind, Stage
+from personagap.store import RELEASE_KEY, ImportBatch, git_sha, now
 
 T = TypeVar("T")
 
@@ -186,14 +188,62 @@ def read_bytes(path: str | Path) -> bytes:
         raise DataError(path, None, None, f"cannot read: {reason}") from exc
 
 
-def run_id_for(path: str | Path) -> str:
-    """The run id of an imported file: a hash of its absolute, resolved path.
+@dataclass(frozen=True)
+class Release:
+    """A release being imported: what names its files in the store, wherever its folder lies.
 
-    The path, not the content, names the run: a re-import of a changed file replaces what its
-    earlier import wrote (see :func:`personagap.store.write_batch`), and a byte-identical file
-    under another name is another run.
+    A file's identity is ``<adapter>:<prefix><path relative to root>`` (e.g.
+    ``recenter:stage2/llm_relevance/gpt-5.4.jsonl``), not its absolute path: a re-import of a release
+    copied or moved to another folder replaces what the earlier import wrote, labels of rows that are gone
+    included (see :func:`personagap.store.write_batch`).
+
+    Attributes:
+        adapter: The importer's name (``recenter``, ``laps``, ...).
+        root: The folder file paths are taken relative to (a single file's own folder).
+        prefix: Put before the relative path: a team's own files (``extraction-jsonl``) are told apart by
+            their folder's name, published releases need none (there is one Re-Centering release).
     """
-    return "import-" + hashlib.sha256(real_path(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+    adapter: str
+    root: Path
+    prefix: str = ""
+
+    @classmethod
+    def of(cls, adapter: str, path: str | Path, *, named_by_folder: bool = False) -> Release:
+        """The release read from ``path``: a folder (the release root) or one file of it (its folder)."""
+        path = Path(path)
+        root = path if path.is_dir() else path.parent
+        prefix = (Path(os.path.abspath(root)).name + "/") if named_by_folder else ""
+        return cls(adapter, root, prefix)
+
+    @property
+    def scope(self) -> str:
+        """What every file identity of this release starts with."""
+        return f"{self.adapter}:{self.prefix}"
+
+    def file(self, path: str | Path) -> str:
+        """``path`` relative to the release root, with ``/`` separators (the prefix included)."""
+        given, root = os.path.abspath(path), os.path.abspath(self.root)
+        if os.path.commonpath([given, root]) != root:  # reached through a symlink: compare real paths
+            given, root = real_path(path), real_path(self.root)
+        relative = os.path.relpath(given, root) if os.path.commonpath([given, root]) == root else Path(path).name
+        return self.prefix + Path(relative).as_posix()
+
+    def identity(self, path: str | Path) -> str:
+        """The store's name of one file of this release (what its run id hashes)."""
+        return f"{self.adapter}:{self.file(path)}"
+
+
+def run_id_for(path: str | Path, release: Release | None = None) -> str:
+    """The run id of an imported file: a hash of its release identity (else of its absolute, resolved path).
+
+    Where the file is, not its content, names the run: a re-import of a changed file replaces what its
+    earlier import wrote (see :func:`personagap.store.write_batch`), and a byte-identical file under
+    another name is another run. With ``release``, the identity is the file's place in the release
+    (:meth:`Release.identity`), so a copy of the release in another folder is the same run.
+    """
+    key = release.identity(path) if release is not None else real_path(path)
+    return "import-" + hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 def real_path(path: str | Path) -> str:
@@ -202,12 +252,44 @@ def real_path(path: str | Path) -> str:
     return os.path.realpath(path)
 
 
-def import_run(path: str | Path, data: bytes, rater: str | None, parameters: dict[str, Any] | None = None) -> Run:
-    """The ``runs`` row of one imported file (``data`` = its bytes, whose hash the row records)."""
+def import_run(path: str | Path, data: bytes, rater: str | None, parameters: dict[str, Any] | None = None,
+               *, release: Release | None = None) -> Run:
+    """The ``runs`` row of one imported file (``data`` = its bytes, whose hash the row records).
+
+    Args:
+        path: The file.
+        data: Its bytes.
+        rater: The rater its labels come from, if one.
+        parameters: Recorded with the run.
+        release: The release the file belongs to: its identity (``parameters.release``) names the run,
+            so a re-import from another folder replaces it. Without one the absolute path does.
+    """
     digest = hashlib.sha256(data).hexdigest()[:16]
-    return Run(run_id=run_id_for(path), kind="import", source=str(path), rater=rater, git_sha=git_sha(),
+    named = {RELEASE_KEY: release.identity(path)} if release is not None else {}
+    return Run(run_id=run_id_for(path, release), kind="import", source=str(path), rater=rater, git_sha=git_sha(),
                started_at=now(), finished_at=now(), status="finished",
-               parameters={"sha256_prefix": digest, "path": real_path(path)} | (parameters or {}))
+               parameters={"sha256_prefix": digest, "path": real_path(path)} | named | (parameters or {}))
+
+
+def declare(batch: ImportBatch, stage: Stage, dataset: str, item_kind: ItemKind, scale: ScaleKind,
+            categories: tuple[str, ...], question: str, *, with_origin: bool = True) -> None:
+    """Store the record of one dataset of a release with the batch (what raters were asked, on what scale).
+
+    Args:
+        batch: The import's batch (its ``meta`` is written in the import's transaction).
+        stage: The dataset's stage.
+        dataset: The dataset key.
+        item_kind: What one item is.
+        scale: The scale kind.
+        categories: The declared categories (ordinal: levels low to high).
+        question: The question the study put to its raters.
+        with_origin: Also record the dataset's users as real (a published study's); False leaves an origin
+            set earlier (``import labels --origin``) as it is.
+    """
+    record = DatasetRecord(stage=stage, dataset=dataset, item_kind=item_kind,
+                           scale=DatasetScale(kind=scale, categories=categories), question=question, declared=True)
+    entries = record_meta(record)
+    batch.meta.update(entries if with_origin else {k: v for k, v in entries.items() if not k.startswith("origin:")})
 
 
 def _decode_error(path: Path, line: int | None, exc: orjson.JSONDecodeError) -> DataError:

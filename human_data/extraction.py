@@ -34,11 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from personagap.analysis.extraction import ExtractedAttribute, attributes_label, normalise_attribute
+from personagap.datasets import default_question
 from personagap.human_data._jsonl import (
     DataError,
+    Release,
     Row,
     clip,
     cut,
+    declare,
     import_run,
     no_rows,
     read_bytes,
@@ -49,6 +52,7 @@ from personagap.human_data._jsonl import (
 from personagap.records import VERIFICATION_LABELS, Item, Label, RaterKind, Stage, User, item_id
 from personagap.store import ImportBatch
 
+ADAPTER = "extraction-jsonl"
 DEFAULT_DATASET = "extraction-import"
 STAGE: Stage = "extraction"
 VERDICT_KINDS: tuple[str, ...] = ("human", "llm")
@@ -99,11 +103,19 @@ def load_extraction(path: str | Path) -> ExtractionImport:
         DataError: A row deviates from the format; the message names file, line and field.
     """
     result = ExtractionImport()
+    files = extraction_files(path)
+    # A team's own files, not a published release: its folder's name tells one team's output from another's.
+    release = Release.of(ADAPTER, path, named_by_folder=True)
     if Path(path).is_dir():
+        result.batch.releases.append(release.scope)
         result.batch.folders.append(real_path(path))
     state = _State()
-    for file in extraction_files(path):
-        _load_file(file, result, state)
+    for file in files:
+        _load_file(file, result, state, release)
+    # A team's own users: whether they are real is the team's to say (import labels --origin), not this import's.
+    for dataset in sorted({item.dataset for item in result.batch.items.values()}):
+        declare(result.batch, STAGE, dataset, "verification", "nominal", VERIFICATION_LABELS,
+                default_question(STAGE, "verification"), with_origin=False)
     return result
 
 
@@ -116,9 +128,9 @@ class _State:
     """Items the current file's rows mention (shared conversations and gold included)."""
 
 
-def _load_file(path: Path, result: ExtractionImport, state: _State) -> None:
+def _load_file(path: Path, result: ExtractionImport, state: _State, release: Release) -> None:
     data = read_bytes(path)
-    run = import_run(path, data, None, {"adapter": "extraction-jsonl"})
+    run = import_run(path, data, None, {"adapter": ADAPTER}, release=release)
     result.batch.runs.append(run)
     count = 0
     for row in read_jsonl(path, data):

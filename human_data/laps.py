@@ -30,21 +30,27 @@ from pathlib import Path
 
 from personagap.human_data._jsonl import (
     DataError,
+    Release,
     Row,
     clip,
     cut,
+    declare,
     import_run,
     parse_json,
     read_bytes,
     real_path,
     require_exists,
 )
-from personagap.records import Item, Stage, User, item_id
+from personagap.records import VERIFICATION_LABELS, Item, Stage, User, item_id
 from personagap.store import ImportBatch
 
+ADAPTER = "laps"
 DATASET = "laps"
 STAGE: Stage = "extraction"
 ROLES = ("User", "Assistant")
+QUESTION = ("Is this attribute supported by the conversation? (ok / bad / unsure) Gold: the preferences the user "
+            "who held the conversation wrote or checked.")
+"""What LAPS's extractors are judged on: an attribute verified against the dialogue, recall against the gold."""
 _FILE = re.compile(r"^(?P<topic>[a-z]+)_dataset_(?P<split>[a-z]+)\.json$")
 
 
@@ -99,15 +105,19 @@ def load_laps(path: str | Path) -> LapsImport:
             the JSON path of the offending field.
     """
     result = LapsImport()
+    files = laps_files(path)
+    release = Release.of(ADAPTER, path)
     if Path(path).is_dir():
+        result.batch.releases.append(release.scope)
         result.batch.folders.append(real_path(path))
     seen_units: dict[str, str] = {}
-    for file in laps_files(path):
-        _load_file(file, result, seen_units)
+    for file in files:
+        _load_file(file, result, seen_units, release)
+    declare(result.batch, STAGE, DATASET, "verification", "nominal", VERIFICATION_LABELS, QUESTION)
     return result
 
 
-def _load_file(path: Path, result: LapsImport, seen_units: dict[str, str]) -> None:
+def _load_file(path: Path, result: LapsImport, seen_units: dict[str, str], release: Release) -> None:
     match = _FILE.match(path.name)
     split = match["split"] if match else None
     raw = read_bytes(path)
@@ -116,7 +126,7 @@ def _load_file(path: Path, result: LapsImport, seen_units: dict[str, str]) -> No
         raise DataError(path, None, None, f"expected a JSON list of workers, got {type(data).__name__}")
     if not data:
         raise DataError(path, None, None, "the file holds no workers: nothing to import")
-    run = import_run(path, raw, None, {"adapter": "laps"})
+    run = import_run(path, raw, None, {"adapter": ADAPTER}, release=release)
     result.batch.runs.append(run)
     before = set(result.batch.items)
     for w_index, obj in enumerate(data):

@@ -31,13 +31,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from personagap.analysis.comparable import ANCHORED_MAJORITY, BLIND, CONVERTED_SHOWN_LLM, SHOWN_LLM, SHOWN_LLM_RATING
+from personagap.analysis.comparable import (
+    ANCHORED_MAJORITY,
+    BLIND,
+    CONVERTED_SHOWN_LLM,
+    SHOWN_LLM,
+    SHOWN_LLM_RATING,
+    YES_NO,
+)
 from personagap.analysis.comparable import majority_label as _majority_label
 from personagap.human_data._jsonl import (
     DataError,
+    Release,
     Row,
     clip,
     cut,
+    declare,
     import_run,
     no_rows,
     read_bytes,
@@ -45,9 +54,22 @@ from personagap.human_data._jsonl import (
     real_path,
     require_exists,
 )
-from personagap.records import Attribute, Item, Prompt, RaterKind, Stage, User, item_id, item_ids
+from personagap.records import (
+    PAIRWISE_LABELS,
+    Attribute,
+    Item,
+    ItemKind,
+    Prompt,
+    RaterKind,
+    ScaleKind,
+    Stage,
+    User,
+    item_id,
+    item_ids,
+)
 from personagap.store import ImportBatch
 
+ADAPTER = "recenter"
 STAGE2 = "recenter-stage2"
 PILOT = "recenter-pilot"
 HUMAN_MAJORITY = "human_majority"
@@ -59,6 +81,22 @@ _JOINED = ("human_majority", "llm")  # the rater kinds whose join coverage an im
 CONVERTED_NOTE = "[converted from task2]"
 """A pilot task-3 row's note (stripped) when the row copies the annotator's task-2 labels (given after seeing
 an LLM's label): stored under :data:`~personagap.analysis.comparable.CONVERTED_SHOWN_LLM`, never as blind."""
+_RELEVANCE_QUESTION = ("Is this attribute of the user relevant to answering this prompt: would knowing it change "
+                       "a good answer? (yes / no)")
+RECORDS: dict[tuple[Stage, str], tuple[ItemKind, ScaleKind, tuple[str, ...], str]] = {
+    ("relevance", STAGE2): ("relevance", "nominal", YES_NO, _RELEVANCE_QUESTION + " Human label: the majority of "
+                            "3 crowd annotators."),
+    ("response", STAGE2): ("pairwise", "pairwise", PAIRWISE_LABELS,
+                           "Which answer would this user prefer: the generic one, or the one written with the "
+                           "attributes humans judged relevant? (no human verdict in the release)"),
+    ("relevance", PILOT): ("relevance", "nominal", YES_NO, _RELEVANCE_QUESTION + " (The pilot's 3-way task-2 "
+                           "rating answers another question and is kept apart, under shown-llm-rating.)"),
+    ("extraction", PILOT): ("verification", "nominal", TASK1_JUDGMENTS,
+                            "Is this attribute, extracted from the user's conversations, supported by them? "
+                            "(ok / bad / unsure)"),
+}
+"""The record of every dataset the release holds (:func:`personagap.datasets.record_meta`): item kind, scale,
+categories and the question the study's raters answered."""
 _ANNOTATION_FILE = re.compile(r"^(?P<annotator>.+)_task(?P<task>[123])\.jsonl$")
 
 
@@ -103,8 +141,9 @@ class RecenterImport:
 class _Builder:
     """Collects validated records and rejects duplicate keys with their location."""
 
-    def __init__(self, result: RecenterImport) -> None:
+    def __init__(self, result: RecenterImport, release: Release) -> None:
         self.result = result
+        self.release = release
         self.batch = result.batch
         self._seen: dict[tuple[str, str, str], tuple[Path | str, int | str | None]] = {}
         self._item_ids: dict[tuple[str, str, int], dict[str, str]] = {}
@@ -119,9 +158,9 @@ class _Builder:
         coverage, kept as labels arrive (a pass over 10^6 labels afterwards costs seconds)."""
 
     def read(self, path: Path, rater: str | None, *, owning: bool = False) -> tuple[str, Iterator[Row]]:
-        """Read ``path`` once: its run (id from the path; see ``_jsonl.run_id_for``) and its rows."""
+        """Read ``path`` once: its run (id from its place in the release; see ``_jsonl.Release``) and its rows."""
         data = read_bytes(path)
-        run = import_run(path, data, rater)
+        run = import_run(path, data, rater, release=self.release)
         self.batch.runs.append(run)
         self.run, self.owning = run.run_id, owning
         return run.run_id, read_jsonl(path, data)
@@ -226,13 +265,20 @@ def load_recenter(root: str | Path) -> RecenterImport:
     if not stage2.is_dir() and not pilot.is_dir():
         raise DataError(root, None, None, "not a Re-Centering release: expected a stage2/ or pilot/ folder")
     result = RecenterImport()
-    result.batch.folders.append(real_path(root))  # the release folder is the unit: a file deleted from it goes
-    builder = _Builder(result)
+    release = Release.of(ADAPTER, root)
+    # The release is the unit, wherever it lies: a file deleted from it goes (folders: runs named by path).
+    result.batch.releases.append(release.scope)
+    result.batch.folders.append(real_path(root))
+    builder = _Builder(result, release)
     if stage2.is_dir():
         _load_stage2(stage2, builder)
     if pilot.is_dir():
         _load_pilot(pilot, builder)
     result.coverage = _coverage(builder.labelled)
+    present = {(item.stage, item.dataset) for item in result.batch.items.values()}
+    for (stage, dataset), (kind, scale, categories, question) in RECORDS.items():
+        if (stage, dataset) in present:
+            declare(result.batch, stage, dataset, kind, scale, categories, question)
     return result
 
 

@@ -102,6 +102,10 @@ _MIGRATIONS: dict[int, str] = {
 _TABLE_SINCE = {"import_items": 2}
 """Tables added by a migration: a read-only reader of an older database does without them."""
 
+RELEASE_KEY = "release"
+"""Key of an import run's ``parameters`` holding its file's release identity (``recenter:stage2/...``): what
+names the run, wherever the release lies (``human_data/_jsonl.Release``)."""
+
 _T = TypeVar("_T")
 _LOCK_MARKERS = ("Conflicting lock", "Could not set lock", "database is locked")
 
@@ -199,7 +203,8 @@ def attached(con: duckdb.DuckDBPyConnection, path: str | Path,
     path = Path(path)
     _check_location(path, read_only=False)
     home = con.execute("SELECT current_database()").fetchall()[0][0]
-    _while_locked(path, wait_seconds, lambda: con.execute(f"ATTACH {_sql_text(str(path))} AS _store"))
+    # The path is bound, never spliced into the SQL text (it may hold quotes).
+    _while_locked(path, wait_seconds, lambda: con.execute("ATTACH ? AS _store", [str(path)]))
     try:
         con.execute("USE _store")
         _ensure_schema(con, path, read_only=False, force=FORCE_SCHEMA)
@@ -210,10 +215,6 @@ def attached(con: duckdb.DuckDBPyConnection, path: str | Path,
         with contextlib.suppress(duckdb.Error):
             con.execute(f"USE {home}")
             con.execute("DETACH _store")
-
-
-def _sql_text(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 @contextlib.contextmanager
@@ -538,6 +539,11 @@ class ImportBatch:
         self.folders: list[str] = []
         """Real paths of folders this import reads completely: files imported from them before that the batch
         no longer holds (deleted from the release) have their rows removed too."""
+        self.releases: list[str] = []
+        """Scopes of releases this import reads completely (``recenter:``; see ``_jsonl.Release.scope``): files
+        of the release imported before, from whatever folder, that the batch no longer holds go too."""
+        self.meta: dict[str, str] = {}
+        """Meta entries written with the batch (dataset records: :func:`personagap.datasets.record_meta`)."""
         self.owned: dict[str, set[str]] = {}
         """Run id -> the items its file mentions. A re-import removes items a file mentioned before and no
         longer does, once no file and no label refers to them (see :func:`write_batch`)."""
@@ -667,13 +673,14 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
             labels = columns_table("labels", {
                 c: [getattr(lab, c) for lab in batch.labels] + bulk[c] for c in TABLES["labels"][0]})
             t["labels"] = upsert_counted(con, "labels", labels)
-            gone = _gone_runs(con, batch)
-            remove_stale(con, summary, [r.run_id for r in batch.runs] + [g for g, _ in gone], labels, items,
-                         _owned_table(batch))
-            if gone:
-                con.execute("DELETE FROM runs WHERE run_id IN (SELECT unnest(?))", [[g for g, _ in gone]]).fetchall()
-                summary.tables["runs"] = replace(summary["runs"], removed=len(gone))
+            gone, superseded = _gone_runs(con, batch), _superseded_runs(con, batch)
+            dropped = [g for g, _ in gone] + superseded
+            remove_stale(con, summary, [r.run_id for r in batch.runs] + dropped, labels, items, _owned_table(batch))
+            if dropped:
+                con.execute("DELETE FROM runs WHERE run_id IN (SELECT unnest(?))", [dropped]).fetchall()
+                summary.tables["runs"] = replace(summary["runs"], removed=len(dropped))
                 summary.gone = [source for _, source in gone]
+            set_meta(con, batch.meta)
             try:
                 con.execute("COMMIT")
             except (duckdb.TransactionException, duckdb.IOException) as exc:
@@ -690,17 +697,54 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
 
 
 def _gone_runs(con: duckdb.DuckDBPyConnection, batch: ImportBatch) -> list[tuple[str, str]]:
-    """(run id, source) of earlier imports of files under ``batch.folders`` that this batch does not hold."""
-    if not batch.folders:
+    """(run id, source) of earlier imports of files deleted from a release (or folder) this batch reads completely.
+
+    A release is matched by its identity scope, wherever it was imported from; a folder by its real path.
+    """
+    if not batch.folders and not batch.releases:
         return []
     prefixes = [f.rstrip("/") + "/" for f in batch.folders]
-    rows = con.execute("""
+    rows = con.execute(f"""
         SELECT run_id, source FROM runs
         WHERE kind = 'import' AND run_id NOT IN (SELECT unnest(?))
-          AND list_bool_or([starts_with(json_extract_string(parameters, '$.path'), p) FOR p IN ?])
+          AND (list_bool_or([starts_with(json_extract_string(parameters, '$.path'), p) FOR p IN ?])
+               OR list_bool_or([starts_with(json_extract_string(parameters, '$.{RELEASE_KEY}'), s) FOR s IN ?]))
         ORDER BY source
-    """, [[r.run_id for r in batch.runs], prefixes]).fetchall()
+    """, [[r.run_id for r in batch.runs], prefixes, batch.releases]).fetchall()
     return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def _superseded_runs(con: duckdb.DuckDBPyConnection, batch: ImportBatch) -> list[str]:
+    """Runs written before releases had identities (named by absolute path) of the files this batch imports.
+
+    Such a run is the same file of the same release when its path ends with the file's place in the release
+    (``/stage2/llm_relevance/gpt-5.4.jsonl``) and it has the same rater and adapter: the batch replaces it, so
+    a store written by an older PersonaGap follows a re-import from a new folder too.
+    """
+    named = [(r.run_id, str(r.parameters[RELEASE_KEY]).partition(":")[2], r.rater, r.parameters.get("adapter"))
+             for r in batch.runs if r.parameters and RELEASE_KEY in r.parameters]
+    if not named:
+        return []
+    rows = con.execute(f"""
+        SELECT DISTINCT o.run_id FROM runs o, (SELECT unnest(?) AS run_id, unnest(?) AS file, unnest(?) AS rater,
+                                                      unnest(?) AS adapter) n
+        WHERE o.kind = 'import' AND o.run_id <> n.run_id
+          AND json_extract_string(o.parameters, '$.{RELEASE_KEY}') IS NULL
+          AND ends_with(json_extract_string(o.parameters, '$.path'), '/' || n.file)
+          AND o.rater IS NOT DISTINCT FROM n.rater
+          AND json_extract_string(o.parameters, '$.adapter') IS NOT DISTINCT FROM n.adapter
+          AND o.run_id NOT IN (SELECT unnest(?))
+        ORDER BY o.run_id
+    """, [[n[0] for n in named], [n[1] for n in named], [n[2] for n in named], [n[3] for n in named],
+          [r.run_id for r in batch.runs]]).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def set_meta(con: duckdb.DuckDBPyConnection, values: dict[str, str]) -> None:
+    """Insert or replace meta entries, bound as parameters (within the caller's transaction)."""
+    if values:
+        con.execute("INSERT INTO meta SELECT unnest(?), unnest(?) ON CONFLICT (key) DO UPDATE SET value = "
+                    "excluded.value", [list(values), list(values.values())]).fetchall()
 
 
 def _owned_table(batch: ImportBatch) -> pa.Table:
