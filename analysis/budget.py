@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ from personagap.analysis.alt_test import (
     indicators,
     one_sided_p_rows,
 )
+from personagap.analysis.comparable import categories_for
 from personagap.analysis.robust import HumanSet, human_reference, individual_humans, judge_labels, user_tables
 
 DEFAULT_HALFWIDTH = 0.05
@@ -254,7 +255,8 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
               humans: HumanSet = "blind", halfwidth: float = DEFAULT_HALFWIDTH, power: float = DEFAULT_POWER,
               epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q, scoring: Scoring = "accuracy",
               min_humans_per_item: int = MIN_HUMANS_PER_ITEM, min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR,
-              simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED) -> Plan:
+              simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED,
+              declared: Mapping[str, Iterable[str]] | None = None) -> Plan:
     """The label budget of every judge of one stage's datasets.
 
     Args:
@@ -271,6 +273,8 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
         min_items_per_annotator: The test's minimum items per annotator (also the smallest budget offered).
         simulations: Simulated studies per candidate size.
         seed: Seed of every simulation.
+        declared: Per dataset, its declared categories (the dataset record's scale); the tables are coded over
+            :func:`~personagap.analysis.comparable.categories_for` of them and the labels, as in every report.
     """
     kappa_rows: list[KappaBudget] = []
     alt_rows: list[AltTestBudget] = []
@@ -279,7 +283,7 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
         ref = human_reference(frame, humans)
         people = individual_humans(frame, humans)
         judges = list(judge_labels(frame))
-        categories = sorted(set(ref["label"]).union(*(set(j.labels) for j in judges))) if not ref.empty else []
+        categories = categories_for(frame, (declared or {}).get(dataset))
         for j in judges:
             base: dict[str, Any] = {"judge": j.judge, "dataset": dataset, "rater_kind": j.rater_kind, "humans": humans}
             shared = j.labels.index.intersection(ref.index)

@@ -21,10 +21,26 @@ A label has a rater kind and a condition (the protocol it was given under). The 
 
 Majorities follow one rule, :func:`majority_label`: the unique most frequent label among the
 humans of an item; a tie (e.g. two "yes", two "no") is *undecided* and gives no reference.
-The reference of an item (:func:`reference_labels` for frames, :func:`reference_sql` for queries)
-is the stored ``human_majority`` label of that protocol when its rows agree, otherwise
-:func:`majority_label` of the individual humans' labels; blind and anchored references are built
-apart and never mixed.
+
+The human reference of an item (:func:`reference_labels` for frames, :func:`reference_sql` for queries,
+the only two implementations; every report, ``diagnose``, the dashboard, the panel, alt-test, estimates,
+``plan``, ``optimize`` and Annotate read it through them). Blind and anchored references are built apart
+with the same steps and never mixed:
+
+1. **A stored majority stands.** When the item has ``human_majority`` rows of that protocol and they all
+   give the same label, that label is the reference. A stored majority summarises voters whose own labels
+   the store does not hold (Re-Centering's three crowd annotators), so an individual label given later
+   (a team member on the Annotate page, a second import) cannot join that vote: one new "no" cannot be
+   weighed against voters nobody can see, and letting it in would make every judge's kappa move each time
+   somebody adds one label. Such later labels are **extra raters**: they count in human–human agreement,
+   the alternative-annotator test and the Annotate page's comparison, never in the reference.
+2. **Conflicting stored majorities say nothing.** When the item's stored majority rows disagree (two
+   files, two aggregations), none of them is the reference (never "the first row read", which depends on
+   row order); the item is treated as if it had no stored majority.
+3. **Otherwise the individual votes decide**: :func:`majority_label` over one vote per person
+   (:func:`one_vote_per_rater`; a person's anchored labels ranked by :data:`ANCHORED_ORDER`; the anchored
+   three-way rating is never a vote). A tie, or no vote, leaves the item without a reference (undecided).
+   Here every voter is known, so a later individual label simply joins the vote.
 
 Rater groups (:func:`rater_group`): every human is ``human``; a judge's group is its kind, so an
 agreement table has ``human–llm`` and ``human–trained`` rows, never a trained model among the LLMs.
@@ -146,14 +162,25 @@ def rater_group(rater_kind: str) -> str:
 
 
 def judge_display(rater: str, condition: str) -> str:
-    """The one display name of a judge (also its key when reports and pages join rows): the rater, plus
-    ``[condition]`` when the protocol is not the default one.
+    """The one display name of a judge, also its key when reports and pages join rows.
+
+    The rater, plus ``[condition]`` when the protocol is not the default one.
 
     Args:
         rater: The label's rater key (judge, version and model for LLM judges).
         condition: The protocol the labels were given under ('' is the standard one).
     """
     return f"{rater} [{condition}]" if condition else rater
+
+
+def judge_display_sql(alias: str = "l") -> str:
+    """SQL expression (static text): :func:`judge_display` of the label of table alias ``alias``.
+
+    For queries that group or join by judge: the same text as :func:`judge_display`, so a figure computed in
+    SQL and one computed in pandas carry the same key.
+    """
+    return (f"(CASE WHEN {alias}.condition = '' THEN {alias}.rater "
+            f"ELSE {alias}.rater || ' [' || {alias}.condition || ']' END)")
 
 
 Reference = Literal["blind", "anchored"]

@@ -16,6 +16,12 @@ report, per judge and beside the classical human-only estimate:
 * **human only** — the mean of the human reference with the clustered-bootstrap CI (and, for a
   like-for-like comparison with PPI, ppi_py's classical item-level interval).
 
+Every user-clustered CI (naive, Rogan–Gladen, human only) follows the project's one CI rule: it is built by
+:func:`~personagap.analysis.agreement.bootstrap_estimate` (no CI below
+:data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users, resamples where a figure is undefined counted
+in ``ci_undefined``), and ``ci_note`` says why a row has none. ppi_py's intervals (``ppi_ci``,
+``human_only_ci_iid``) are item-level, not a bootstrap over users, and stay as ppi_py gives them.
+
 The quantity is the share of one label (``positive``, default "yes") among the human reference labels;
 any other label counts as not positive. Human and judge labels are chosen by
 :mod:`personagap.analysis.comparable` (via :mod:`personagap.analysis.robust`'s helpers).
@@ -36,11 +42,14 @@ from pydantic import BaseModel, Field
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    MIN_USERS_FOR_CI,
+    Estimate,
     FloatArray,
     _div,
+    bootstrap_estimate,
     bootstrap_tables,
+    ci_list,
     json_safe_dict,
-    percentile_interval,
     resample_weights,
 )
 from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
@@ -69,6 +78,17 @@ class EstimateRow(BaseModel):
     n_judge: int = Field(description="Items the judge labelled (parsed).")
     n_both: int = Field(description="Items with both: where sensitivity, specificity and PPI's rectifier come from.")
     n_users: int
+    ci_undefined: dict[str, int] = Field(
+        default_factory=dict, description="Per bootstrap CI (naive, rogan_gladen, human_only), the resamples where "
+                                          "the figure was undefined (left out of the interval).")
+    ci_note: str | None = Field(default=None, description="Why the row has no CI (too few users), else null.")
+
+
+def too_few_users_note(n_users: int) -> str | None:
+    """Why a figure over ``n_users`` users has no CI (the one CI rule), or None when it has one."""
+    if n_users >= MIN_USERS_FOR_CI:
+        return None
+    return f"too few users for a CI: {n_users} user{'s' if n_users != 1 else ''}, {MIN_USERS_FOR_CI} needed"
 
 
 def rogan_gladen(apparent: npt.ArrayLike, sensitivity: npt.ArrayLike, specificity: npt.ArrayLike) -> FloatArray:
@@ -153,35 +173,36 @@ def _resample_weights(n_clusters: int, n_resamples: int, seed: int) -> FloatArra
 
 
 def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
-               seed: int = DEFAULT_SEED, level: float = 0.95) -> tuple[float, list[float], list[float]]:
+               seed: int = DEFAULT_SEED, level: float = 0.95) -> tuple[Estimate, list[float]]:
     """The classical human-only estimate: the share of ``positive`` among the human reference labels.
 
     Returns:
-        ``(rate, user-clustered bootstrap CI, classical item-level CI from ppi_py)``.
+        The user-clustered bootstrap :class:`~personagap.analysis.agreement.Estimate` (no CI below the minimum
+        number of users) and ppi_py's classical item-level CI.
     """
     # Item order fixes the order of floating-point sums (ppi_py's variances): sort so a store read in any row order
     # (an export -> import round trip) gives identical figures.
     reference = reference.sort_index(kind="stable")
     y = (reference["label"] == positive).to_numpy(dtype=float)
+    nan = float("nan")
     if y.size == 0:
-        nan = float("nan")
-        return nan, [nan, nan], [nan, nan]
+        return Estimate(nan, (nan, nan), 0), [nan, nan]
     ids, index = sorted_codes(reference["user_id"].astype(str).to_numpy())
     per_user = np.column_stack([np.bincount(index, weights=y, minlength=len(ids)),
                                 np.bincount(index, minlength=len(ids)).astype(float)])
     boot = bootstrap_tables(per_user, _resample_weights(len(ids), n_resamples, seed))
-    ci = list(percentile_interval(_div(boot[:, 0], boot[:, 1]), level))
-    iid = [float("nan"), float("nan")]
+    est = bootstrap_estimate(float(y.mean()), _div(boot[:, 0], boot[:, 1]), len(ids), level)
+    iid = [nan, nan]
     if y.size >= 2:
         lo, hi = ppi_py.classical_mean_ci(y, alpha=1.0 - level)
         iid = [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])]
-    return float(y.mean()), ci, iid
+    return est, iid
 
 
 def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str, positive: str = "yes",
                     humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                     level: float = 0.95,
-                    human_only: tuple[float, list[float], list[float]] | None = None) -> EstimateRow:
+                    human_only: tuple[Estimate, list[float]] | None = None) -> EstimateRow:
     """Naive, Rogan–Gladen, PPI++ and human-only estimates of the human rate of ``positive`` for one judge.
 
     Args:
@@ -201,7 +222,8 @@ def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str
     counts, ids = user_counts(judge.labels, reference["label"], users, positive)
     naive, se, sp, rg = (float(x) for x in _rates(counts.sum(axis=0)))
     boot = _rates(bootstrap_tables(counts, _resample_weights(len(ids), n_resamples, seed)))
-    naive_ci, rg_ci = (list(percentile_interval(b, level)) for b in (boot[0], boot[3]))
+    naive_est = bootstrap_estimate(naive, boot[0], len(ids), level)
+    rg_est = bootstrap_estimate(rg, boot[3], len(ids), level)
 
     # Sorted item ids: PPI's sums then run in one order whatever order the rows came in.
     labelled = judge.labels.index.intersection(reference.index).sort_values()
@@ -210,13 +232,17 @@ def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str
     yhat = (judge.labels.loc[labelled] == positive).to_numpy(dtype=float)
     yhat_u = (judge.labels.loc[unlabelled] == positive).to_numpy(dtype=float)
     ppi, ppi_ci = _ppi(y, yhat, yhat_u, level)
-    human, human_ci, human_iid = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples,
-                                                          seed=seed, level=level)
+    human, human_iid = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed,
+                                                level=level)
     return EstimateRow(
         judge=judge.judge, dataset=dataset, quantity=f"{positive}_rate", rater_kind=judge.rater_kind, humans=humans,
-        naive=naive, naive_ci=naive_ci, sensitivity=se, specificity=sp, rogan_gladen=rg, rogan_gladen_ci=rg_ci,
-        ppi=ppi, ppi_ci=ppi_ci, human_only=human, human_only_ci=human_ci, human_only_ci_iid=human_iid,
-        n_human=len(reference), n_judge=len(judge.labels), n_both=len(labelled), n_users=len(ids))
+        naive=naive, naive_ci=ci_list(naive_est), sensitivity=se, specificity=sp, rogan_gladen=rg,
+        rogan_gladen_ci=ci_list(rg_est), ppi=ppi, ppi_ci=ppi_ci, human_only=human.value,
+        human_only_ci=ci_list(human), human_only_ci_iid=human_iid, n_human=len(reference),
+        n_judge=len(judge.labels), n_both=len(labelled), n_users=len(ids),
+        ci_undefined={"naive": naive_est.n_undefined, "rogan_gladen": rg_est.n_undefined,
+                      "human_only": human.n_undefined},
+        ci_note=too_few_users_note(len(ids)))
 
 
 def per_item_hits(labels: pd.Series, target: pd.Series) -> pd.Series:

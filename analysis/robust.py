@@ -51,16 +51,14 @@ from personagap.analysis.agreement import (
     resample_weights,
 )
 from personagap.analysis.comparable import (
-    ANCHORED,
-    ANCHORED_MAJORITY,
-    CONVERTED_SHOWN_LLM,
-    SHOWN_LLM,
     SHOWN_LLM_RATING,
     anchored_human_mask,
     blind_human_mask,
     categories_for,
     comparable_judge_mask,
-    majority_label,
+    judge_display,
+    one_vote_per_rater,
+    reference_labels,
 )
 
 HumanSet = Literal["blind", "anchored"]
@@ -270,60 +268,39 @@ def base_rate(human: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int
 
 # --------------------------------------------------------------------------- tidy labels
 
-def judge_name(rater: str, condition: str) -> str:
-    """Display name of a judge: the rater, plus ``[condition]`` when the protocol is not the default."""
-    return f"{rater} [{condition}]" if condition else rater
-
-
 def human_reference(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.DataFrame:
-    """The human reference label of every item that has one.
+    """The human reference label of every item that has one, with the item's user.
 
-    Per item: the stored ``human_majority`` label where there is one, otherwise
-    :func:`~personagap.analysis.comparable.majority_label` of the individual humans (a tie gives no
-    reference). ``humans`` picks blind labels (the reference) or anchored ones (reported apart, never
-    mixed with blind ones), by :mod:`~personagap.analysis.comparable`'s rule.
+    The reference is :func:`~personagap.analysis.comparable.reference_labels` (the one rule: a stored
+    majority stands when its rows agree, otherwise the majority of one vote per person, ties undecided);
+    this adds the user each item belongs to, which the clustered bootstrap needs.
 
     Args:
         labels: Tidy labels (``item_id``, ``rater``, ``rater_kind``, ``condition``, ``label``, ``user_id``).
         humans: ``"blind"`` or ``"anchored"``.
 
     Returns:
-        Frame indexed by ``item_id`` with ``label`` and ``user_id``, sorted by item.
+        Frame indexed by ``item_id`` with ``label`` (str) and ``user_id``, sorted by item.
     """
-    rows = _human_rows(labels, humans)
-    stored = rows[rows["rater_kind"] == "human_majority"].drop_duplicates("item_id")
-    # One vote per person and item (an anchored annotator can have a task-2 label and its task-3 copy).
-    votes = rows[(rows["rater_kind"] == "human") & ~rows["item_id"].isin(stored["item_id"])]
-    votes = votes.drop_duplicates(["item_id", "rater"])
-    voted = votes.groupby("item_id", sort=True)["label"].agg(lambda s: majority_label(s.astype(str).tolist()))
-    voted = voted[voted.notna()]
-    users = rows.drop_duplicates("item_id").set_index("item_id")["user_id"]
-    ref = pd.concat([stored.set_index("item_id")["label"].astype(str), voted.astype(str)]).sort_index()
-    return pd.DataFrame({"label": ref, "user_id": users.reindex(ref.index)})
-
-
-# Anchored conditions in order of preference when one person has several labels of an item: the label given
-# after the reveal, then its task-3 copy, then an anchored majority. The three-way rating (necessary / optional /
-# unnecessary) answers another question than a judge's yes/no and is left out.
-_ANCHORED_ORDER = {c: i for i, c in enumerate((SHOWN_LLM, CONVERTED_SHOWN_LLM, ANCHORED_MAJORITY))}
-
-
-def _human_rows(labels: pd.DataFrame, humans: HumanSet) -> pd.DataFrame:
-    if humans == "blind":
-        return labels[blind_human_mask(labels) & labels["label"].notna()]
-    rows = labels[anchored_human_mask(labels) & labels["label"].notna() & (labels["condition"] != SHOWN_LLM_RATING)]
-    rank = rows["condition"].map(lambda c: _ANCHORED_ORDER.get(c, len(ANCHORED)))
-    return rows.assign(_rank=rank).sort_values("_rank", kind="stable").drop(columns="_rank")
+    ref = reference_labels(labels, humans).astype(str).sort_index()
+    users = labels.drop_duplicates("item_id").set_index("item_id")["user_id"]
+    return pd.DataFrame({"label": ref, "user_id": users.reindex(ref.index)}).rename_axis("item_id")
 
 
 def individual_humans(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.DataFrame:
     """Per-person human labels (kind ``human``), one per (item, rater), blind or anchored.
 
+    The votes of :func:`~personagap.analysis.comparable.reference_labels` (one per person, anchored labels
+    ranked by :data:`~personagap.analysis.comparable.ANCHORED_ORDER`, the three-way rating left out), on every
+    item, including items whose reference is a stored majority (there they are extra raters).
+
     Returns:
         Columns ``item_id``, ``rater``, ``label`` (str), ``user_id``.
     """
-    rows = _human_rows(labels, humans)
-    rows = rows[rows["rater_kind"] == "human"].drop_duplicates(["item_id", "rater"])
+    mask = blind_human_mask(labels) if humans == "blind" else anchored_human_mask(labels)
+    rows = labels[mask & labels["label"].notna() & (labels["rater_kind"] == "human")
+                  & (labels["condition"] != SHOWN_LLM_RATING)]
+    rows = one_vote_per_rater(rows)
     return rows.assign(label=rows["label"].astype(str))[["item_id", "rater", "label", "user_id"]]
 
 
@@ -332,7 +309,7 @@ class JudgeLabels:
     """One judge's parsed, comparable labels on one dataset."""
 
     judge: str
-    """Display name (:func:`judge_name`)."""
+    """Display name (:func:`~personagap.analysis.comparable.judge_display`)."""
     rater: str
     rater_kind: str
     condition: str
@@ -352,7 +329,7 @@ def judge_labels(labels: pd.DataFrame) -> Iterator[JudgeLabels]:
     rows = rows.assign(condition=rows["condition"].fillna("").astype(str))
     for (rater, kind, condition), g in rows.groupby(["rater", "rater_kind", "condition"], sort=True):
         g = g.drop_duplicates("item_id").set_index("item_id")
-        yield JudgeLabels(judge_name(str(rater), str(condition)), str(rater), str(kind), str(condition),
+        yield JudgeLabels(judge_display(str(rater), str(condition)), str(rater), str(kind), str(condition),
                           g["label"].astype(str), g["user_id"])
 
 

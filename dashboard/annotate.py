@@ -36,7 +36,7 @@ import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
 from personagap import store
-from personagap.analysis.comparable import BLIND, SHOWN_LLM, comparable_judge_sql
+from personagap.analysis.comparable import BLIND, OTHER_CATEGORY, SHOWN_LLM, comparable_judge_sql
 from personagap.dashboard import access
 from personagap.dashboard.queries import read_only
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS, Label, Run
@@ -393,15 +393,24 @@ def pending_items(db: str | Path, name: str) -> set[str]:
 
 
 def categories(db: str | Path, stage: str, dataset: str) -> list[str]:
-    """The categories humans and judges used on this dataset (the stage's vocabulary when none are stored)."""
+    """The categories an annotator chooses from: the dataset record's scale, the one reports score over.
+
+    The scale comes from :func:`personagap.datasets.dataset_record` (declared categories, ordinal levels low to
+    high, A/B/tie for pairwise items, else :func:`~personagap.analysis.comparable.categories_for`'s rule), so
+    Annotate never offers a category the reports do not score or leaves out one they do. The placeholder
+    :data:`~personagap.analysis.comparable.OTHER_CATEGORY` (a scale of which one category is known) is no label
+    a person can give; where the record knows fewer than two real categories (no one has labelled the dataset
+    yet), the stage's vocabulary is offered.
+    """
+    from personagap.datasets import dataset_record
+
     with read_only(db) as con:
-        found = [r[0] for r in con.execute(f"""
-            SELECT DISTINCT l.label FROM labels l JOIN items i USING (item_id)
-            WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL
-              AND (l.rater_kind IN ('human', 'human_majority') AND l.condition = '{BLIND}'
-                   OR {comparable_judge_sql('l')})
-        """, [stage, dataset]).fetchall()]
-    return sort_categories(found) if found else list(STAGE_CATEGORIES.get(stage, RELEVANCE_LABELS))
+        record = dataset_record(con, stage, dataset)
+    found = [c for c in (record.scale.categories if record else ()) if c != OTHER_CATEGORY]
+    if len(found) >= 2:
+        return found
+    vocab = list(STAGE_CATEGORIES.get(stage, RELEVANCE_LABELS))
+    return found + [c for c in vocab if c not in found]
 
 
 def choices(db: str | Path) -> pd.DataFrame:

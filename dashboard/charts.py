@@ -29,7 +29,8 @@ def forest_chart(judges: pd.DataFrame, ceilings: pd.DataFrame, *,
     """Forest plot: one row per judge (kappa and its CI), coloured by stage, with its dataset's human ceiling.
 
     Args:
-        judges: ``stage``, ``dataset``, ``judge``, ``kind``, ``n``, ``kappa``, ``ci_low``, ``ci_high``.
+        judges: ``stage``, ``dataset``, ``judge``, ``kind``, ``n``, ``kappa``, ``ci_low``, ``ci_high`` (and
+            optionally ``figure``: the name of the figure in ``kappa``, e.g. weighted kappa on an ordinal scale).
         ceilings: ``stage``, ``dataset``, ``ceiling``, ``ceiling_low``, ``ceiling_high``, ``raters`` (one row per
             dataset with a human ceiling; datasets without one get no mark — nothing is borrowed).
         title: The x-axis title.
@@ -41,7 +42,9 @@ def forest_chart(judges: pd.DataFrame, ceilings: pd.DataFrame, *,
     order = list(frame.sort_values(["row"])["row"])
     y = alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=420, labelOverlap=False))
     x_scale = alt.Scale(domain=[-0.2, 1])
-    tooltip = ["stage", "dataset", "judge", "kind", "n", alt.Tooltip("kappa:Q", format=".3f"),
+    # Which figure a row shows (weighted kappa on an ordinal scale) is in the tooltip, beside its value.
+    figure = ["figure"] if "figure" in frame.columns else []
+    tooltip = ["stage", "dataset", "judge", "kind", "n", *figure, alt.Tooltip("kappa:Q", format=".3f"),
                alt.Tooltip("ci_low:Q", format=".2f"), alt.Tooltip("ci_high:Q", format=".2f"),
                alt.Tooltip("ceiling:Q", format=".3f", title="human ceiling")]
     base = alt.Chart(frame)

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql
+from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql, judge_display_sql
 from personagap.analysis.diagnosis import REFERENCE_SQL
 from personagap.dashboard import access
 from personagap.store import connect
@@ -105,7 +105,7 @@ def bias_labels(db: str | Path, stage: str) -> pd.DataFrame:
     with read_only(db) as con:
         return con.execute(f"""
             WITH {REFERENCE_SQL}
-            SELECT CASE WHEN l.condition = '' THEN l.rater ELSE l.rater || ' [' || l.condition || ']' END AS rater,
+            SELECT {judge_display_sql('l')} AS rater,
                    'judge' AS who, i.user_id, i.position, length(i.attribute) AS length,
                    CASE l.label WHEN 'yes' THEN 1 ELSE 0 END AS hit
             FROM labels l JOIN items i USING (item_id)
@@ -164,7 +164,7 @@ def panel_pair_counts(db: str | Path, stage: str, datasets: list[str]) -> pd.Dat
 # a judge under a non-default condition shown as its own rater ("gpt [no-profile]").
 _MATRIX_RATERS = f"""
     SELECT l.item_id, l.rater_kind, l.label, i.stage, i.dataset, i.user_id,
-           CASE WHEN l.condition = '' THEN l.rater ELSE l.rater || ' [' || l.condition || ']' END AS rater
+           {judge_display_sql('l')} AS rater
     FROM labels l JOIN items i USING (item_id)
     WHERE l.label IS NOT NULL AND ({blind_human_sql('l')} OR {comparable_judge_sql('l')})
 """

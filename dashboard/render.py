@@ -24,6 +24,7 @@ import pandas as pd
 import streamlit as st
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.comparable import JUDGE_KINDS, judge_display
 from personagap.analysis.diagnosis import STAGE_TITLES, STAGES, Diagnosis, HumanCeiling, JudgeScore, StageDiagnosis
 from personagap.analysis.origins import origin_comparison, where
 from personagap.analysis.pairwise import pairwise_agreement
@@ -33,7 +34,6 @@ from personagap.store import DEFAULT_DB, StoreError
 DB_ENV = "PERSONAGAP_DB"
 TTL_SECONDS = 60
 PAGE_SIZE = 25
-JUDGE_KINDS = ("llm", "trained", "baseline")
 MISSING = "—"
 
 GUIDANCE = """
@@ -226,15 +226,21 @@ def alt_test_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]
     return pd.DataFrame(out), lines
 
 
+def _estimate_ci(row: dict[str, Any], key: str) -> str:
+    # A row without CIs says why (estimates' ci_note: too few users, the one CI rule) instead of "(no CI)".
+    note = row.get("ci_note")
+    return f"({note})" if note else ci(row.get(key))
+
+
 def estimates_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """Each judge's naive rate beside the corrected estimates of the human rate, as display text."""
     return pd.DataFrame([{
         "judge": text(r.get("judge")), "dataset": where(str(r.get("dataset")), str(r.get("origin", "real"))),
         "humans": text(r.get("humans", "blind")), "quantity": text(r.get("quantity")),
         "judge's naive rate": num(r.get("naive")),
-        "Rogan–Gladen": f"{num(r.get('rogan_gladen'))} {ci(r.get('rogan_gladen_ci'))}",
+        "Rogan–Gladen": f"{num(r.get('rogan_gladen'))} {_estimate_ci(r, 'rogan_gladen_ci')}",
         "PPI++": f"{num(r.get('ppi'))} {ci(r.get('ppi_ci'))}",
-        "humans only": f"{num(r.get('human_only'))} {ci(r.get('human_only_ci'))}",
+        "humans only": f"{num(r.get('human_only'))} {_estimate_ci(r, 'human_only_ci')}",
         "n human / judge": f"{r.get('n_human', 0):,} / {r.get('n_judge', 0):,}"} for r in rows])
 
 
@@ -386,19 +392,54 @@ def stage_ceilings(s: StageDiagnosis) -> list[HumanCeiling]:
     return found
 
 
+def headline(j: JudgeScore) -> tuple[str, float, list[float]]:
+    """A judge row's headline figure: weighted kappa (with its CI) on an ordinal scale, else Cohen's kappa.
+
+    Unweighted kappa counts a 4 given for a 5 as wrong as a 1 given for a 5; on ordered levels the weighted
+    kappa the diagnosis computes is the figure that answers "does the judge agree with humans".
+
+    Returns:
+        The figure's name, its value and its CI.
+    """
+    if getattr(j, "scale", "nominal") == "ordinal":
+        return ("weighted kappa", float(getattr(j, "weighted_kappa", float("nan"))),
+                list(getattr(j, "weighted_kappa_ci", [float("nan"), float("nan")])))
+    return "kappa", j.kappa, j.kappa_ci
+
+
+def forest_title(judges: pd.DataFrame) -> str:
+    """The forest plot's axis title: names weighted kappa when some row shows it (an ordinal scale)."""
+    if "figure" in judges.columns and (judges["figure"] == "weighted kappa").any():
+        return "kappa vs humans, weighted on ordinal scales (95% CI)"
+    return "Cohen's kappa vs humans (95% CI)"
+
+
 def forest_frames(stages: list[StageDiagnosis]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The forest plot's judge rows and per-dataset human-ceiling rows."""
-    judges = pd.DataFrame([{
-        "stage": j.stage, "dataset": j.dataset, "judge": j.judge, "kind": j.rater_kind, "n": j.n,
-        "kappa": j.kappa, "ci_low": j.kappa_ci[0], "ci_high": j.kappa_ci[1],
-    } for s in stages for j in s.judges if not missing(j.kappa)],
-        columns=["stage", "dataset", "judge", "kind", "n", "kappa", "ci_low", "ci_high"])
+    """The forest plot's judge rows (each judge's :func:`headline` figure) and per-dataset human-ceiling rows.
+
+    The ``kappa`` column holds the headline figure and ``figure`` names it (weighted kappa on ordinal scales).
+    """
+    rows = []
+    for s in stages:
+        for j in s.judges:
+            figure, value, bounds = headline(j)
+            if not missing(value):
+                rows.append({"stage": j.stage, "dataset": j.dataset, "judge": j.judge, "kind": j.rater_kind, "n": j.n,
+                             "figure": figure, "kappa": value, "ci_low": bounds[0], "ci_high": bounds[1]})
+    judges = pd.DataFrame(rows, columns=["stage", "dataset", "judge", "kind", "n", "figure", "kappa", "ci_low",
+                                         "ci_high"])
     ceilings = pd.DataFrame([{
         "stage": s.stage, "dataset": c.dataset, "ceiling": c.mean_kappa, "ceiling_low": c.ci[0],
         "ceiling_high": c.ci[1], "raters": c.n_raters,
     } for s in stages for c in stage_ceilings(s)],
         columns=["stage", "dataset", "ceiling", "ceiling_low", "ceiling_high", "raters"])
     return judges, ceilings
+
+
+def _headline_text(j: JudgeScore) -> str:
+    figure, value, bounds = headline(j)
+    text_ = f"{num(value)} {ci(bounds)}"
+    return text_ if figure == "kappa" else f"{figure} {text_}"
 
 
 def judges_table(judges: list[JudgeScore], *, full: bool = True) -> pd.DataFrame:
@@ -413,7 +454,7 @@ def judges_table(judges: list[JudgeScore], *, full: bool = True) -> pd.DataFrame
         if full:
             row |= {"kind": j.rater_kind}
         row |= {
-            "n": j.n, "failures": j.failures, "kappa (95% CI)": f"{num(j.kappa)} {ci(j.kappa_ci)}",
+            "n": j.n, "failures": j.failures, "kappa (95% CI)": _headline_text(j),
             "accuracy": num(j.accuracy),
             "yes-rate humans → judge": (f"{num(j.human_yes_rate)} → {num(j.judge_yes_rate)}"
                                         if j.binary else MISSING),
@@ -469,8 +510,9 @@ def overview() -> None:
     judges, ceilings = forest_frames(d.stages)
     if not judges.empty:
         st.subheader("Every judge against humans")
-        st.altair_chart(charts.forest_chart(judges, ceilings), width="stretch")
-        st.caption("Dots: a judge's kappa with its 95% CI, coloured by stage. Red tick and band: the human ceiling "
+        st.altair_chart(charts.forest_chart(judges, ceilings, title=forest_title(judges)), width="stretch")
+        st.caption("Dots: a judge's kappa (weighted kappa on an ordinal scale) with its 95% CI, coloured by stage. "
+                   "Red tick and band: the human ceiling "
                    "(mean pairwise kappa among humans, with its CI) of that judge's own dataset; datasets where "
                    "fewer than two humans labelled the same items have none.")
         st.dataframe(judges_table([j for s in d.stages for j in s.judges], full=False), hide_index=True,
@@ -494,10 +536,10 @@ def stage_page(stage: str) -> None:
     c3.metric("Judge labels", f"{s.n_judge_labels:,}")
     (st.warning if s.best is None else st.success)(md(s.message))
     if s.judges:
-        st.subheader("Cohen's kappa per judge (95% CI)")
         judges, ceilings = forest_frames([s])
+        st.subheader(f"{forest_title(judges).replace(' vs humans', ' per judge')}")
         if not judges.empty:
-            st.altair_chart(charts.forest_chart(judges, ceilings), width="stretch")
+            st.altair_chart(charts.forest_chart(judges, ceilings, title=forest_title(judges)), width="stretch")
             st.caption("Red tick and band: the human ceiling of the judge's own dataset (mean pairwise kappa "
                        "among humans, 95% CI).")
         st.dataframe(judges_table(s.judges), hide_index=True, width="stretch")
@@ -592,7 +634,7 @@ def _response_bias_section(db: str) -> None:
                      "first": h["first_position_rate"], "first_ci": h["first_position_ci"],
                      "longer": h["longer_rate"], "longer_ci": h["longer_ci"]})
     for j in report["judges"]:
-        name = j["rater"] if not j["condition"] else f"{j['rater']} [{j['condition']}]"
+        name = judge_display(str(j["rater"]), str(j["condition"] or ""))
         rows.append({"rater": f"{name} · {j['dataset']}", "who": "judge", "n": j["n"],
                      "first": j["first_position_rate"], "first_ci": j["first_position_ci"],
                      "longer": j["longer_rate"], "longer_ci": j["longer_ci"]})
@@ -811,8 +853,7 @@ def show_labels(labels: pd.DataFrame) -> None:
     st.markdown(f"**Judge labels ({len(judges)})**")
     for r in judges.itertuples():
         verdict = f"unparseable ({text(r.error)})" if missing(r.label) else str(r.label)
-        cond = f" [{r.condition}]" if r.condition else ""
-        with st.expander(md(f"{r.rater}{cond}: {verdict}")):
+        with st.expander(md(f"{judge_display(str(r.rater), str(r.condition or ''))}: {verdict}")):
             if not missing(r.reason) and r.reason:
                 st.markdown("*Reason*")
                 st.code(str(r.reason), language=None, wrap_lines=True)

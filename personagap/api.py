@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
+from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM, judge_display
 from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.labels_api import dataset_origins as dataset_origins
 from personagap.labels_api import import_labels as import_labels
@@ -149,7 +149,9 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
             anchored = [ds] if anchored_human_mask(labels).any() else []
             tests, rates = report_extras(labels, [ds], positive="yes" if best.binary else None, anchored=anchored,
                                          n_resamples=n_resamples, seed=seed)
-            names = {best.judge, best.rater}
-            out[s.stage] = {"alt_test": [t for t in tests if t["judge"] in names],
-                            "estimates": [e for e in rates if e["judge"] in names]}
+            # The judge's one display name is the join key (comparable.judge_display): matching the bare rater too
+            # would also pick the same model's rows under another condition ("gpt" vs "gpt [no-profile]").
+            name = judge_display(best.rater, best.condition)
+            out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],
+                            "estimates": [e for e in rates if e["judge"] == name]}
     return out

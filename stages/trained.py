@@ -37,11 +37,12 @@ from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Estimate,
+    bootstrap_estimate,
     ci_list,
-    percentile_interval,
+    ci_text,
     resample_weights,
 )
-from personagap.analysis.comparable import IN_SAMPLE, reference_sql
+from personagap.analysis.comparable import IN_SAMPLE, judge_display, reference_sql
 from personagap.analysis.response import first_position_rate, judge_vs_human, longer_rate
 from personagap.judges.trained import (
     PREFERENCE_JUDGE,
@@ -200,14 +201,19 @@ class TrainResult:
             f = r.figures
             lines.append(f"{r.judge[:45]:<46}{r.n:>6}{int(f['users']):>7}{_fmt(f['auc'], 3):>8}"
                          f"{_fmt(f['accuracy'], 3):>8}{_fmt(f['kappa'], 3):>8}{_fmt(f['judge_ok_rate'], 2):>9}  "
-                         f"AUC {_fmt_ci(r.cis['auc'])} acc {_fmt_ci(r.cis['accuracy'])} "
-                         f"kappa {_fmt_ci(r.cis['kappa'])}")
+                         f"AUC {_verifier_ci(r, 'auc')} acc {_verifier_ci(r, 'accuracy')} "
+                         f"kappa {_verifier_ci(r, 'kappa')}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
 
 def _fmt(v: float | None, digits: int) -> str:
     return "n/a" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _verifier_ci(row: ScoreRow, name: str) -> str:
+    # The one CI text (agreement.ci_text): says "too few users for a CI" rather than printing an empty interval.
+    return ci_text(ci=row.cis.get(name), n_users=int(row.figures["users"]))
 
 
 def _fmt_ci(ci: list[float] | None) -> str:
@@ -402,7 +408,7 @@ def _preference_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[s
     for (rater, condition), frame in others.groupby(["rater", "condition"], sort=True):
         frame = frame.drop_duplicates("item_id").set_index("item_id")
         swapped = frame["meta"].map(lambda m: '"swapped": true' in m if isinstance(m, str) else False)
-        name = f"{rater} [{condition}]" if condition else str(rater)
+        name = judge_display(str(rater), str(condition))
         row = _pref_row(name, "llm", index, frame["label"], swapped, n_resamples, seed)
         ids = frame.index.intersection(index.index)
         trained = pd.Series(cv_labels, index=index.index).loc[ids]
@@ -531,16 +537,20 @@ def weighted_auc(y: np.ndarray, p: np.ndarray, weights: np.ndarray) -> np.ndarra
 
 
 def _auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray, n_resamples: int, seed: int) -> Estimate:
-    """ROC AUC with a user-clustered bootstrap CI (whole users resampled via :func:`resample_weights`)."""
+    """ROC AUC with a user-clustered bootstrap CI (whole users resampled via :func:`resample_weights`).
+
+    The CI follows the one CI rule (:func:`~personagap.analysis.agreement.bootstrap_estimate`): none below the
+    minimum number of users, resamples without a positive or a negative counted as undefined.
+    """
     from sklearn.metrics import roc_auc_score
 
-    if len(set(y.tolist())) < 2:
-        return Estimate(float("nan"), (float("nan"), float("nan")))
     ids, idx = np.unique(users.astype(str), return_inverse=True)
+    if len(set(y.tolist())) < 2:
+        return Estimate(float("nan"), (float("nan"), float("nan")), len(ids))
     cluster_weights = resample_weights(len(ids), n_resamples, seed)
     samples = np.concatenate([weighted_auc(y, p, cluster_weights[b:b + 50][:, idx])
                               for b in range(0, n_resamples, 50)])
-    return Estimate(float(roc_auc_score(y, p)), percentile_interval(samples, 0.95))
+    return bootstrap_estimate(float(roc_auc_score(y, p)), samples, len(ids), 0.95)
 
 
 def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: float, n_resamples: int,
