@@ -26,8 +26,7 @@ import pyarrow as pa
 
 from personagap import __version__
 from personagap.human_data._jsonl import DataError
-from personagap.labels_api import set_meta
-from personagap.store import SCHEMA_VERSION, TABLES, StoreError, opened, upsert
+from personagap.store import SCHEMA_VERSION, TABLES, StoreError, opened, set_meta, upsert
 
 FORMAT = "personagap-export"
 FORMAT_VERSION = 1
@@ -57,17 +56,14 @@ class ExchangeSummary:
         return f"{verb} {where}:\n  " + ", ".join(f"{n} {t}" for t, n in self.rows.items())
 
 
-def _lit(text: str | Path) -> str:
-    return "'" + str(text).replace("'", "''") + "'"
-
-
-def _select(table: str) -> str:
+def _select(table: str) -> tuple[str, list[str]]:
+    """The query exporting ``table`` and its parameters (static SQL: every value is bound)."""
     cols = ", ".join(f"t.{c}" for c in (("key", "value") if table == "meta" else TABLES[table][0]))
     if table == "labels":
-        return (f"SELECT {cols}, coalesce(i.dataset, {_lit(NO_ITEM)}) AS dataset FROM labels t "
-                "LEFT JOIN items i USING (item_id) ORDER BY t.item_id, t.rater, t.condition")
+        return (f"SELECT {cols}, coalesce(i.dataset, ?) AS dataset FROM labels t "
+                "LEFT JOIN items i USING (item_id) ORDER BY t.item_id, t.rater, t.condition", [NO_ITEM])
     key = ("key",) if table == "meta" else TABLES[table][1]
-    return f"SELECT {cols} FROM {table} t ORDER BY {', '.join('t.' + k for k in key)}"
+    return f"SELECT {cols} FROM {table} t ORDER BY {', '.join('t.' + k for k in key)}", []
 
 
 def export_store(db: str | Path, out: str | Path) -> ExchangeSummary:
@@ -90,8 +86,8 @@ def export_store(db: str | Path, out: str | Path) -> ExchangeSummary:
     with opened(db, read_only=True) as con:
         folder.mkdir(parents=True, exist_ok=True)
         for table in ("meta", *TABLES):
-            query = _select(table)
-            n = int(con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0])
+            query, params = _select(table)
+            n = int(con.execute(f"SELECT count(*) FROM ({query})", params).fetchall()[0][0])
             target = folder / table
             partition = table in PARTITIONED
             if n:
@@ -99,9 +95,10 @@ def export_store(db: str | Path, out: str | Path) -> ExchangeSummary:
                            else "FORMAT parquet")
                 path = target if partition else target / "data_0.parquet"
                 target.mkdir(exist_ok=True)
-                con.execute(f"COPY ({query}) TO {_lit(path)} ({options})")
+                # The folder is bound, never spliced into the SQL text (a path may hold quotes).
+                con.execute(f"COPY ({query}) TO ? ({options})", [*params, str(path)]).fetchall()
             columns = [{"name": str(name), "type": str(kind)}
-                       for name, kind, *_ in con.execute(f"DESCRIBE {query}").fetchall()]
+                       for name, kind, *_ in con.execute(f"DESCRIBE {query}", params).fetchall()]
             tables[table] = {"path": table, "rows": n, "columns": columns,
                              "key": ["key"] if table == "meta" else list(TABLES[table][1]),
                              "partition_by": "dataset" if partition else None}
@@ -157,10 +154,10 @@ def _read_table(con: duckdb.DuckDBPyConnection, folder: Path, table: str, rows: 
         raise DataError(target, None, None, f"no Parquet files, but schema.json says {rows} rows")
     columns = ("key", "value") if table == "meta" else TABLES[table][0]
     # Partition values stay text ("2024" is a dataset name, not a number); the store's own columns are inside.
-    source = (f"read_parquet([{', '.join(map(_lit, files))}], hive_partitioning = true, hive_types_autocast = false, "
-              "union_by_name = true)")
+    source = "read_parquet(?, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)"
     try:
-        arrow = con.sql(f"SELECT {', '.join(columns)} FROM {source}").to_arrow_table()
+        # The file list is bound as a parameter: folder and dataset names never become SQL text.
+        arrow = con.sql(f"SELECT {', '.join(columns)} FROM {source}", params=[files]).to_arrow_table()
     except duckdb.Error as exc:
         raise DataError(target, None, None, f"cannot read: {str(exc).splitlines()[0][:300]}") from None
     if arrow.num_rows != rows:
