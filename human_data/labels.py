@@ -495,20 +495,31 @@ def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> Label
         result = LabelImport(spec=spec, con=con, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
                              run_ids={s.name: run_id_for(s, spec) for s in sources})
         result.tables = _build(con, spec, sources, result.run_ids, filled)
-        result.item_kind = _item_kind(con, spec.stage)
+        result.item_kind = _item_kind(check, spec)
         return result
     except BaseException:
         con.close()
         raise
 
 
-def _item_kind(con: duckdb.DuckDBPyConnection, stage: Stage) -> ItemKind:
-    # Fixed by the stage, except at stage 3 where most items decide (pairs or single responses); a dataset
-    # mixing both keeps each item's own payload kind, which the report reads.
-    if stage != "response":
-        return "verification" if stage == "extraction" else "relevance"
-    pairs, total = con.execute("SELECT count(*) FILTER (WHERE is_pair), count(*) FROM temp.it").fetchall()[0]
-    return "pairwise" if 2 * int(pairs) >= int(total) else "single"
+def _item_kind(check: _Checker, spec: LabelSpec) -> ItemKind:
+    """The dataset's one item kind (its record holds one scale): fixed by the stage, or at stage 3 by its items.
+
+    Raises:
+        DataError: A stage-3 import mixes pairs and single responses (named at the first item of the fewer).
+    """
+    if spec.stage != "response":
+        return "verification" if spec.stage == "extraction" else "relevance"
+    pairs, total = check.con.execute("SELECT count(*) FILTER (WHERE is_pair), count(*) FROM temp.it").fetchall()[0]
+    if 0 < pairs < total:
+        fewer_pairs = 2 * int(pairs) < int(total)
+        hit = check.first("SELECT _file, _row, item_id FROM vl WHERE is_pair = ?", [fewer_pairs])
+        assert hit is not None
+        kind, other = ("a pair", "single responses") if fewer_pairs else ("a single response", "pairs")
+        raise check.error(hit[0], hit[1], "response_a" if fewer_pairs else "response",
+                          f"item {_short(hit[2])} is {kind} but most items of dataset {_short(spec.dataset)} are "
+                          f"{other}: a dataset holds one item kind (import the others under another --dataset)")
+    return "pairwise" if pairs else "single"
 
 
 def _spaceless(column: str) -> str:

@@ -362,8 +362,9 @@ def load_items(con: Any) -> pd.DataFrame:
             rec |= {"question": prompts.get((dataset, user, prompt_index)), "answer_a": p["response_no_context"],
                     "answer_b": p["response_personalized"], "personalized": "B", "order_shown": False,
                     "profile": "\n".join(profile) if profile else None}
-        elif kind == "persona_use":
-            rec |= {"facts": p["facts"], "context": p["context"], "response": p["response"]}
+        elif kind in SINGLE_KINDS:
+            rec |= {"facts": p.get("facts"), "context": p.get("context"), "response": p.get("response"),
+                    "profile": p.get("profile")}
         out.append(rec)
     return pd.DataFrame(out, columns=["item_id", "dataset", "user_id", "kind", "question", "answer_a", "answer_b",
                                       "profile", "split", "tier", "personalized", "order_shown", "facts",

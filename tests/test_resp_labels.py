@@ -90,3 +90,16 @@ def test_the_record_is_stored_with_the_import(tmp_path: Path) -> None:
                                                                                    "synthetic")
     with pytest.raises(DataError, match="the question is empty"):
         import_labels(pd.DataFrame(single_rows(["yes"])), stage="response", dataset="team", db=db, question=" ")
+
+
+def test_a_stage3_dataset_holds_one_item_kind(tmp_path: Path) -> None:
+    """Its record holds one scale: pairs and single responses in one import are refused with one line."""
+    rows = [{"item_id": f"p{i}", "rater": "ann", "label": "A", "response_a": "a", "response_b": "b"} for i in range(3)]
+    rows.append({"item_id": "s1", "rater": "ann", "label": "yes", "response": "r"})
+    path = write_jsonl(tmp_path / "mixed.jsonl", rows)
+    result = CliRunner().invoke(cli, ["import", "labels", str(path), "--stage", "response", "--dataset", "mix",
+                                      "--db", str(tmp_path / "t.duckdb")])
+    assert result.exit_code == 2
+    assert result.output.strip() == (f"{path}:4: field 'response': item 's1' is a single response but most items "
+                                     "of dataset 'mix' are pairs: a dataset holds one item kind (import the others "
+                                     "under another --dataset)")
