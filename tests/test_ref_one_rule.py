@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
@@ -151,7 +151,7 @@ def label_sets(draw: st.DrawFn) -> tuple[pd.DataFrame, tuple[str, ...]]:
     return _tidy(rows), categories
 
 
-_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS
@@ -184,7 +184,8 @@ def test_estimates_and_plan_use_the_reference_items(data: tuple[pd.DataFrame, tu
         assert k.n_items == len(own.index.intersection(ref.index))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example writes a store
 @given(label_sets())
 def test_optimize_sees_the_blind_reference(data: tuple[pd.DataFrame, tuple[str, ...]]) -> None:
     labels, _ = data
@@ -196,7 +197,7 @@ def test_optimize_sees_the_blind_reference(data: tuple[pd.DataFrame, tuple[str, 
     assert got == expected
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(label_sets(), st.booleans(), st.booleans())
 def test_every_category_consumer_sees_the_same_scale(data: tuple[pd.DataFrame, tuple[str, ...]], ordinal: bool,
                                                     declare: bool) -> None:
