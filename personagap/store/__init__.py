@@ -1,0 +1,62 @@
+"""The DuckDB store: one embedded file, one versioned schema, short transactions.
+
+A small package: :mod:`~personagap.store.connection` (opening the file, locks),
+:mod:`~personagap.store.schema` (tables, keys, migrations), :mod:`~personagap.store.batch` (what an import
+writes), :mod:`~personagap.store.writes` (upserts, the import transaction, stale rows),
+:mod:`~personagap.store.queries` (reads). Every name callers use is re-exported here.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from personagap.store import connection as _connection
+from personagap.store.batch import (
+    ImportBatch,
+    LabelColumns,
+    TableCounts,
+    WriteSummary,
+    columns_table,
+    gc_paused,
+    git_sha,
+    now,
+)
+from personagap.store.connection import _LOCK_MARKERS, FORCE_SCHEMA, attached, connect, opened
+from personagap.store.errors import DuplicateKeyError, StoreError
+from personagap.store.queries import load_labels
+from personagap.store.schema import DEFAULT_DB, SCHEMA_VERSION, TABLES
+from personagap.store.writes import (
+    _IMPORT_RUN_VOLATILE,
+    RELEASE_KEY,
+    _remove_stale,
+    remove_stale,
+    set_meta,
+    upsert,
+    upsert_counted,
+    write_batch,
+    write_labels,
+)
+
+__all__ = [
+    "DEFAULT_DB", "FORCE_SCHEMA", "RELEASE_KEY", "SCHEMA_VERSION", "TABLES", "DuplicateKeyError", "ImportBatch",
+    "LabelColumns", "StoreError", "TableCounts", "WriteSummary", "_IMPORT_RUN_VOLATILE", "_LOCK_MARKERS",
+    "_remove_stale", "attached", "columns_table", "connect", "gc_paused", "git_sha", "load_labels", "now", "opened",
+    "remove_stale", "set_meta", "upsert", "upsert_counted", "write_batch", "write_labels",
+]
+
+
+class _Store(types.ModuleType):
+    """The package module: ``store.FORCE_SCHEMA = True`` (what ``--force-schema`` does) reaches the connection."""
+
+    @property
+    def FORCE_SCHEMA(self) -> bool:  # noqa: N802 - the module constant's name
+        """Whether PersonaGap adds its tables to a DuckDB file holding other tables."""
+        return _connection.FORCE_SCHEMA
+
+    @FORCE_SCHEMA.setter
+    def FORCE_SCHEMA(self, value: bool) -> None:  # noqa: N802
+        _connection.FORCE_SCHEMA = value
+
+
+sys.modules[__name__].__class__ = _Store
