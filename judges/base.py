@@ -157,6 +157,14 @@ def judges_for(record: DatasetRecord) -> list[str]:
     return sorted(name for name, cls in JUDGES.items() if fits(cls, record))
 
 
+def describe_fit(record: DatasetRecord) -> str:
+    """One clause naming a dataset, its item kind and scale, and the judges that fit it (for hints and refusals)."""
+    fit = judges_for(record)
+    use = " or ".join(f"--judge {name}" for name in fit) if fit else "no LLM judge answers this scale"
+    scale = "/".join(record.scale.categories)
+    return f"{record.dataset} ({record.item_kind} items, {record.scale.kind} scale {scale}): {use}"
+
+
 def rater_name(judge: Judge, model: str) -> str:
     """The ``rater`` key of a judge's labels: judge, version and model, so a new version is a new rater."""
     return f"{judge.name}/v{judge.version}/{model}"

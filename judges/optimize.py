@@ -58,9 +58,17 @@ from personagap.analysis.agreement import (
     indexed_tables,
     resample_weights,
 )
-from personagap.analysis.comparable import IN_SAMPLE, blind_human_sql, majority_label
-from personagap.judges.base import Judge, JudgeTask, Program, Verdict, get_judge
-from personagap.judges.runner import LMConfig, TokenPrices, lm_identity, response_format_for, token_prices
+from personagap.analysis.comparable import IN_SAMPLE, blind_human_sql, reference_labels
+from personagap.datasets import dataset_records
+from personagap.judges.base import Judge, JudgeTask, Program, Verdict, describe_fit, fits, get_judge
+from personagap.judges.runner import (
+    LMConfig,
+    TokenPrices,
+    answer_key,
+    prompt_identity,
+    response_format_for,
+    token_prices,
+)
 from personagap.store import StoreError, git_sha, now, opened, upsert
 
 OptimizerName = Literal["bootstrap-fewshot", "mipro", "simba"]
@@ -83,10 +91,6 @@ _LABEL_FIELD: dict[str, tuple[str, dict[str, str]]] = {
     "persona-use": ("uses_persona", {"yes": "yes", "no": "no"}),
     "pairwise": ("verdict", {"A": "A", "B": "B", "tie": "tie"}),
 }
-_CLASSES: dict[str, tuple[str, ...]] = {"relevance-per-attribute": ("no", "yes"), "persona-use": ("no", "yes"),
-                                        "pairwise": ("A", "B", "tie")}
-
-
 class OptimizeError(ValueError):
     """A request that cannot be run as asked (unknown judge, too few users, a bad program file)."""
 
@@ -159,25 +163,35 @@ def split_users(users: Sequence[str], seed: int, fractions: tuple[float, float, 
 
 
 def human_reference(db: str | Path, item_ids: Sequence[str]) -> dict[str, str]:
-    """The human label of each item: its blind majority row, else the majority of blind individual labels.
+    """The human label of each item: :func:`~personagap.analysis.comparable.reference_labels` (the one rule).
 
-    Uses :mod:`personagap.analysis.comparable` for what is blind and for the majority rule (ties: no label).
+    Items whose humans tie have none; only blind human labels count (the rule's own filter; the query keeps
+    just those rows so the frame stays small).
     """
     with opened(db, read_only=True) as con:
-        rows = con.execute(f"""
-            SELECT l.item_id, l.rater_kind, l.label FROM labels l
-            WHERE {blind_human_sql('l')} AND l.label IS NOT NULL AND l.item_id IN (SELECT unnest(?))
-        """, [list(item_ids)]).fetchall()
-    majority_rows: dict[str, list[str]] = {}
-    votes: dict[str, list[str]] = {}
-    for item, kind, label in rows:
-        (majority_rows if kind == "human_majority" else votes).setdefault(str(item), []).append(str(label))
-    out = {}
-    for item in set(majority_rows) | set(votes):
-        label = majority_label(majority_rows[item]) if item in majority_rows else majority_label(votes[item])
-        if label is not None:
-            out[item] = label
-    return out
+        labels = con.execute(f"""
+            SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label FROM labels l
+            WHERE {blind_human_sql('l')} AND l.item_id IN (SELECT unnest(?))
+        """, [list(item_ids)]).df()
+    return {str(item): str(label) for item, label in reference_labels(labels).items()}
+
+
+def dataset_classes(db: str | Path, judge: Judge, datasets: Sequence[str] | None) -> tuple[str, ...]:
+    """The class set a judge is optimised over: the categories of the datasets it fits (the dataset record's).
+
+    Raises:
+        OptimizeError: No dataset of the judge's stage (of ``datasets``) fits the judge -- its labels are not the
+            dataset's categories, or its items are of another kind; the line names the judges that fit instead.
+    """
+    with opened(db, read_only=True) as con:
+        records = [r for (stage, name), r in dataset_records(con).items()
+                   if stage == judge.stage and (not datasets or name in datasets)]
+    fitting = [r for r in records if fits(judge, r)]
+    if fitting:
+        return fitting[0].scale.categories
+    said = "; ".join(describe_fit(r) for r in records) or f"no {judge.stage} dataset; import a release first"
+    raise OptimizeError(f"{db}: no dataset fits judge {base_name(judge)!r} ({judge.item_kind} items labelled "
+                        f"{'/'.join(judge.categories)}): {said}")
 
 
 def load_examples(db: str | Path, judge: Judge, *, datasets: tuple[str, ...] | None = None,
@@ -192,8 +206,9 @@ def load_examples(db: str | Path, judge: Judge, *, datasets: tuple[str, ...] | N
     from personagap.judges.response import pairwise_tasks, persona_use_tasks
     from personagap.stages.response import GVP_KIND, load_items
 
+    datasets = datasets or _default_datasets(judge)
     if base_name(judge) == "relevance-per-attribute":
-        items = relevance_items(db, datasets or ("recenter-stage2",))
+        items = relevance_items(db, datasets or ())
         tasks = relevance_tasks(judge, items)
     else:
         with opened(db, read_only=True) as con:
@@ -209,7 +224,7 @@ def load_examples(db: str | Path, judge: Judge, *, datasets: tuple[str, ...] | N
     items = items.reset_index(drop=True)
     users = dict(zip(items["item_id"].astype(str), items["user_id"].astype(str), strict=True))
     reference = human_reference(db, [t.targets[0] for t in tasks])
-    classes = _CLASSES[base_name(judge)]
+    classes = dataset_classes(db, judge, datasets)
     examples = [Example(t.targets[0], users[t.targets[0]], t, reference[t.targets[0]]) for t in tasks
                 if reference.get(t.targets[0]) in classes]
     return examples, tasks, items
@@ -261,6 +276,30 @@ class Meter:
                 raise BudgetExhausted(f"optimiser budget of {self.budget} LLM calls used up")
             self.calls[self.phase] = used + 1
 
+    def lookup(self, key: str | None) -> dict[str, Any] | None:
+        """The cached answer under ``key`` (counted as a cache hit), or None."""
+        if key is None:
+            return None
+        with self.lock:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.cache_hits += 1
+        return hit
+
+    def keep(self, key: str, entry: dict[str, Any]) -> None:
+        """Cache a fresh answer for this run, and for the store unless :meth:`unusable` drops it."""
+        with self.lock:
+            self.cache[key] = entry
+            self.new_entries[key] = entry
+
+    def unusable(self, key: str) -> None:
+        """An answer the judge could not read: never stored, so a later run asks again (as the runner does).
+
+        It stays answerable within this run: the same request at the same settings would get it again.
+        """
+        with self.lock:
+            self.new_entries.pop(key, None)
+
     def record(self, usage: Mapping[str, Any] | None) -> None:
         """Add one answer's token usage (and its estimated cost when the model's prices are known)."""
         if not usage:
@@ -290,40 +329,36 @@ class MeteredLM(dspy.BaseLM):  # type: ignore[misc]  # dspy ships no type inform
 
     def forward(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
                 **kwargs: Any) -> Any:
-        """One chat completion: from the cache, or counted and sent."""
+        """One chat completion: from the cache, or counted and sent.
+
+        Only calls that carry an :data:`ANSWER_KEY_ARG` (every call made through :func:`judge_adapter`) are
+        cached: the key is the runner's (:func:`~personagap.judges.runner.prompt_identity`), so answers a
+        ``judge`` run stored are reused here and the other way round.
+        """
+        key = kwargs.pop(ANSWER_KEY_ARG, None)
         request = {**self.kwargs, **kwargs}
-        # lm_identity: the runner's one rule for which LM settings can change an answer (server included),
-        # so the same model name on another server is never answered from this cache.
-        key = request_key(self.model, messages or [{"role": "user", "content": prompt}],
-                          {**request, "lm": lm_identity(self.config)})
-        with self.meter.lock:
-            hit = self.meter.cache.get(key)
-            if hit is not None:
-                self.meter.cache_hits += 1
+        hit = self.meter.lookup(key)
         if hit is not None:
             return _response(hit["raw"], self.model)
         self.meter.reserve()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=
-            response = self.inner.forward(messages=messages, **{k: v for k, v in request.items()
-                                                                if k not in ("temperature", "max_tokens")},
+            response = self.inner.forward(messages=messages or [{"role": "user", "content": prompt}],
+                                          **{k: v for k, v in request.items()
+                                             if k not in ("temperature", "max_tokens")},
                                           temperature=request.get("temperature"),
                                           max_tokens=request.get("max_tokens"))
         text = getattr(response.choices[0].message, "content", None) or ""
         usage = _usage(getattr(response, "usage", None))
         self.meter.record(usage)
-        entry = {"raw": text, "usage": usage}
-        with self.meter.lock:
-            self.meter.cache[key] = entry
-            self.meter.new_entries[key] = entry
+        if key is not None:
+            self.meter.keep(key, {"raw": text, "usage": usage})
         return response
 
 
-def request_key(model: str, messages: list[dict[str, Any]], request: Mapping[str, Any]) -> str:
-    """Content hash of one request: model, every message (so demos and instructions) and its parameters."""
-    blob = json.dumps({"m": model, "msg": messages, "p": {k: v for k, v in request.items() if v is not None}},
-                      sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+ANSWER_KEY_ARG = "personagap_answer_key"
+"""The LM call argument by which :func:`judge_adapter` hands :class:`MeteredLM` the request's cache key
+(removed before the request is sent)."""
 
 
 def _usage(usage: Any) -> dict[str, int] | None:
@@ -345,23 +380,24 @@ def _response(text: str, model: str) -> Any:
                                  usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}, model=model)
 
 
-def _cache_name(judge: Judge) -> str:
-    return f"{judge.name}+optimize"
+_CACHE_ROWS_SQL = "FROM judge_cache WHERE model = ? AND (judge = ? OR starts_with(judge, ?)) AND raw IS NOT NULL"
+"""``judge_cache`` rows a run of a judge may reuse: the same model, the base judge's or any of its programs'
+(``base@program``) rows, written by ``judge`` runs or earlier optimisations alike (one key scheme)."""
 
 
 def load_cache(db: str | Path, judge: Judge, model: str) -> dict[str, dict[str, Any]]:
-    """Earlier optimisation answers of this judge and model (the ``judge_cache`` rows :func:`save_cache` wrote)."""
+    """Stored answers of this judge (and its programs) and model, by the runner's cache key."""
+    name = base_name(judge)
     with opened(db, read_only=True) as con:
-        rows = con.execute("SELECT key, raw FROM judge_cache WHERE judge = ? AND model = ? AND raw IS NOT NULL",
-                           [_cache_name(judge), model]).fetchall()
+        rows = con.execute(f"SELECT key, raw {_CACHE_ROWS_SQL}", [model, name, f"{name}@"]).fetchall()
     return {str(k): {"raw": str(r), "usage": None} for k, r in rows}
 
 
 def save_cache(db: str | Path, judge: Judge, model: str, entries: Mapping[str, Mapping[str, Any]]) -> None:
-    """Store new answers in ``judge_cache`` (one transaction) so a rerun sends no request twice."""
+    """Store new answers in ``judge_cache`` (one transaction) so no later run, judge or optimize, pays twice."""
     if not entries:
         return
-    rows = [{"key": k, "judge": _cache_name(judge), "judge_version": judge.version, "model": model, "label": None,
+    rows = [{"key": k, "judge": base_name(judge), "judge_version": judge.version, "model": model, "label": None,
              "raw": e["raw"], "reason": None, "error": None, "usage": e.get("usage"), "created_at": now()}
             for k, e in entries.items()]
     with opened(db) as con:
@@ -387,20 +423,51 @@ def judge_adapter(judge: Judge, lm: LMConfig) -> dspy.Adapter:
             return lm_kwargs
 
         def __call__(self, model: Any, lm_kwargs: dict[str, Any], signature: Any, demos: Any, inputs: Any) -> Any:
+            kwargs = self._with_format(signature, lm_kwargs)
+            key = _answer_key(lm, signature, demos, inputs, kwargs)
+            ours = set(signature.output_fields) == outputs
             try:
-                return super().__call__(model, self._with_format(signature, lm_kwargs), signature, demos, inputs)
+                found = super().__call__(model, {**kwargs, ANSWER_KEY_ARG: key}, signature, demos, inputs)
             except AdapterParseError:
-                if set(signature.output_fields) != outputs:
+                if not ours:
                     raise
                 # An answer the adapter cannot split (PRISM's judges wrote a bare "[") is the judge's failure:
                 # every output field empty, which its parser records as unparseable and the optimiser's metric
                 # scores 0. Raised instead, it would stop BootstrapFewShot (max_errors=1) and the whole run.
-                return [dict.fromkeys(signature.output_fields)]
+                found = [dict.fromkeys(signature.output_fields)]
+            if ours and not _readable(judge, found, inputs):
+                _meter_of(model).unusable(key)  # the runner's rule: an answer the judge cannot read is not stored
+            return found
 
         def _prepare_response_format(self, model: Any, lm_kwargs: dict[str, Any], signature: Any) -> None:
             pass  # the request carries exactly what _with_format chose
 
     return _JudgeAdapter() if lm.adapter == "json" else _JudgeAdapter(use_json_adapter_fallback=False)
+
+
+def _answer_key(lm: LMConfig, signature: Any, demos: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any],
+                lm_kwargs: Mapping[str, Any]) -> str:
+    """The runner's cache key of one call, with the settings this call really sends.
+
+    An optimiser may change the temperature or add arguments (a rollout id); they are in the key
+    (:func:`~personagap.judges.runner.prompt_identity`), so such a call never reuses a plain call's answer.
+    """
+    temperature, max_tokens = lm_kwargs.get("temperature"), lm_kwargs.get("max_tokens")
+    settings = replace(lm, temperature=lm.temperature if temperature is None else temperature,
+                       max_tokens=lm.max_tokens if max_tokens is None else max_tokens)
+    extra = {k: v for k, v in lm_kwargs.items() if k not in ("temperature", "max_tokens")}
+    return answer_key(prompt_identity(settings, signature, demos, extra), inputs)
+
+
+def _readable(judge: Judge, outputs: Sequence[Mapping[str, Any]], inputs: Mapping[str, Any]) -> bool:
+    """Whether the judge's parser reads a label from every answer (what makes the runner cache one)."""
+    probe = JudgeTask(key="", targets=("item",), inputs=dict(inputs))
+    return all(judge.parse(o, probe)["item"].label is not None for o in outputs)
+
+
+def _meter_of(model: Any) -> Meter:
+    meter: Meter = model.meter
+    return meter
 
 
 def to_dspy(example: Example, judge: Judge) -> dspy.Example:
@@ -604,6 +671,8 @@ class Plan:
     max_calls: dict[str, int]
     est_cost: float | None
     cached: int
+    classes: tuple[str, ...]
+    """The class set of the run: the datasets' categories (:func:`dataset_classes`)."""
 
     def render(self) -> str:
         """The plan as lines for the terminal."""
@@ -728,7 +797,7 @@ def plan_run(db: str | Path, settings: OptimizeSettings, lm: LMConfig) -> tuple[
         raise StoreError(f"{db}: no {settings.judge} items with a blind human label; import a release first")
     split = split_users([e.user_id for e in examples], settings.seed, settings.fractions, settings.n_users)
     sides = _split_examples(examples, split, settings.max_items)
-    classes = _CLASSES[base_name(judge)]
+    classes = dataset_classes(db, judge, settings.datasets or _default_datasets(judge))
     train_classes = {e.human for e in sides["train"]}
     if len(train_classes) < 2:
         raise OptimizeError(f"the train users' human labels have one class only ({', '.join(train_classes)}); "
@@ -737,17 +806,23 @@ def plan_run(db: str | Path, settings: OptimizeSettings, lm: LMConfig) -> tuple[
     prevalence = {c: sum(e.human == c for e in sides["train"]) / n_train for c in classes}
     max_calls = {"optimise": settings.budget, "dev": (1 + settings.candidates) * len(sides["dev"]),
                  "test": 2 * len(sides["test"])}
+    name = base_name(judge)
     with opened(db, read_only=True) as con:
-        row = con.execute("SELECT count(*) FROM judge_cache WHERE judge = ? AND model = ?",
-                          [_cache_name(judge), lm.model]).fetchone()
+        row = con.execute(f"SELECT count(*) {_CACHE_ROWS_SQL}", [lm.model, name, f"{name}@"]).fetchone()
     n_cached = int(row[0]) if row else 0
     prices = token_prices(lm.model)
     est_cost = None
     if prices is not None and sides["dev"]:
         per_call = _prompt_tokens(judge, lm, sides["dev"][0], settings.max_demos)
         est_cost = sum(max_calls.values()) * prices.cost(per_call, lm.max_tokens)
-    plan = Plan(settings, split, {k: len(v) for k, v in sides.items()}, prevalence, max_calls, est_cost, n_cached)
+    plan = Plan(settings, split, {k: len(v) for k, v in sides.items()}, prevalence, max_calls, est_cost, n_cached,
+                classes)
     return plan, examples, judge
+
+
+def _default_datasets(judge: Judge) -> tuple[str, ...] | None:
+    """The datasets :func:`load_examples` reads when none are given (the study's stage-2 data for relevance)."""
+    return ("recenter-stage2",) if base_name(judge) == "relevance-per-attribute" else None
 
 
 def _prompt_tokens(judge: Judge, lm: LMConfig, example: Example, n_demos: int) -> int:
@@ -788,14 +863,14 @@ def optimize(db: str | Path, settings: OptimizeSettings, lm: LMConfig, out: str 
     if on_plan is not None:
         on_plan(plan)
     sides = _split_examples(examples, plan.split, settings.max_items)
-    classes = _CLASSES[base_name(judge)]
+    classes = plan.classes
     meter = Meter(budget=settings.budget, prices=token_prices(lm.model), cache=load_cache(db, judge, lm.model))
     metered = MeteredLM(lm, meter)
     adapter = judge_adapter(judge, lm)
     baseline = dspy.Predict(judge.signature)
     try:
         with _phase(meter, "optimise", on_phase):
-            generated = _candidates(settings, judge, sides["train"], metered, adapter)
+            generated = _candidates(settings, judge, sides["train"], classes, metered, adapter)
         with _phase(meter, "dev", on_phase):
             candidates: list[tuple[str, dspy.Module, float]] = []
             for name, program in [("unoptimised", baseline), *generated]:
@@ -836,10 +911,10 @@ def _rank(score: float) -> float:
     return float("-inf") if np.isnan(score) else score
 
 
-def _candidates(settings: OptimizeSettings, judge: Judge, train: Sequence[Example], lm: MeteredLM,
-                adapter: dspy.Adapter) -> list[tuple[str, dspy.Module]]:
+def _candidates(settings: OptimizeSettings, judge: Judge, train: Sequence[Example], classes: Sequence[str],
+                lm: MeteredLM, adapter: dspy.Adapter) -> list[tuple[str, dspy.Module]]:
     """Programs the optimiser proposes from train users only (never dev or test)."""
-    weights = class_weights(train, _CLASSES[base_name(judge)])
+    weights = class_weights(train, classes)
     metric = balanced_metric(judge, train, weights)
     trainset = [to_dspy(e, judge) for e in train]
     out: list[tuple[str, dspy.Module]] = []

@@ -19,11 +19,11 @@ How a run survives trouble:
   calls go on meanwhile. Any other write failure stops the run at once (no new call)
   and says where the unwritten answers are kept.
 * **Cache**: each parsed answer is cached under :func:`answer_key`: a hash of the task's
-  inputs and :func:`call_identity` -- everything else that can change an answer (judge
-  and version, model, server, temperature, max_tokens, adapter, response_format, the
-  prompt's instructions, fields and demos). A rerun re-derives those labels locally and
-  sends requests only for tasks that are missing or failed; the summary says how many
-  answers came from the cache.
+  inputs and :func:`prompt_identity` -- everything else that can change an answer (model,
+  server, temperature, max_tokens, adapter, response_format, the prompt's instructions,
+  fields and demos). ``optimize`` keys its calls the same way, so neither pays twice. A
+  rerun re-derives those labels locally and sends requests only for tasks that are missing
+  or failed; the summary says how many answers came from the cache.
 
 The API key is read from the environment at call time and never stored: it is
 not in the ``runs`` parameters, the cache key, the journal, the labels or any log line.
@@ -200,16 +200,10 @@ def request_extra(judge: Judge, lm: LMConfig) -> dict[str, Any]:
 
 
 def call_identity(judge: Judge, lm: LMConfig, program: Program | None = None) -> str:
-    """Hash of everything but the task's inputs that can change an answer.
-
-    Covers the judge's name and version; every LM setting except :data:`ANSWER_NEUTRAL_SETTINGS` (model,
-    server ``api_base``, temperature, max_tokens, adapter, structured, ...); the extra request arguments
-    actually sent (``response_format``); and the program the prompt is built from: the system message the
-    adapter renders from the signature (instructions, fields), the fields themselves and the demos. Never
-    the API key (only :attr:`LMConfig.api_key_env` names it, and that is excluded).
+    """Hash of everything but the task's inputs that can change an answer: :func:`prompt_identity` of a judge.
 
     Args:
-        judge: The judge.
+        judge: The judge (its ``response_format`` is part of the request when ``lm.structured``).
         lm: The model settings.
         program: What prompts are built from; default ``judge.program()``. An optimised program (other
             instructions or demos) gets another identity, so its answers never mix with the plain judge's.
@@ -218,14 +212,49 @@ def call_identity(judge: Judge, lm: LMConfig, program: Program | None = None) ->
         A hex digest; combine it with a task's inputs with :func:`answer_key`.
     """
     program = program or judge.program()
-    signature = program.signature
+    return prompt_identity(lm, program.signature, program.demos, request_extra(judge, lm))
+
+
+def prompt_identity(lm: LMConfig, signature: type[dspy.Signature], demos: Sequence[Mapping[str, Any]],
+                    request: Mapping[str, Any]) -> str:
+    """The one cache-key scheme: a hash of everything but the inputs that shapes the request sent.
+
+    ``judge`` (per run) and ``optimize`` (per call, from its adapter) both key answers with it, so an answer
+    one paid for is reused by the other for the same request. Covers every LM setting except
+    :data:`ANSWER_NEUTRAL_SETTINGS` (model, server ``api_base``, temperature, max_tokens, adapter, structured, ...);
+    the extra request arguments (``response_format``, and any an optimiser adds, e.g. a rollout id); and what the
+    adapter renders the prompt from: the system message (instructions, fields), the fields themselves and the
+    demos' signature fields (the only part of a demo the prompt shows). Never the API key, and never the judge's
+    name: two judges sending the same request get the same answer, and each re-parses it with its own parser.
+
+    Args:
+        lm: The model settings (with any per-call temperature or max_tokens already applied).
+        signature: The DSPy signature the prompt is formatted from.
+        demos: Few-shot demos shown before the task (plain dicts or ``dspy.Example``).
+        request: Request arguments beyond the messages and the LM settings (None values are not sent).
+
+    Returns:
+        A hex digest; combine it with a task's inputs with :func:`answer_key`.
+    """
     fields = {name: [role, str(info.annotation), info.json_schema_extra]
               for role, group in (("in", signature.input_fields), ("out", signature.output_fields))
               for name, info in group.items()}
-    blob = {"judge": judge.name, "version": judge.version, "lm": lm_identity(lm), "request": request_extra(judge, lm),
-            "system": adapter_for(lm.adapter).format_system_message(signature), "fields": fields,
-            "demos": [_plain(d) for d in program.demos]}
+    shown = set(signature.fields)
+    blob = {"lm": lm_identity(lm), "request": {k: v for k, v in request.items() if v is not None},
+            "system": _system_message(lm.adapter, signature), "fields": fields,
+            "demos": [{k: v for k, v in _plain(d).items() if k in shown} for d in demos]}
     return _digest(blob)
+
+
+_IDENTITY_ADAPTERS: dict[str, dspy.Adapter] = {}
+
+
+def _system_message(kind: Literal["json", "chat"], signature: type[dspy.Signature]) -> str:
+    # One adapter per kind for the process: it builds a signature's system message once (lm_overhead).
+    adapter = _IDENTITY_ADAPTERS.get(kind)
+    if adapter is None:
+        adapter = _IDENTITY_ADAPTERS.setdefault(kind, adapter_for(kind))
+    return str(adapter.format_system_message(signature))
 
 
 def answer_key(identity: str, inputs: Mapping[str, Any]) -> str:

@@ -279,25 +279,18 @@ def _stage_records(db: str, stage: str, datasets: tuple[str, ...]) -> list[Datas
     return found
 
 
-def _describe(record: DatasetRecord) -> str:
-    from personagap.judges.base import judges_for
-
-    fit = judges_for(record)
-    use = " or ".join(f"--judge {name}" for name in fit) if fit else "no LLM judge answers this scale"
-    scale = "/".join(record.scale.categories)
-    return f"{record.dataset} ({record.item_kind} items, {record.scale.kind} scale {scale}): {use}"
-
-
 def fitting_judges(db: str, stage: str, datasets: tuple[str, ...]) -> str:
     """One sentence naming, per stored dataset of ``stage``, the judges that fit it (``judges.base.fits``)."""
-    return "Judges that fit the data: " + "; ".join(_describe(r) for r in _stage_records(db, stage, datasets))
+    from personagap.judges.base import describe_fit
+
+    return "Judges that fit the data: " + "; ".join(describe_fit(r) for r in _stage_records(db, stage, datasets))
 
 
 def require_fitting_data(db: str, stage: str, judge_name: str, datasets: tuple[str, ...]) -> None:
     """Stop with one line (exit 2) unless some dataset of ``stage`` (of ``datasets``) fits ``judge_name``."""
-    from personagap.judges.base import JUDGES, fits
+    from personagap.judges.base import JUDGES, describe_fit, fits
 
     records = _stage_records(db, stage, datasets)
     if not any(fits(JUDGES[judge_name], r) for r in records):
         fail(f"{db}: no dataset here fits judge {judge_name!r} (it answers {JUDGES[judge_name].item_kind} items with "
-             f"{'/'.join(JUDGES[judge_name].categories)}). " + "; ".join(_describe(r) for r in records))
+             f"{'/'.join(JUDGES[judge_name].categories)}). " + "; ".join(describe_fit(r) for r in records))

@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from personagap._cli_base import RunSettings, cli, db_option, llm_judge_options, require_lm, run_or_exit
+from personagap._cli_base import (
+    RunSettings,
+    cli,
+    db_option,
+    echo_run,
+    fail,
+    llm_judge_options,
+    require_lm,
+)
 from personagap.analysis.agreement import DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
@@ -70,18 +78,16 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
                                 n_resamples=resamples, datasets=datasets or None, max_items=max_items)
     path = out or f"optimized-{stage}.json"
 
-    def go() -> Any:
-        try:
-            if dry_run:
-                return plan_run(db, settings, llm)[0]
+    result: Any
+    try:
+        if dry_run:
+            result = plan_run(db, settings, llm)[0]
+        else:
             # The plan goes to stderr as the run starts (the result printed on stdout repeats it).
-            return optimize(db, settings, llm, path, on_plan=lambda p: click.echo(p.render() + "\n", err=True),
-                            on_phase=lambda name: click.echo(f"[{name}]", err=True))
-        except OptimizeError as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(2) from exc
-
-    result = run_or_exit(go)
+            result = optimize(db, settings, llm, path, on_plan=lambda p: click.echo(p.render() + "\n", err=True),
+                              on_phase=lambda name: click.echo(f"[{name}]", err=True))
+    except OptimizeError as exc:
+        fail(f"error: {exc}")
     if dry_run:
         click.echo(result.render())
         click.echo("dry run: no LLM call made")
@@ -100,8 +106,10 @@ program_option = click.option(
 
 
 def judge_program(stage: str, judge_name: str, db: str, program: str, lm: LMConfig | None, run: RunSettings, *,
-                  limit: int | None = None, datasets: tuple[str, ...] = ()) -> str:
-    """`personagap judge STAGE --program PROGRAM`: run a saved program; errors are one line and exit 2.
+                  limit: int | None = None, datasets: tuple[str, ...] = ()) -> None:
+    """`personagap judge STAGE --program PROGRAM`: run a saved program and print its summary (:func:`echo_run`).
+
+    Errors are one line and exit 2; a run that labels nothing exits 1.
 
     Args:
         stage: 'relevance' or 'response' (the program's stage must match).
@@ -112,23 +120,17 @@ def judge_program(stage: str, judge_name: str, db: str, program: str, lm: LMConf
         run: Concurrency, retries, progress.
         limit: Judge only the first N calls.
         datasets: Only these datasets [default: the program's].
-
-    Returns:
-        The run's summary text.
     """
     from personagap.judges.optimize import OptimizeError, judge_with_program, load_program
 
-    def go() -> str:
-        try:
-            meta = load_program(program).meta
-            if meta["stage"] != stage or meta["base_judge"] != judge_name:
-                raise OptimizeError(f"{program}: a {meta['stage']} program for judge {meta['base_judge']!r}; run "
-                                    f"it with: personagap judge {meta['stage']} --judge {meta['base_judge']} --program")
-            llm = require_lm(lm, meta["base_judge"])
-            return str(judge_with_program(db, program, llm, datasets=datasets or None, concurrency=run.concurrency,
-                                          limit=limit, max_retries=run.max_retries, progress=run.progress).render())
-        except OptimizeError as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(2) from exc
-
-    return run_or_exit(go)
+    try:
+        meta = load_program(program).meta
+        if meta["stage"] != stage or meta["base_judge"] != judge_name:
+            raise OptimizeError(f"{program}: a {meta['stage']} program for judge {meta['base_judge']!r}; run "
+                                f"it with: personagap judge {meta['stage']} --judge {meta['base_judge']} --program")
+        llm = require_lm(lm, meta["base_judge"])
+        summary = judge_with_program(db, program, llm, datasets=datasets or None, concurrency=run.concurrency,
+                                     limit=limit, max_retries=run.max_retries, progress=run.progress)
+    except OptimizeError as exc:
+        fail(f"error: {exc}")
+    echo_run(summary)
