@@ -44,6 +44,7 @@ from personagap.analysis.agreement import (
     ci_text,
     estimates,
     json_safe_dict,
+    krippendorff_alpha_ci,
     resample_weights,
 )
 from personagap.analysis.comparable import (
@@ -134,6 +135,9 @@ class HumanCeiling(OriginField):
     n_items: int
     n_users: int = Field(default=0, description="Users the bootstrap resamples (no CI below MIN_USERS_FOR_CI).")
     undefined_resamples: int = 0
+    alpha: float | None = Field(default=None, description="Krippendorff's alpha (ordinal) among these humans; "
+                                                          "ordinal scales only.")
+    alpha_ci: list[float] | None = None
 
 
 class CeilingGap(OriginField):
@@ -481,6 +485,18 @@ def _dataset_agreement(humans: pd.DataFrame, judges: pd.DataFrame | None, *, n_r
     return result, groups, keys, np.bincount(frame["rater"].to_numpy(), minlength=len(groups))
 
 
+def _ordinal_alpha(humans: pd.DataFrame, scale: DatasetScale, *, n_resamples: int, seed: int,
+                   level: float) -> dict[str, Any]:
+    """Krippendorff's alpha (ordinal) among the humans of an ordinal dataset, with its user-clustered CI."""
+    values = humans.assign(value=on_scale(humans["label"], scale).map(dict(zip(scale.categories, scale.levels(),
+                                                                               strict=True))))
+    wide = values.drop_duplicates(["item_id", "rater"]).pivot(index="item_id", columns="rater", values="value")
+    users = values.drop_duplicates("item_id").set_index("item_id")["user_id"].reindex(wide.index)
+    est = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, users.astype(str).to_numpy(), "ordinal",
+                                n_resamples=n_resamples, seed=seed, ci_level=level)
+    return {"alpha": est.value, "alpha_ci": ci_list(est)}
+
+
 def _pair_metric(scale: DatasetScale | None) -> str:
     # The scale's headline pairwise figure: the ceiling and the gap compare like with like.
     return "weighted_kappa" if scale is not None and scale.ordinal else "kappa"
@@ -520,8 +536,12 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
     if done is None:
         return None
     result, groups, _, _ = done
-    return _ceiling_from(result, groups, str(humans["dataset"].iloc[0]), int(humans["item_id"].nunique()), level,
-                         _pair_metric(scale))
+    ceiling = _ceiling_from(result, groups, str(humans["dataset"].iloc[0]), int(humans["item_id"].nunique()), level,
+                            _pair_metric(scale))
+    if ceiling is not None and scale is not None and scale.ordinal:
+        ceiling = ceiling.model_copy(update=_ordinal_alpha(humans, scale, n_resamples=n_resamples, seed=seed,
+                                                           level=level))
+    return ceiling
 
 
 def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_resamples: int, seed: int,
@@ -552,6 +572,9 @@ def ceiling_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_re
     ceiling = _ceiling_from(result, groups, dataset, int(humans["item_id"].nunique()), level, metric)
     if ceiling is None:
         return None, []
+    if scale is not None and scale.ordinal:
+        ceiling = ceiling.model_copy(update=_ordinal_alpha(humans, scale, n_resamples=n_resamples, seed=seed,
+                                                           level=level))
     c_point, c_samples, _ = mean_pair_samples(result, _human_pairs(groups))
     human_keys = sorted(k for k, g in groups.items() if g == "human")
     gaps = []
@@ -588,8 +611,10 @@ _METRIC_NAMES = {"kappa": "kappa", "weighted_kappa": "quadratic-weighted kappa"}
 
 
 def _ceiling_text(c: HumanCeiling) -> str:
+    alpha = ("" if c.alpha is None else
+             f", Krippendorff's alpha (ordinal) {_fmt(c.alpha)} {ci_text(ci=c.alpha_ci, n_users=c.n_users)}")
     return (f"mean pairwise {_METRIC_NAMES[c.metric]} {_fmt(c.mean_kappa)} {ci_text(ci=c.ci, n_users=c.n_users)} "
-            f"({where(c.dataset, c.origin)}, {c.n_raters} blind humans, {c.n_pairs} pairs)")
+            f"({where(c.dataset, c.origin)}, {c.n_raters} blind humans, {c.n_pairs} pairs{alpha})")
 
 
 def _gap_text(g: CeilingGap) -> str:

@@ -98,7 +98,7 @@ def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> 
     text = labels.astype(str)
     if scale.ordinal:
         level_of = {v: c for v, c in zip(scale.levels(), scale.categories, strict=True)}
-        text = text.map(lambda v: level_of.get(_number(v), v))
+        text = text.map(lambda v: _level_text(v, level_of))
     known = text.isin(scale.categories)
     if strict and not known.all():
         unknown = sorted(set(text[~known]))[:5]
@@ -106,11 +106,12 @@ def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> 
     return text.where(known)
 
 
-def _number(text: str) -> float | None:
+def _level_text(text: str, level_of: Mapping[float, str]) -> str:
+    # The level's stored spelling when the text is that number, else the text itself (then off the scale).
     try:
-        return float(text)
+        return level_of.get(float(text), text)
     except ValueError:
-        return None
+        return text
 
 
 def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, scale: DatasetScale | list[str],

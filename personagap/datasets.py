@@ -33,7 +33,6 @@ from personagap.records import (
     DatasetRecord,
     DatasetScale,
     ItemKind,
-    ScaleKind,
     Stage,
 )
 
@@ -122,17 +121,17 @@ def build_records(items: pd.DataFrame, scale_labels: pd.DataFrame, meta: dict[st
         kinds[(str(stage), str(dataset))] = str(rows.sort_values(["n", "item_kind"], ascending=[False, True])
                                                  .iloc[0]["item_kind"])
     out: dict[tuple[str, str], DatasetRecord] = {}
-    for key in sorted(set(kinds) | set(stored)):
-        stage, dataset = key
+    for pair in sorted(set(kinds) | set(stored)):
+        stage, dataset = pair
         if stage not in get_args(Stage):
             continue
-        said = stored.get(key, {})
-        item_kind = cast(ItemKind, said.get("item_kind") or kinds.get(key) or _stage_item_kind(stage))
+        said = stored.get(pair, {})
+        item_kind = cast(ItemKind, said.get("item_kind") or kinds.get(pair) or _stage_item_kind(stage))
         rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == dataset)]
         scale = _scale(item_kind, str(said.get("scale") or "nominal"), [str(c) for c in said.get("categories") or []],
                        rows)
         origin = meta.get(f"origin:{dataset}", "real")
-        out[key] = DatasetRecord(stage=cast(Stage, stage), dataset=dataset, item_kind=item_kind, scale=scale,
+        out[pair] = DatasetRecord(stage=cast(Stage, stage), dataset=dataset, item_kind=item_kind, scale=scale,
                                  question=str(said.get("question") or default_question(stage, item_kind)),
                                  origin="synthetic" if origin == "synthetic" else "real",
                                  declared=bool(said) and not said.get("legacy"))
@@ -155,7 +154,7 @@ def _scale(item_kind: str, kind: str, declared: list[str], rows: pd.DataFrame) -
         judged = rows[rows["rater_kind"].isin(["human", "human_majority", "llm", "trained", "baseline"])]
         found = [str(v) for v in judged["label"].dropna().unique() if _is_number(str(v))]
         return DatasetScale(kind="ordinal", categories=tuple(numeric_order(declared or found)))
-    return DatasetScale(kind=cast(ScaleKind, "nominal"), categories=tuple(categories_for(rows, declared or None)))
+    return DatasetScale(kind="nominal", categories=tuple(categories_for(rows, declared or None)))
 
 
 def _is_number(text: str) -> bool:

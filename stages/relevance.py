@@ -24,6 +24,7 @@ from personagap.analysis.agreement import (
     MIN_USERS_FOR_CI,
     NAN_ESTIMATE,
     Estimate,
+    Level,
     ci_list,
     ci_text,
     fleiss_kappa_ci,
@@ -279,7 +280,7 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     human_long = long[long["rater"].isin(humans)]
     wide = human_long.pivot(index="item_id", columns="rater", values="label").astype(float)
     cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
-    level = "ordinal" if scale.ordinal else "nominal"
+    level: Level = "ordinal" if scale.ordinal else "nominal"
     alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level,
                                   n_resamples=n_resamples, seed=seed)
     n_rated = wide.notna().sum(axis=1)

@@ -126,4 +126,15 @@ def test_ordinal_dataset_is_scored_by_weighted_kappa_in_diagnose(
     pairs = [cohen_kappa_score(humans[a].astype(int), humans[b].astype(int), weights="quadratic")
              for a, b in combinations(["r1", "r2", "r3"], 2)]
     assert ceiling["metric"] == "weighted_kappa" and ceiling["mean_kappa"] == pytest.approx(np.mean(pairs))
+    assert ceiling["alpha"] == pytest.approx(krippendorff.alpha(
+        reliability_data=humans.astype(float).to_numpy().T, level_of_measurement="ordinal"))
     assert {g["metric"] for g in response["gaps"] if g["dataset"] == "stars"} == {"weighted_kappa"}
+
+
+def test_text_reports_name_the_ordinal_figures(store: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
+    db, _, _ = store
+    out = CliRunner().invoke(cli, ["diagnose", "--db", str(db), "--resamples", RESAMPLES])
+    assert out.exit_code == 0, out.output
+    assert "quadratic-weighted kappa" in out.output and "Krippendorff's alpha (ordinal)" in out.output
+    out = CliRunner().invoke(cli, ["report", "relevance", "--db", str(db), "--resamples", RESAMPLES])
+    assert out.exit_code == 0 and "judge-tri" in out.output, out.output
