@@ -16,6 +16,8 @@ from typing import Any
 
 import duckdb
 
+from personagap.store import running_runs, set_run_status
+
 PROCESS_KEY = "process"
 """Key of the process marker in a run's ``parameters``."""
 
@@ -78,10 +80,8 @@ def mark_interrupted_runs(con: duckdb.DuckDBPyConnection) -> list[str]:
     Returns:
         The run ids marked.
     """
-    rows = con.execute("SELECT run_id, CAST(parameters AS TEXT) FROM runs WHERE status = 'running'").fetchall()
-    dead = [run_id for run_id, params in rows if effective_status("running", params) == "interrupted"]
-    if dead:
-        con.execute("UPDATE runs SET status = 'interrupted' WHERE run_id IN (SELECT unnest(?))", [dead]).fetchall()
+    dead = [run_id for run_id, params in running_runs(con) if effective_status("running", params) == "interrupted"]
+    set_run_status(con, dead, "interrupted")
     return dead
 
 

@@ -24,7 +24,7 @@ from personagap.store.batch import (
 )
 from personagap.store.connection import _LOCK_MARKERS, FORCE_SCHEMA, attached, connect, opened
 from personagap.store.errors import DuplicateKeyError, StoreError
-from personagap.store.queries import load_labels
+from personagap.store.queries import load_labels, running_runs
 from personagap.store.schema import DEFAULT_DB, SCHEMA_VERSION, TABLES
 from personagap.store.writes import (
     _IMPORT_RUN_VOLATILE,
@@ -32,6 +32,7 @@ from personagap.store.writes import (
     _remove_stale,
     remove_stale,
     set_meta,
+    set_run_status,
     upsert,
     upsert_counted,
     write_batch,
@@ -42,7 +43,8 @@ __all__ = [
     "DEFAULT_DB", "FORCE_SCHEMA", "RELEASE_KEY", "SCHEMA_VERSION", "TABLES", "DuplicateKeyError", "ImportBatch",
     "LabelColumns", "StoreError", "TableCounts", "WriteSummary", "_IMPORT_RUN_VOLATILE", "_LOCK_MARKERS",
     "_remove_stale", "attached", "columns_table", "connect", "gc_paused", "git_sha", "load_labels", "now", "opened",
-    "remove_stale", "set_meta", "upsert", "upsert_counted", "write_batch", "write_labels",
+    "remove_stale", "running_runs", "set_meta", "set_run_status", "upsert", "upsert_counted", "write_batch",
+    "write_labels",
 ]
 
 

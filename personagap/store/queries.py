@@ -31,3 +31,9 @@ def load_labels(con: duckdb.DuckDBPyConnection, *, dataset: str | None = None, s
         WHERE {' AND '.join(where)}
     """
     return con.execute(sql, params).df()
+
+
+def running_runs(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """(run id, parameters as JSON text) of every run whose stored status is 'running'."""
+    rows = con.execute("SELECT run_id, CAST(parameters AS TEXT) FROM runs WHERE status = 'running'").fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]

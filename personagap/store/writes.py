@@ -211,6 +211,12 @@ def _superseded_runs(con: duckdb.DuckDBPyConnection, batch: ImportBatch) -> list
     return [str(r[0]) for r in rows]
 
 
+def set_run_status(con: duckdb.DuckDBPyConnection, run_ids: list[str], status: str) -> None:
+    """Set the status of runs ``run_ids`` (within the caller's connection)."""
+    if run_ids:
+        con.execute("UPDATE runs SET status = ? WHERE run_id IN (SELECT unnest(?))", [status, run_ids]).fetchall()
+
+
 def set_meta(con: duckdb.DuckDBPyConnection, values: dict[str, str]) -> None:
     """Insert or replace meta entries, bound as parameters (within the caller's transaction)."""
     if values:
