@@ -15,8 +15,10 @@ dataset where several blind humans labelled the same items, the ceiling is their
 pairwise Cohen's kappa, and a judge's figure is its mean kappa with each of those humans
 on the same items (the same question, asked the same way). The gap's CI comes from a
 paired bootstrap: each resample of users recomputes both the human–human and the
-judge–human kappas. A stage is named only when its gap CI lies wholly above every other
-stage's; otherwise the verdict says it cannot tell. A ceiling is never borrowed from another
+judge–human kappas. On an ordinal dataset (its record's scale, :mod:`personagap.datasets`)
+every one of these kappas, and the judge's headline figure, is quadratic-weighted. A stage is
+named only when its gap CI lies wholly above every other stage's; otherwise the verdict says it
+cannot tell. A ceiling is never borrowed from another
 dataset: a stage whose judged dataset has no multi-human ceiling is reported as unranked.
 """
 
@@ -151,9 +153,9 @@ class CeilingGap(OriginField):
     condition: str
     metric: str = Field(default="kappa", description="The pairwise figure of both sides: 'kappa', or "
                                                      "'weighted_kappa' on ordinal scales.")
-    judge_kappa: float = Field(description="Mean Cohen's kappa of the judge with each blind human (same items).")
+    judge_kappa: float = Field(description="Mean kappa (``metric``) of the judge with each blind human (same items).")
     judge_kappa_ci: list[float]
-    ceiling: float = Field(description="Mean pairwise Cohen's kappa among those blind humans.")
+    ceiling: float = Field(description="Mean pairwise kappa (``metric``) among those blind humans.")
     ceiling_ci: list[float]
     gap: float = Field(description="ceiling - judge_kappa (> 0: the judge agrees with humans less than they do).")
     gap_ci: list[float] = Field(description="Paired bootstrap: each resample of users recomputes both kappas.")
