@@ -234,7 +234,6 @@ def _bind(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[Sou
         "pg_dataset": spec.dataset, "pg_stage": spec.stage,
         "pg_cat_keys": None if cats is None else [c.lower() for c in cats],
         "pg_cat_values": None if cats is None else list(cats), "pg_cat_numbers": numbers,
-        "pg_run_ids": [run_id_for(s, spec) for s in sources],
         "pg_paths": [str(s.path) if s.path is not None else "" for s in sources]}
     for name, value in values.items():
         kind = {"pg_cat_numbers": "DOUBLE[]", "pg_dataset": "VARCHAR", "pg_stage": "VARCHAR"}.get(name, "VARCHAR[]")
@@ -822,6 +821,7 @@ def _build(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequence[So
     """
     ds, st = _var("pg_dataset"), _var("pg_stage")
     # Each label's run is its file's: an index into the bound list of run ids, not a join over every label.
+    con.execute("SET VARIABLE pg_run_ids = CAST(? AS VARCHAR[])", [[run_ids[s.name] for s in sources]])
     run_of_file = f"{_var('pg_run_ids')}[_file + 1]"
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
