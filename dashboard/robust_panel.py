@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.agreement import FloatArray, ci_list, estimate, resample_weights
+from personagap.analysis.comparable import judge_display
 from personagap.analysis.diagnosis import Diagnosis, JudgeScore
 from personagap.analysis.panel import PANEL_METRICS
 from personagap.analysis.robust import (
@@ -35,7 +36,6 @@ from personagap.analysis.robust import (
     PANEL_POINT_ONLY,
     base_rate_tables,
     code_labels,
-    judge_name,
     panel_fields,
 )
 
@@ -127,7 +127,7 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
             part = pair_counts[pair_counts["dataset"] == ds]
             for (rater, kind, condition), g in part.groupby(["rater", "rater_kind", "condition"], sort=True):
                 tables = _tables(g["user_id"], g["human"], g["label"], g["n"], cats)
-                out.append(_row(judge_name(str(rater), str(condition)), str(rater), str(kind), str(condition), ds,
+                out.append(_row(judge_display(str(rater), str(condition)), str(rater), str(kind), str(condition), ds,
                                 tables, n_resamples, seed, level))
         else:
             # panel_rows' order: judges grouped by (rater, kind, condition), sorted.
