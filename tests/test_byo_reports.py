@@ -97,7 +97,9 @@ def test_persona_use_section_names_an_imported_dataset(tmp_path: Path) -> None:
     _cli("import", "labels", str(write_rows(tmp_path / "single.jsonl", rows)), "--stage", "response", "--dataset",
          "our-persona-use", "--db", db)
     report = json.loads(_cli("report", "response", "--db", db, "--resamples", RESAMPLES, "--json"))
-    assert report["usr"]["dataset"] == "our-persona-use" and report["usr"]["origin"] == "real"
+    (section,) = report["single_responses"]
+    assert section["dataset"] == "our-persona-use" and section["origin"] == "real"
     text = _cli("report", "response", "--db", db, "--resamples", RESAMPLES)
-    assert "Persona use on our-persona-use: 48 responses" in text
+    # Titled with the dataset's question (the default one: the import named none), then the dataset.
+    assert f"{section['question']}\n  our-persona-use: 48 responses" in text
     assert "USR PersonaChat" not in text

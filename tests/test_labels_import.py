@@ -120,11 +120,14 @@ def test_relevance_items_are_judgeable_by_an_llm_over_http(tmp_path: Path) -> No
 
 
 def test_response_pairwise_csv_and_single_parquet(tmp_path: Path) -> None:
+    # A dataset record has one item kind: pairs and single responses are two datasets of one stage.
     pairs, singles = team_rows("response"), team_rows("response", shape="single")
     db = str(tmp_path / "team.duckdb")
-    result = run("import", "labels", str(write_rows(tmp_path / "pairs.csv", pairs)),
-                 str(write_rows(tmp_path / "single.parquet", singles)), "--stage", "response",
+    result = run("import", "labels", str(write_rows(tmp_path / "pairs.csv", pairs)), "--stage", "response",
                  "--dataset", "team-resp", "--origin", "synthetic", "--db", db)
+    assert result.exit_code == 0, result.output
+    result = run("import", "labels", str(write_rows(tmp_path / "single.parquet", singles)), "--stage", "response",
+                 "--dataset", "team-single", "--origin", "synthetic", "--db", db)
     assert result.exit_code == 0, result.output
 
     report = ok_json("report", "response", "--db", db, "--resamples", RESAMPLES)
@@ -132,10 +135,10 @@ def test_response_pairwise_csv_and_single_parquet(tmp_path: Path) -> None:
     assert [j["judge"] for j in pairwise] == [LLM]
     n, kappa = expected_vs_majority(pairs)
     assert pairwise[0]["n"] == n and pairwise[0]["kappa"] == pytest.approx(kappa)
-    # Single yes/no responses are "does it use the persona" items: the rater panel and the LLM vs the majority.
-    usr = report["usr"]
-    assert usr["raters"] == {h: 48 for h in HUMANS}
-    vs_majority = [v for v in usr["judges"] if v["judge"] == LLM and v["rater"] == "majority"]
+    # Single yes/no responses get their own section: the rater panel and the LLM vs the majority.
+    (single,) = [s for s in report["single_responses"] if s["dataset"] == "team-single"]
+    assert single["raters"] == {h: 48 for h in HUMANS}
+    vs_majority = [v for v in single["judges"] if v["judge"] == LLM and v["rater"] == "majority"]
     n_single, kappa_single = expected_vs_majority(singles)
     assert vs_majority[0]["n"] == n_single and vs_majority[0]["kappa"] == pytest.approx(kappa_single)
 
@@ -143,7 +146,7 @@ def test_response_pairwise_csv_and_single_parquet(tmp_path: Path) -> None:
     (stage,) = [s for s in diagnosis["stages"] if s["stage"] == "response"]
     assert stage["n_items"] == 96 and stage["n_judge_labels"] == 96
     with duckdb.connect(db, read_only=True) as con:
-        assert dataset_origins(con) == {"team-resp": "synthetic"}
+        assert dataset_origins(con) == {"team-resp": "synthetic", "team-single": "synthetic"}
 
 
 def test_response_items_are_judgeable_pairwise(tmp_path: Path) -> None:
