@@ -401,9 +401,8 @@ def headline(j: JudgeScore) -> tuple[str, float, list[float]]:
     Returns:
         The figure's name, its value and its CI.
     """
-    if getattr(j, "scale", "nominal") == "ordinal":
-        return ("weighted kappa", float(getattr(j, "weighted_kappa", float("nan"))),
-                list(getattr(j, "weighted_kappa_ci", [float("nan"), float("nan")])))
+    if j.scale == "ordinal" and j.weighted_kappa is not None:
+        return "weighted kappa", j.weighted_kappa, j.weighted_kappa_ci or [float("nan"), float("nan")]
     return "kappa", j.kappa, j.kappa_ci
 
 
