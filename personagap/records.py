@@ -228,8 +228,10 @@ class DatasetScale(_Record):
 
 
 class DatasetRecord(_Record):
-    """What a dataset is, fixed at import and stored: figures, titles and queues follow from it, never from
-    which paper the data came from."""
+    """What a dataset is, fixed at import and stored.
+
+    Figures, titles and queues follow from it, never from which paper the data came from.
+    """
 
     stage: Stage
     dataset: str
