@@ -25,6 +25,7 @@ from typing import Any
 
 from personagap.human_data._jsonl import (
     DataError,
+    Release,
     Row,
     clip,
     no_rows,
@@ -37,6 +38,7 @@ from personagap.human_data.prism import ResponseImport, import_run, pairwise_rec
 from personagap.records import Item, Label, User, item_id
 
 DATASET = "personafeedback"
+ADAPTER = "personafeedback"
 HUMAN_RATER = "personafeedback-annotators"
 QUESTION = "Which of the two answers fits this persona better?"
 """What PersonaFeedback's annotators decided (``chosen`` over ``reject``)."""
@@ -92,6 +94,9 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
     if not persona_dir.is_dir() or not data_dir.is_dir():
         raise DataError(root, None, None, "not a PersonaFeedback release: expected persona/ and data/ folders")
     result = ResponseImport()
+    release = Release.of(ADAPTER, root)
+    # The release is the unit, wherever it lies: a file deleted from it goes.
+    result.batch.releases.append(release.scope)
     result.batch.folders.append(real_path(root))
     personas: dict[str, tuple[str, str]] = {}
     for file in sorted(persona_dir.glob("*.jsonl")):
@@ -121,7 +126,7 @@ def load_personafeedback(root: str | Path) -> ResponseImport:
         if tier not in TIERS:
             raise DataError(file, None, None, f"unknown tier '{clip(tier)}'; expected easy, medium or hard")
         data = read_bytes(file)
-        run = import_run(file, HUMAN_RATER, {"split": split, "tier": tier}, data)
+        run = import_run(file, HUMAN_RATER, {"split": split, "tier": tier}, data, release=release)
         result.batch.runs.append(run)
         count = 0
         for row in read_jsonl(file, data):

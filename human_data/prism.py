@@ -41,6 +41,8 @@ from personagap.records import PAIRWISE_LABELS, DatasetRecord, DatasetScale, Ite
 from personagap.store import ImportBatch
 
 DATASET = "prism-judge"
+ADAPTER = "prism-judge"
+"""The release's name in its files' identities (``prism-judge:<file>``)."""
 HUMAN_RATER = "prism-participant"
 """The participant who wrote the prompt and rated both answers (a different person per user)."""
 QUESTION = "Which of the two answers did this participant rate higher (or were they tied)?"
@@ -154,16 +156,17 @@ def write_line(batch: ImportBatch) -> str:
 
 
 def import_run(path: Path, rater: str | None, parameters: dict[str, Any] | None = None,
-               data: bytes | None = None) -> Run:
-    """The ``runs`` row of an imported file; its id derives from the file's path (see ``_jsonl.run_id_for``).
+               data: bytes | None = None, *, release: _jsonl.Release) -> Run:
+    """The ``runs`` row of an imported file; its id derives from its place in the release (``_jsonl.run_id_for``).
 
     Args:
         path: The file.
         rater: The rater its labels come from, if one.
         parameters: Recorded with the run.
         data: The file's bytes, if already read (else read here; an unreadable file is a DataError).
+        release: The release the file belongs to: a re-import from another folder replaces this run.
     """
-    return _jsonl.import_run(path, read_bytes(path) if data is None else data, rater, parameters)
+    return _jsonl.import_run(path, read_bytes(path) if data is None else data, rater, parameters, release=release)
 
 
 class _PairBuilder:
@@ -261,13 +264,16 @@ def load_prism(path: str | Path) -> ResponseImport:
     if not files:
         raise DataError(root, None, None, "no prism_*.jsonl files in this folder")
     result = ResponseImport()
+    release = _jsonl.Release.of(ADAPTER, root)
     if root.is_dir():
+        # The release is the unit, wherever it lies: a file deleted from it goes.
+        result.batch.releases.append(release.scope)
         result.batch.folders.append(real_path(root))
     builder = _PairBuilder(result)
     for file in files:
         protocol = parse_file_name(file)
         data = read_bytes(file)
-        run = import_run(file, protocol.model, {"condition": protocol.condition}, data)
+        run = import_run(file, protocol.model, {"condition": protocol.condition}, data, release=release)
         result.batch.runs.append(run)
         count = failures = 0
         for row in read_jsonl(file, data):

@@ -27,12 +27,13 @@ import hashlib
 from pathlib import Path
 
 from personagap.datasets import record_meta
-from personagap.human_data._jsonl import DataError, Row, cut, parse_json, read_bytes, require_exists
+from personagap.human_data._jsonl import DataError, Release, Row, cut, parse_json, read_bytes, require_exists
 from personagap.human_data.labels import RatedAspectSpec, aspects_meta
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import DatasetRecord, DatasetScale, Item, Label, User, item_id
 
 DATASET = "usr-personachat"
+ADAPTER = "usr"
 FILE_NAME = "pc_usr_data.json"
 USES_KNOWLEDGE = "Uses Knowledge"
 #: Rating key -> (label condition, allowed values). Ranges as in the USR annotation guidelines.
@@ -105,7 +106,7 @@ def load_usr(path: str | Path) -> ResponseImport:
         raise DataError(file, None, None, "expected a non-empty JSON list of contexts")
 
     result = ResponseImport()
-    run = import_run(file, None, data=raw)
+    run = import_run(file, None, data=raw, release=Release.of(ADAPTER, file))
     result.batch.runs.append(run)
     seen: dict[str, str] = {}
     for index, entry in enumerate(data):
