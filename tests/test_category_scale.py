@@ -186,21 +186,24 @@ def test_a_declared_scale_counts_even_when_no_one_used_a_category(shared_data: P
     diag = {j["judge"]: j for j in _cli_json("diagnose", "--db", str(db))["stages"][2]["judges"]}
     report = {j["judge"]: j for j in _cli_json("report", "response", "--db", str(db))["judges"]}
     (score,) = diag.values()
-    assert score["categories"] == (["A", "B", "tie"] if declared else ["A", "B"])
+    # A pairwise dataset's record is on the A/B/tie scale whether or not the import declared it.
+    assert score["categories"] == ["A", "B", "tie"]
     assert {"ac1": score["ac1"], "pabak": score["pabak"]} == pytest.approx(
         {"ac1": report["command-r-plus"]["ac1"], "pabak": report["command-r-plus"]["pabak"]})
     from personagap.store import load_labels, opened
 
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage="response")
-    panel = {r["judge"]: r for r in panel_rows(labels, "ab", n_resamples=RESAMPLES, seed=0, declared=declared)}
+    # The panel is handed the dataset's scale, as every report takes it from the dataset record.
+    panel = {r["judge"]: r for r in panel_rows(labels, "ab", n_resamples=RESAMPLES, seed=0,
+                                               declared=score["categories"])}
     assert panel["command-r-plus"]["ac1"] == pytest.approx(score["ac1"])
     pairs = {}
     for r in rows:
         pairs.setdefault(r["item_id"], {})[r["rater_kind"]] = r["label"]
     both = [(p["human"], p["llm"]) for p in pairs.values() if "llm" in p]
     human, judge = [h for h, _ in both], [j for _, j in both]
-    cats = list(declared or ("A", "B"))
+    cats = ["A", "B", "tie"]
     assert score["ac1"] == pytest.approx(_ac1_by_hand(human, judge, cats))
     bp = CAC(pd.DataFrame({"human": human, "judge": judge}), categories=cats).bp()["est"]["coefficient_value"]
     assert score["pabak"] == pytest.approx(bp, abs=1e-5)
