@@ -12,6 +12,7 @@ and reported differs from what was measured.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -262,8 +263,18 @@ def test_cli_optimize_then_judge_then_report(prism_db: Path, truth: Truth, tmp_p
         optimise_log = list(server.log)
         judged = _cli("judge", "response", "--judge", JUDGE, "--program", str(program), "--no-progress", *common)
         assert judged.exit_code == 0, judged.output
-        assert server.count - sent == len(truth.preferences)  # every pair asked once
-        log = list(server.log[-len(truth.preferences):])
+        # Every pair answered once: asked now, or read from the answer cache the optimiser's identical requests
+        # filled (one cache key for judge and optimize: the same prompt is never paid twice).
+        cached = int(re.search(r"(\d[\d,]*) answered from the cache", judged.output)[1].replace(",", ""))
+        assert cached > 0 and server.count - sent + cached == len(truth.preferences)
+        asked_now = list(server.log[sent:])
+        # The cached answers are those of the optimiser's requests identical to the program's (same demos and
+        # instructions): the answers the stored labels must read back, beside the ones asked now.
+        program_prompt = {(json.dumps(a.demos, sort_keys=True), a.instructions) for a in asked_now}
+        assert len(program_prompt) == 1
+        reused = [s for s in optimise_log if (json.dumps(s.demos, sort_keys=True), s.instructions) in program_prompt]
+        log = reused + asked_now
+        assert len({truth.canonical(s.inputs)[0] for s in log}) == len(truth.preferences)
         plain = _cli("judge", "response", "--judge", JUDGE, "--no-progress", *common)
         assert plain.exit_code == 0, plain.output
     saved = load_program(program)
