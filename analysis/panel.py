@@ -164,8 +164,7 @@ def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
 
 def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
                   rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
-                  scales: Mapping[str, DatasetScale] | None = None
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                  scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
 
     Args:
@@ -178,17 +177,17 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
         seed: Bootstrap seed.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): the alt-test scores an
             ordinal dataset by negative RMSE (:func:`alt_test_scoring`), and no rate of ``positive`` is
-            estimated on an ordinal scale or one without that category. Datasets missing: nominal, by accuracy.
+            estimated on an ordinal scale or one without that category. Every dataset covered must have one
+            (no silent default: a scale decides how the test scores).
     """
     tests: list[dict[str, Any]] = []
     rates: list[dict[str, Any]] = []
     runs = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
     rated = None if rate_datasets is None else set(rate_datasets)
     for ds, humans in runs:
-        scale = (scales or {}).get(ds)
-        scoring = alt_test_scoring(scale) if scale is not None else "accuracy"
-        tests += alt_test_rows(labels, ds, humans=humans, scoring=scoring)  # type: ignore[arg-type]
-        if scale is not None and (scale.ordinal or positive not in scale.categories):
+        scale = scales[ds]
+        tests += alt_test_rows(labels, ds, humans=humans, scoring=alt_test_scoring(scale))  # type: ignore[arg-type]
+        if scale.ordinal or positive not in scale.categories:
             continue
         if positive is not None and (rated is None or ds in rated):
             rates += estimate_rows(labels, ds, positive=positive, humans=humans,  # type: ignore[arg-type]
@@ -237,7 +236,7 @@ def extras_lines(alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]]
                          f"naive {_f(e['naive'])}, Rogan-Gladen {_f(e['rogan_gladen'])}{_ci(e['rogan_gladen_ci'])}, "
                          f"PPI {_f(e['ppi'])}{_ci(e['ppi_ci'])}, human only {_f(e['human_only'])}"
                          f"{_ci(e['human_only_ci'])} (n human {e['n_human']}, n judge {e['n_judge']}, "
-                         f"{e.get('n_users', '?')} users)")
+                         f"{e.get('n_users', '?')} users)" + (f"; {e['ci_note']}" if e.get("ci_note") else ""))
     return lines
 
 

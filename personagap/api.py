@@ -138,9 +138,11 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     """
     from personagap.analysis.comparable import anchored_human_mask
     from personagap.analysis.panel import report_extras
+    from personagap.datasets import dataset_records
 
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with opened(db, read_only=True) as con:
+        records = dataset_records(con)
         for s in diagnosis.stages:
             if s.best is None:
                 continue
@@ -148,7 +150,7 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
             labels = store_labels(con, stage=s.stage, dataset=ds)
             anchored = [ds] if anchored_human_mask(labels).any() else []
             tests, rates = report_extras(labels, [ds], positive="yes" if best.binary else None, anchored=anchored,
-                                         n_resamples=n_resamples, seed=seed)
+                                         n_resamples=n_resamples, seed=seed, scales={ds: records[(s.stage, ds)].scale})
             # The judge's one display name is the join key (comparable.judge_display): matching the bare rater too
             # would also pick the same model's rows under another condition ("gpt" vs "gpt [no-profile]").
             name = judge_display(best.rater, best.condition)

@@ -30,6 +30,7 @@ from personagap.analysis.comparable import categories_for, human_labelled_sql
 from personagap.records import (
     DEFAULT_QUESTIONS,
     PAIRWISE_LABELS,
+    VERIFICATION_LABELS,
     DatasetRecord,
     DatasetScale,
     ItemKind,
@@ -154,6 +155,10 @@ def _scale(item_kind: str, kind: str, declared: list[str], rows: pd.DataFrame) -
         judged = rows[rows["rater_kind"].isin(["human", "human_majority", "llm", "trained", "baseline"])]
         found = [str(v) for v in judged["label"].dropna().unique() if _is_number(str(v))]
         return DatasetScale(kind="ordinal", categories=tuple(numeric_order(declared or found)))
+    if not declared and rows["label"].dropna().empty and item_kind == "verification":
+        # Nothing labelled yet (an extractor's output awaiting verdicts): the verification question's own scale,
+        # so Annotate offers ok / bad / unsure rather than the yes/no fallback.
+        declared = list(VERIFICATION_LABELS)
     return DatasetScale(kind="nominal", categories=tuple(categories_for(rows, declared or None)))
 
 

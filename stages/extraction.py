@@ -61,6 +61,7 @@ from personagap.analysis.panel import (
     report_extras,
     scale_estimates,
 )
+from personagap.records import DatasetScale
 from personagap.store import ImportBatch, StoreError, gc_paused, load_labels, opened, write_batch
 
 if TYPE_CHECKING:
@@ -250,7 +251,9 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
     kw = {"n_resamples": n_resamples, "seed": seed}
     verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
-    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed)
+    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
+                                        scales={ds: DatasetScale(kind="nominal", categories=tuple(scales[ds]))
+                                                for ds in verdict_sets})
     report = ExtractionReport(alt_test=alt_test, estimates=estimates,
         human_agreement=_human_agreement(verdicts, **kw), acceptance=_acceptance(verdicts, **kw),
         verifiers=_verifiers(verdicts, scales, **kw), extractors=_extractor_runs(items, labels),

@@ -1,0 +1,123 @@
+"""Benchmark (issue 20): time and peak memory of `diagnose` and each `report` on a large store, beside the floor.
+
+The store is made up (no human data): a relevance dataset of ``labels / 5`` items, 100 items per user, one
+human and four LLM judges per item (the shape of a team judging production conversations with a few judges),
+imported through the generic importer from a Parquet file. Each command runs in a new interpreter
+(``personagap diagnose --json`` / ``personagap report relevance --json``), and its wall time and peak resident
+memory (``ru_maxrss`` of the child) are printed.
+
+The floor is what any report of this store must at least do: DuckDB building every per-(judge, user) confusion
+table (the GROUP BY a report's figures and their bootstrap need), run in a new interpreter too so that both pay
+for starting Python and opening the file. Target at 10^7 labels on a 2-core machine (issue 20): <= 10 s and
+<= 2 GB per command, <= 5x the floor.
+
+Run: python benchmarks/report_memory.py [--labels 1000000 10000000] [--commands diagnose report-relevance]
+     [--keep DIR]   (reuse or keep the built stores there)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+JUDGES = ("judge-a", "judge-b", "judge-c", "judge-d")
+ITEMS_PER_USER = 100
+PERSONAGAP = [sys.executable, "-c", "import sys; from personagap.cli import main; sys.argv[0] = 'personagap'; main()"]
+COMMANDS: dict[str, list[str]] = {
+    "diagnose": ["diagnose", "--json"],
+    "report-relevance": ["report", "relevance", "--json"],
+}
+
+FLOOR = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+con.execute('''
+    WITH h AS (SELECT item_id, label AS human FROM labels WHERE rater_kind = 'human')
+    SELECT l.rater, i.user_id, h.human, l.label, count(*) AS n
+    FROM labels l JOIN h USING (item_id) JOIN items i USING (item_id)
+    WHERE l.rater_kind = 'llm' GROUP BY ALL
+''').fetchall()
+"""
+
+
+def make_labels(n_labels: int, seed: int = 0) -> pa.Table:
+    """One human and four judges per item; humans say yes 20% of the time, judges agree ~80% of the time."""
+    rng = np.random.default_rng(seed)
+    n_items = n_labels // (1 + len(JUDGES))
+    items = np.char.add("i", np.arange(n_items).astype(str))
+    users = np.char.add("u", (np.arange(n_items) // ITEMS_PER_USER).astype(str))
+    human = rng.random(n_items) < 0.2
+    raters = ["ann-1", *JUDGES]
+    kinds = ["human"] + ["llm"] * len(JUDGES)
+    cols: dict[str, list[np.ndarray]] = {"item_id": [], "user_id": [], "rater": [], "rater_kind": [], "label": []}
+    for rater, kind in zip(raters, kinds, strict=True):
+        said = human if kind == "human" else np.where(rng.random(n_items) < 0.8, human, ~human)
+        cols["item_id"].append(items)
+        cols["user_id"].append(users)
+        cols["rater"].append(np.full(n_items, rater))
+        cols["rater_kind"].append(np.full(n_items, kind))
+        cols["label"].append(np.where(said, "yes", "no"))
+    return pa.table({k: pa.array(np.concatenate(v).astype(object)) for k, v in cols.items()})
+
+
+def build(db: Path, n_labels: int) -> None:
+    """Write the made-up labels to Parquet and import them with ``personagap import labels``."""
+    if db.exists():
+        return
+    parquet = db.with_suffix(".parquet")
+    pq.write_table(make_labels(n_labels), parquet)
+    subprocess.run([*PERSONAGAP, "import", "labels", str(parquet), "--stage", "relevance",
+                    "--dataset", "bench", "--db", str(db)], check=True, stdout=subprocess.DEVNULL)
+    parquet.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--labels", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS))
+    parser.add_argument("--keep", type=Path, help="folder to keep (or reuse) the built stores in")
+    args = parser.parse_args()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="pg-report-memory-"))
+    root.mkdir(parents=True, exist_ok=True)
+    print(f"{os.cpu_count()} cores; stores in {root}")
+    print(f"{'labels':>12} {'command':<18} {'wall s':>8} {'peak GB':>8} {'floor s':>8} {'ratio':>6}")
+    for n in args.labels:
+        db = root / f"bench-{n}.duckdb"
+        t = time.perf_counter()
+        build(db, n)
+        print(f"{n:>12,} {'(build/import)':<18} {time.perf_counter() - t:>8.1f}")
+        # Each measurement in its own grandchild so ru_maxrss is that command's alone.
+        floor_s, floor_gb, _ = _isolated([sys.executable, "-c", FLOOR, str(db)])
+        print(f"{n:>12,} {'floor (GROUP BY)':<18} {floor_s:>8.2f} {floor_gb:>8.2f}")
+        for name in args.commands:
+            wall, gb, code = _isolated([*PERSONAGAP, *COMMANDS[name], "--db", str(db)])
+            status = "" if code == 0 else f"  (exit {code})"
+            print(f"{n:>12,} {name:<18} {wall:>8.2f} {gb:>8.2f} {floor_s:>8.2f} {wall / floor_s:>6.1f}{status}")
+
+
+def _isolated(cmd: list[str]) -> tuple[float, float, int]:
+    # A helper interpreter runs the command and reports its own children's peak RSS: the figure of that
+    # command alone, not the largest child this benchmark has started so far.
+    code = ("import resource, subprocess, sys, time; t = time.perf_counter(); "
+            "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True); "
+            "w = time.perf_counter() - t; "
+            "print(w, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode); "
+            "sys.stderr.write(r.stderr[-500:] if r.returncode else '')")
+    done = subprocess.run([sys.executable, "-c", code, *cmd], capture_output=True, text=True, check=True)
+    wall, kb, rc = done.stdout.split()
+    if int(rc) != 0:
+        print(f"    {cmd[-4:-2]} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return float(wall), int(kb) / 1e6, int(rc)
+
+
+if __name__ == "__main__":
+    main()
