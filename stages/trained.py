@@ -108,7 +108,8 @@ def relevance_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> 
 
 def pairwise_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Pairwise and generic-vs-personalised response items with the single human label, where there is one."""
-    from personagap.stages.response import _reference, load_items
+    from personagap.stages.response import load_items
+    from personagap.stages.response_pairwise import blind_reference
     from personagap.store import load_labels
 
     with opened(db, read_only=True) as con:
@@ -117,7 +118,7 @@ def pairwise_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> p
     items = items[items["kind"].isin(_PAIR_KINDS)].reset_index(drop=True)
     if datasets:
         items = items[items["dataset"].isin(datasets)].reset_index(drop=True)
-    ref = _reference(labels) if not labels.empty else pd.Series(dtype=object)
+    ref = blind_reference(labels) if not labels.empty else pd.Series(dtype=object)
     items["human"] = items["item_id"].map(ref) if not ref.empty else None
     return items
 
