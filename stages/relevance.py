@@ -14,10 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from personagap.analysis.aggregated import JUDGE_KEYS, store_extras, user_tables
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -31,7 +33,9 @@ from personagap.analysis.agreement import (
     json_safe,
     json_safe_dict,
     krippendorff_alpha_ci,
+    resample_weights,
 )
+from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     MAJORITY_RULE,
@@ -60,8 +64,11 @@ from personagap.analysis.panel import (
     scale_metrics,
 )
 from personagap.records import DatasetScale
+from personagap.store import load_labels
+from personagap.store.aggregates import judge_failures, judge_label_counts, reference_counts, stage_datasets
 
 REFERENCE = "human_majority"
+STAGE = "relevance"
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "judge_agreements", "multi_rater_report",
            "relevance_report", "render_relevance", "report_relevance"]
 _YES_NO_METRICS = ("over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1")
@@ -331,27 +338,40 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements(labels, ds, n_resamples=n_resamples, seed=seed, scale=scale_of[ds])]
-    pilot = anchored = None
-    notes = []
-    if pilot_dataset in datasets:
-        kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale_of[pilot_dataset]}
-        pilot = multi_rater_report(labels, pilot_dataset, **kw)
-        anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
-        frame = labels[labels["dataset"] == pilot_dataset]
-        blind = _humans(frame, "blind", scale_of[pilot_dataset])
-        if pilot is None:
-            notes.append(f"{pilot_dataset}: too few blind labels for human–human agreement or a human ceiling "
-                         f"({blind['rater'].nunique()} blind annotator(s), {len(blind)} blind labels).")
-        if anchored is not None:
-            n_anchored = sum(g == "human" for g in anchored.raters.values())
-            notes.append(f"{pilot_dataset}: {n_anchored} annotators' labels "
-                         "given after seeing an LLM's label are reported apart as anchored; they are never blind "
-                         "figures or a ceiling.")
+    pilot, anchored, notes = (_pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
+                                             n_resamples=n_resamples, seed=seed)
+                              if pilot_dataset in datasets else (None, None, []))
     # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
     alt_test, estimates = report_extras(labels, datasets, positive="yes",
                                         anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                         rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
                                         n_resamples=n_resamples, seed=seed, scales=scale_of)
+    return _report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
+                   origins=origins)
+
+
+def _pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,
+                   seed: int) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
+    """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart."""
+    kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale}
+    pilot = multi_rater_report(labels, pilot_dataset, **kw)
+    anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
+    notes = []
+    if pilot is None:
+        blind = _humans(labels[labels["dataset"] == pilot_dataset], "blind", scale)
+        notes.append(f"{pilot_dataset}: too few blind labels for human–human agreement or a human ceiling "
+                     f"({blind['rater'].nunique()} blind annotator(s), {len(blind)} blind labels).")
+    if anchored is not None:
+        n_anchored = sum(g == "human" for g in anchored.raters.values())
+        notes.append(f"{pilot_dataset}: {n_anchored} annotators' labels "
+                     "given after seeing an LLM's label are reported apart as anchored; they are never blind "
+                     "figures or a ceiling.")
+    return pilot, anchored, notes
+
+
+def _report(judges: list[JudgeAgreement], pilot: MultiRaterReport | None, anchored: MultiRaterReport | None,
+            notes: list[str], alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]], *, n_resamples: int,
+            seed: int, origins: Mapping[str, str] | None) -> RelevanceReport:
     report = RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
                              estimates=estimates, n_resamples=n_resamples, seed=seed)
     report.origin_comparison = tag_and_compare(
@@ -359,18 +379,108 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     return report
 
 
+def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
+                                 dataset: str, *, n_resamples: int, seed: int, scale: DatasetScale,
+                                 which: Reference = "blind") -> list[JudgeAgreement]:
+    """:func:`judge_agreements` from the store's counts (:mod:`personagap.store.aggregates`): the same rows.
+
+    Args:
+        counts: :func:`~personagap.store.aggregates.judge_label_counts` rows of the stage (``which`` reference).
+        reference: :func:`~personagap.store.aggregates.reference_counts` rows of the stage (same reference).
+        failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
+        dataset: Dataset key.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        scale: The dataset's scale.
+        which: The reference the counts were built with (recorded on each row).
+    """
+    counts, failures = counts[counts["dataset"] == dataset], failures[failures["dataset"] == dataset]
+    if on_scale(reference.loc[reference["dataset"] == dataset, "human"], scale, strict=False).dropna().empty:
+        return []
+    # The reference off the scale answers another question: those items count as unmatched, as per label.
+    counts = counts.assign(human=on_scale(counts["human"], scale, strict=False).where(counts["human"].notna()))
+    parsed = dict(tuple(counts.groupby(JUDGE_KEYS, sort=True)))
+    failed = dict(tuple(failures.groupby(JUDGE_KEYS, sort=True)))
+    out = []
+    for key in sorted(set(parsed) | set(failed)):
+        rater, kind, condition = (str(k) for k in key)
+        rows = parsed.get(key, counts.iloc[:0])
+        joined = rows[rows["human"].notna()]
+        fails = failed.get(key, failures.iloc[:0])
+        if joined.empty and fails.empty:
+            continue
+        tables, n_users = user_tables(joined, scale)
+        est = agreement_estimates(tables, judge_metrics(scale), resample_weights(n_users, n_resamples, seed),
+                                  levels=scale.levels() if scale.ordinal else None)
+        reasons: Counter[str] = Counter()
+        for error, n in zip(fails["error"], fails["n"], strict=True):
+            reasons[_reason_kind(error)] += int(n)
+        n_joined = int(joined["n"].sum())
+        out.append(JudgeAgreement(
+            judge=judge_display(rater, condition), dataset=dataset, rater_kind=kind, condition=condition,
+            reference=which, n=n_joined, n_users=n_users, failures=int(fails["n"].sum()),
+            failure_reasons=dict(reasons), unmatched=int(rows["n"].sum()) - n_joined,
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            accuracy=est["accuracy"].value, scale=scale.kind, **_selection(est), **panel_values(est),
+        ))
+    return out
+
+
+def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset: str = "recenter-pilot",
+                                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                                origins: Mapping[str, str] | None = None,
+                                scales: Mapping[str, DatasetScale]) -> RelevanceReport:
+    """:func:`relevance_report` from an open store, computed from DuckDB's aggregates (issue 20).
+
+    Judge rows and corrected estimates come from per-(dataset, judge, condition, user) counts; the
+    alternative-annotator test reads only items several humans labelled; the pilot's agreement among raters
+    (per item, per annotator) reads the pilot dataset's labels alone. Memory does not grow with the labels of
+    the other datasets.
+
+    Args:
+        con: An open (read-only is enough) store connection.
+        pilot_dataset: The dataset with per-annotator labels for the agreement table.
+        n_resamples: Bootstrap resamples for every CI.
+        seed: Bootstrap seed.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every dataset with labels.
+    """
+    datasets = stage_datasets(con, STAGE)
+    counts: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = {
+        "blind": (judge_label_counts(con, STAGE, "blind"), reference_counts(con, STAGE, "blind"))}
+    failures = judge_failures(con, STAGE)
+    judges = [j for ds in datasets if ds != pilot_dataset
+              for j in judge_agreements_from_counts(*counts["blind"], failures, ds, n_resamples=n_resamples,
+                                                    seed=seed, scale=scales[ds])]
+    pilot = anchored = None
+    notes: list[str] = []
+    if pilot_dataset in datasets:
+        counts["anchored"] = (judge_label_counts(con, STAGE, "anchored"), reference_counts(con, STAGE, "anchored"))
+        pilot, anchored, notes = _pilot_reports(load_labels(con, stage=STAGE, dataset=pilot_dataset), pilot_dataset,
+                                                scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed)
+    alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,
+                                       anchored=[pilot_dataset] if pilot_dataset in datasets else [],
+                                       rate_datasets=[ds for ds in datasets if scales[ds].categories == YES_NO],
+                                       n_resamples=n_resamples, seed=seed, scales=scales)
+    return _report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
+                   origins=origins)
+
+
 def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED) -> RelevanceReport:
-    """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic."""
+    """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic.
+
+    From DuckDB's aggregates (:func:`relevance_report_from_store`): the same figures as :func:`relevance_report`
+    of every stored label, without loading them.
+    """
     from personagap.datasets import dataset_records
     from personagap.labels_api import dataset_origins
-    from personagap.store import load_labels, opened
+    from personagap.store import opened
 
     with opened(db, read_only=True) as con:
-        labels = load_labels(con, stage="relevance")
         origins = dataset_origins(con)
-        scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "relevance"}
-    return relevance_report(labels, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
+        scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == STAGE}
+        return relevance_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
 
 
 def _missing(v: float | None) -> bool:

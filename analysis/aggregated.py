@@ -1,0 +1,217 @@
+"""Report figures from the store's aggregates (:mod:`personagap.store.aggregates`), never from every label.
+
+Every two-rater figure is a function of per-user confusion tables (:mod:`personagap.analysis.agreement`), and
+the corrected estimates of a human rate are functions of per-user counts and of the joint counts of the
+judge's and the reference's positive labels: DuckDB counts them, this module turns the counts into the
+tables and rows the per-label code builds, with the same users in the same order and the same resamples,
+so the figures are the same. The alternative-annotator test reads per-item labels, but only of items that
+several humans labelled (:func:`personagap.store.aggregates.multi_human_labels`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    Estimate,
+    FloatArray,
+    _div,
+    bootstrap_estimate,
+    bootstrap_tables,
+    ci_list,
+    json_safe_dict,
+)
+from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM, alt_test_rows
+from personagap.analysis.comparable import Reference, judge_display
+from personagap.analysis.estimates import (
+    EstimateRow,
+    _ppi,
+    _rates,
+    _resample_weights,
+    too_few_users_note,
+)
+from personagap.analysis.panel import alt_test_scoring, as_scale, on_scale
+from personagap.records import DatasetScale
+from personagap.store.aggregates import multi_human_labels
+
+JUDGE_KEYS: list[str] = ["rater", "rater_kind", "condition"]
+"""What one judge row is: a rater of one kind under one condition (judge kinds are never merged)."""
+
+
+def user_tables(rows: pd.DataFrame, scale: DatasetScale | list[str]) -> tuple[FloatArray, int]:
+    """Per-user confusion tables ``(U, K, K)`` over the scale, from count rows; users in sorted id order.
+
+    Sorted user ids (as :func:`~personagap.analysis.agreement.cluster_tables`), not row order: the same seed
+    must draw the same users whatever order DuckDB returns the rows in.
+
+    Args:
+        rows: Columns ``user_id``, ``human``, ``label`` (both on the scale) and ``n`` (items per combination).
+        scale: The dataset's scale (a bare category list is nominal); a label off it raises.
+
+    Returns:
+        The tables and the number of users.
+    """
+    s = as_scale(scale)
+    categories = list(s.categories)
+    k = len(categories)
+    users, user_index = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
+    h = pd.Categorical(on_scale(rows["human"], s), categories=categories).codes.astype(np.int64)
+    j = pd.Categorical(on_scale(rows["label"], s), categories=categories).codes.astype(np.int64)
+    flat = (user_index.astype(np.int64) * k + h) * k + j
+    # With weights bincount returns float64; numpy's stubs type it as an integer array.
+    tables = cast(FloatArray, np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k))
+    return tables.reshape(len(users), k, k), len(users)
+
+
+def _is(values: pd.Series, positive: str) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    # The per-label code compares labels as text (astype(str)) with the positive label.
+    return cast(np.ndarray[Any, np.dtype[np.bool_]], (values.astype(str) == positive).to_numpy(dtype=bool))
+
+
+def _repeat(flags: Iterable[tuple[bool, float]]) -> FloatArray:
+    # A 0/1 vector holding each flag as many times as counted: what the per-label code builds item by item.
+    parts = [np.full(int(n), 1.0 if f else 0.0) for f, n in flags]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resamples: int, seed: int,
+                           level: float = 0.95) -> tuple[Estimate, list[float]]:
+    """:func:`personagap.analysis.estimates.human_rate` from per-(user, reference label) counts.
+
+    Args:
+        reference: Columns ``user_id``, ``human``, ``n`` of one dataset.
+        positive: The label whose rate is estimated.
+        n_resamples: Bootstrap resamples over users.
+        seed: Bootstrap seed.
+        level: Confidence level.
+    """
+    import ppi_py
+
+    nan = float("nan")
+    n = reference["n"].to_numpy(dtype=float)
+    if n.sum() == 0:
+        return Estimate(nan, (nan, nan), 0), [nan, nan]
+    yes = _is(reference["human"], positive)
+    ids, index = np.unique(reference["user_id"].astype(str).to_numpy(), return_inverse=True)
+    per_user = np.column_stack([np.bincount(index, weights=n * yes, minlength=len(ids)),
+                                np.bincount(index, weights=n, minlength=len(ids))])
+    boot = bootstrap_tables(per_user, _resample_weights(len(ids), n_resamples, seed))
+    # The mean of a 0/1 vector is its exact count over its length (integer sums are exact in floating point).
+    y = _repeat([(True, float((n * yes).sum())), (False, float((n * ~yes).sum()))])
+    est = bootstrap_estimate(float(y.mean()), _div(boot[:, 0], boot[:, 1]), len(ids), level)
+    iid = [nan, nan]
+    if y.size >= 2:
+        lo, hi = ppi_py.classical_mean_ci(y, alpha=1.0 - level)
+        iid = [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])]
+    return est, iid
+
+
+def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dataset: str, *, positive: str,
+                              humans: Reference = "blind", n_resamples: int = DEFAULT_RESAMPLES,
+                              seed: int = DEFAULT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
+    """:func:`personagap.analysis.estimates.estimate_rows` of one dataset, from the store's counts.
+
+    The same rows: per-user counts and PPI's 0/1 vectors follow from the counts alone (PPI's sums then run over
+    the items in another order, which moves its figures by float rounding only, ~1e-16).
+
+    Args:
+        judges: :func:`personagap.store.aggregates.judge_label_counts` rows of the dataset (``human`` missing on
+            items without a reference).
+        reference: :func:`personagap.store.aggregates.reference_counts` rows of the dataset.
+        dataset: Dataset key.
+        positive: The label whose human rate is estimated.
+        humans: Which humans the reference came from (recorded).
+        n_resamples: Bootstrap resamples over users.
+        seed: Bootstrap seed.
+        level: Confidence level.
+    """
+    used = bool(_is(reference["human"], positive).any()) or bool(_is(judges["label"], positive).any())
+    if reference.empty or not used:
+        return []
+    human, human_iid = human_rate_from_counts(reference, positive=positive, n_resamples=n_resamples, seed=seed,
+                                              level=level)
+    n_human = int(reference["n"].sum())
+    out = []
+    for (rater, kind, condition), rows in judges.groupby(JUDGE_KEYS, sort=True):
+        has_ref = rows["human"].notna().to_numpy()
+        if not has_ref.any():
+            continue
+        n = rows["n"].to_numpy(dtype=float)
+        jpos = _is(rows["label"], positive)
+        hpos = _is(rows["human"], positive) & has_ref
+        cols = [n * jpos, n, n * (has_ref & jpos & hpos), n * (has_ref & ~jpos & hpos),
+                n * (has_ref & jpos & ~hpos), n * (has_ref & ~jpos & ~hpos)]
+        # Users of the judge's items and of the reference's, in sorted id order (as user_counts).
+        ids, index = np.unique(pd.concat([rows["user_id"], reference["user_id"]]).astype(str).to_numpy(),
+                               return_inverse=True)
+        mine = index[:len(rows)]
+        counts = np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols])
+        naive, se, sp, rg = (float(x) for x in _rates(counts.sum(axis=0)))
+        boot = _rates(bootstrap_tables(counts, _resample_weights(len(ids), n_resamples, seed)))
+        naive_est = bootstrap_estimate(naive, boot[0], len(ids), level)
+        rg_est = bootstrap_estimate(rg, boot[3], len(ids), level)
+        cells = [(h, j, float(n[has_ref & (hpos == h) & (jpos == j)].sum())) for h in (True, False)
+                 for j in (True, False)]
+        y = _repeat((h, c) for h, _, c in cells)
+        yhat = _repeat((j, c) for _, j, c in cells)
+        yhat_u = _repeat([(True, float(n[~has_ref & jpos].sum())), (False, float(n[~has_ref & ~jpos].sum()))])
+        ppi, ppi_ci = _ppi(y, yhat, yhat_u, level)
+        row = EstimateRow(
+            judge=judge_display(str(rater), str(condition)), dataset=dataset, quantity=f"{positive}_rate",
+            rater_kind=str(kind), humans=humans, naive=naive, naive_ci=ci_list(naive_est), sensitivity=se,
+            specificity=sp, rogan_gladen=rg, rogan_gladen_ci=ci_list(rg_est), ppi=ppi, ppi_ci=ppi_ci,
+            human_only=human.value, human_only_ci=ci_list(human), human_only_ci_iid=human_iid, n_human=n_human,
+            n_judge=int(n.sum()), n_both=int(n[has_ref].sum()), n_users=len(ids),
+            ci_undefined={"naive": naive_est.n_undefined, "rogan_gladen": rg_est.n_undefined,
+                          "human_only": human.n_undefined},
+            ci_note=too_few_users_note(len(ids)))
+        out.append(json_safe_dict(row.model_dump()))
+    return out
+
+
+def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
+                 counts: Mapping[Reference, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
+                 rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
+                 scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`personagap.analysis.panel.report_extras` from the store: the same rows, never every label.
+
+    The alternative-annotator test reads the labels of items several humans labelled (and, per judge, the one
+    item that says why the test does not apply); the corrected estimates are computed from counts.
+
+    Args:
+        con: An open store connection.
+        stage: Pipeline stage.
+        datasets: Datasets to cover (blind humans).
+        positive: The label whose human rate the estimates correct (None: no estimates).
+        counts: Per reference (blind, anchored) the stage's :func:`~personagap.store.aggregates.judge_label_counts`
+            and :func:`~personagap.store.aggregates.reference_counts`.
+        anchored: Datasets to cover again with anchored humans, reported apart.
+        rate_datasets: Only these get estimates (default: all).
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        scales: Dataset -> its scale (every dataset covered must have one).
+    """
+    tests: list[dict[str, Any]] = []
+    rates: list[dict[str, Any]] = []
+    runs: list[tuple[str, Reference]] = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
+    rated = None if rate_datasets is None else set(rate_datasets)
+    labels: dict[str, pd.DataFrame] = {}
+    for ds, humans in runs:
+        scale = scales[ds]
+        if ds not in labels:
+            labels[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM)
+        tests += alt_test_rows(labels[ds], ds, humans=humans, scoring=alt_test_scoring(scale))
+        if scale.ordinal or positive not in scale.categories:
+            continue
+        if positive is not None and (rated is None or ds in rated):
+            judges, reference = (frame[frame["dataset"] == ds] for frame in counts[humans])
+            rates += estimate_rows_from_counts(judges, reference, ds, positive=positive, humans=humans,
+                                               n_resamples=n_resamples, seed=seed)
+    return tests, rates

@@ -1,0 +1,94 @@
+"""Issue 20: reports computed from DuckDB's aggregates give every figure of the per-label path.
+
+The per-label path (every label of the stage in pandas) is the reference: the aggregate path must give the same
+JSON, figure by figure (exact, or within 1e-12 where only the order of a floating-point sum differs), on the real
+Re-Centering, PRISM and USR stores and on the demo sample.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from personagap.analysis.agreement import json_safe
+from personagap.stages.response import import_prism, import_usr
+from personagap.datasets import dataset_records
+from personagap.labels_api import dataset_origins
+from personagap.stages.relevance import relevance_report, report_relevance
+from personagap.store import load_labels, opened
+
+RESAMPLES = 200
+TOLERANCE = 1e-12
+
+
+def differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """Every place two JSON values differ (numbers beyond :data:`TOLERANCE`), as readable paths."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = [f"{path}.{k}: only in {'old' if k in old else 'new'}" for k in set(old) ^ set(new)]
+        return out + [d for k in sorted(set(old) & set(new)) for d in differences(old[k], new[k], f"{path}.{k}")]
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [f"{path}: {len(old)} vs {len(new)} entries"]
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True)) for d in differences(a, b, f"{path}[{i}]")]
+    both_numbers = isinstance(old, int | float) and isinstance(new, int | float)
+    if both_numbers and not isinstance(old, bool) and not isinstance(new, bool):
+        if old == new or math.isclose(old, new, rel_tol=TOLERANCE, abs_tol=TOLERANCE):
+            return []
+    elif old == new:
+        return []
+    return [f"{path}: {old!r} vs {new!r}"]
+
+
+def per_label_json(db: Path) -> dict[str, Any]:
+    """The stage-2 report as it was built before issue 20: every relevance label loaded into pandas."""
+    with opened(db, read_only=True) as con:
+        labels = load_labels(con, stage="relevance")
+        origins = dataset_origins(con)
+        scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "relevance"}
+    report = relevance_report(labels, n_resamples=RESAMPLES, seed=0, origins=origins, scales=scales)
+    return json_safe(report.to_json_dict())  # type: ignore[no-any-return]
+
+
+def test_differences_sees_a_changed_figure() -> None:
+    """The comparison itself fails on a figure that moved, a missing row or a changed text."""
+    assert differences({"a": [1.0, "x"]}, {"a": [1.0 + 1e-9, "x"]})
+    assert differences({"a": [1.0]}, {"a": []})
+    assert differences({"a": "x"}, {"a": "y"})
+    assert not differences({"a": [1.0, None]}, {"a": [1.0 + 1e-15, None]})
+
+
+@pytest.fixture(scope="module")
+def real_db(recenter_db: Path, shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Re-Centering, PRISM and USR in one store."""
+    import shutil
+
+    db = tmp_path_factory.mktemp("agg") / "real.duckdb"
+    shutil.copy(recenter_db, db)
+    import_prism(shared_data / "prism_judge", db)
+    import_usr(shared_data / "usr_personachat", db)
+    return db
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo sample (``personagap demo``)."""
+    from click.testing import CliRunner
+
+    from personagap.cli import cli
+
+    db = tmp_path_factory.mktemp("agg-demo") / "demo.duckdb"
+    result = CliRunner().invoke(cli, ["demo", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+@pytest.mark.parametrize("store", ["real_db", "demo_db"])
+def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, request: pytest.FixtureRequest) -> None:
+    db = request.getfixturevalue(store)
+    old = per_label_json(db)
+    new = json_safe(report_relevance(db, n_resamples=RESAMPLES, seed=0).to_json_dict())
+    assert old["judges"], "the store must have judge rows for the comparison to mean something"
+    assert differences(old, new) == []
