@@ -32,9 +32,10 @@ from pydantic import BaseModel, Field
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
+    MIN_USERS_FOR_CI,
     FloatArray,
+    bootstrap_estimate,
     kappa_from_tables,
-    percentile_interval,
     resample_weights,
 )
 from personagap.analysis.alt_test import (
@@ -49,6 +50,7 @@ from personagap.analysis.alt_test import (
     one_sided_p_rows,
 )
 from personagap.analysis.comparable import categories_for
+from personagap.analysis.estimates import too_few_users_note
 from personagap.analysis.robust import HumanSet, human_reference, individual_humans, judge_labels, user_tables
 
 DEFAULT_HALFWIDTH = 0.05
@@ -68,7 +70,8 @@ class KappaBudget(BaseModel):
     n_users: int
     n_items: int
     kappa: float
-    halfwidth: float = Field(description="Half-width of the current 95% CI (the reports' bootstrap).")
+    halfwidth: float = Field(description="Half-width of the current 95% CI (the reports' bootstrap and CI rule: "
+                                         "NaN below MIN_USERS_FOR_CI users).")
     target_halfwidth: float
     users_needed: int | None = Field(description="Users for the simulated median half-width <= target.")
     additional_users: int | None
@@ -135,12 +138,12 @@ def simulated_halfwidth(tables: FloatArray, n_users: int, *, simulations: int = 
     # its draw count; Hanley & MacGibbon 2006) -- the multinomial is ~15x slower and the half-width is the same.
     weights = rng.poisson(drawn, size=(n_resamples, simulations, users)).astype(float)
     samples = kappa_from_tables(np.tensordot(weights, t, axes=(2, 0)))  # (resamples, simulations)
-    tail = (1.0 - level) / 2.0 * 100.0
+    points = kappa_from_tables(np.tensordot(drawn.astype(float), t, axes=(1, 0)))  # each study's own kappa
+    # Each study's CI by the one CI rule (no CI below MIN_USERS_FOR_CI users), as its report would print it.
+    cis = np.array([bootstrap_estimate(points[k], samples[:, k], n_users, level).ci for k in range(simulations)])
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a study whose every resample is undefined: NaN
-        pct = np.nanpercentile if np.isnan(samples).any() else np.percentile
-        lo, hi = pct(samples, [tail, 100.0 - tail], axis=0)
-        return float(np.nanmedian((hi - lo) / 2.0))
+        warnings.simplefilter("ignore", RuntimeWarning)  # every study undefined (or too small): NaN, no budget
+        return float(np.nanmedian((cis[:, 1] - cis[:, 0]) / 2.0))
 
 
 def smallest_sufficient(ok: Callable[[int], bool], guess: int, *, lowest: int, highest: int) -> int | None:
@@ -180,23 +183,25 @@ def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, simul
     """Current kappa, current half-width, users needed and the projected half-width there.
 
     Returns:
-        ``(kappa, halfwidth, users_needed, projected_halfwidth)``; users_needed None when kappa is undefined
-        or even :data:`MAX_USERS` users would not do.
+        ``(kappa, halfwidth, users_needed, projected_halfwidth)``; halfwidth NaN and users_needed None below
+        :data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users (no CI); users_needed None when kappa is
+        undefined or even :data:`MAX_USERS` users would not do.
     """
     t = np.asarray(tables, dtype=float)
     users = t.shape[0]
     kappa = float(kappa_from_tables(t.sum(axis=0)))
     boot = kappa_from_tables(np.tensordot(resample_weights(users, DEFAULT_RESAMPLES, seed), t, axes=(1, 0)))
-    lo, hi = percentile_interval(boot, level)
+    lo, hi = bootstrap_estimate(kappa, boot, users, level).ci
     halfwidth = (hi - lo) / 2.0
-    if users < 2 or math.isnan(halfwidth) or halfwidth == 0:
+    if math.isnan(halfwidth) or halfwidth == 0:  # too few users for a CI, or kappa undefined/constant
         return kappa, halfwidth, None, None
 
     def ok(n: int) -> bool:
         return simulated_halfwidth(t, n, simulations=simulations, seed=seed, level=level) <= target
 
     guess = math.ceil(users * (halfwidth / target) ** 2)  # half-width ~ 1/sqrt(users)
-    needed = smallest_sufficient(ok, guess, lowest=2, highest=MAX_USERS)
+    # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
+    needed = smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
     projected = None if needed is None else simulated_halfwidth(t, needed, simulations=simulations, seed=seed,
                                                                 level=level)
     return kappa, halfwidth, needed, projected
@@ -294,8 +299,8 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
                                                             seed=seed)
                 per_user = len(shared) / tables.shape[0]
                 reason = None if needed is not None else (
-                    "kappa is undefined or constant on these users" if math.isnan(hw) or hw == 0 or
-                    tables.shape[0] < 2 else f"more than {MAX_USERS} users would be needed")
+                    too_few_users_note(tables.shape[0]) or ("kappa is undefined or constant on these users"
+                    if math.isnan(hw) or hw == 0 else f"more than {MAX_USERS} users would be needed"))
                 kappa_rows.append(KappaBudget(
                     **base, n_users=tables.shape[0], n_items=len(shared), kappa=kappa, halfwidth=hw,
                     target_halfwidth=halfwidth, users_needed=needed,

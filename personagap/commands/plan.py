@@ -20,21 +20,26 @@ def load_plan(db: str, stage: str, dataset: str | None, *, humans: Literal["blin
               power: float, epsilon: float, simulations: int, seed: int) -> Plan:
     """Read one stage's labels from ``db`` (read-only) and compute its label budget.
 
+    Each dataset's categories are its record's (:func:`personagap.datasets.dataset_records`), as in every report.
+
     Raises:
         StoreError: The database is missing or unreadable, or holds no labels of that stage (or dataset).
     """
     from personagap.analysis.budget import plan_rows
+    from personagap.datasets import dataset_records
     from personagap.store import StoreError, load_labels, opened
 
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage=stage)
+        declared = {name: record.scale.categories for (of, name), record in dataset_records(con).items()
+                    if of == stage}
     known = sorted(set(labels["dataset"]))
     if not known:
         raise StoreError(f"{db}: no {stage} labels; import data first (see `personagap import --help`)")
     if dataset is not None and dataset not in known:
         raise StoreError(f"{db}: no {stage} labels for dataset {dataset!r} (it has: {', '.join(known)})")
     return plan_rows(labels, [dataset] if dataset else known, stage=stage, humans=humans, halfwidth=halfwidth,
-                     power=power, epsilon=epsilon, simulations=simulations, seed=seed)
+                     power=power, epsilon=epsilon, simulations=simulations, seed=seed, declared=declared)
 
 
 def _num(v: float | None, digits: int = 3) -> str:
