@@ -11,6 +11,8 @@ import math
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
 
 NOT_AVAILABLE = "n/a"
+NOT_AVAILABLE_PADDED = "  n/a"
+"""An absent figure in a right-aligned table column: as wide as ``0.000``."""
 
 
 def number(v: float | None, digits: int = 3, *, missing: str = NOT_AVAILABLE) -> str:
@@ -40,4 +42,4 @@ def interval(ci: list[float] | None, n_users: int | None = None, *, missing: str
     return f"[{number(ci[0], 2, missing=missing)}, {number(ci[1], 2, missing=missing)}]"
 
 
-__all__ = ["NOT_AVAILABLE", "interval", "number"]
+__all__ = ["NOT_AVAILABLE", "NOT_AVAILABLE_PADDED", "interval", "number"]

@@ -1,0 +1,332 @@
+"""Building stage 1's report from stored items and labels (pure; :func:`load_items` reads a connection)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
+from personagap.analysis.comparable import roles
+from personagap.analysis.extraction import (
+    OFFLINE_THRESHOLD,
+    majority,
+    match_unit,
+    normalise_attribute,
+    prf,
+    rater_agreement,
+    verdict_rates,
+)
+from personagap.analysis.origins import tag_and_compare
+from personagap.analysis.panel import panel_metrics, panel_values, report_extras, scale_estimates
+from personagap.datasets import build_records
+from personagap.records import DatasetScale
+from personagap.stages.extraction_records import (
+    PILOT_EXTRACTOR,
+    VERIFIER_KINDS,
+    ExtractionReport,
+    ExtractorRun,
+    GoldSummary,
+    HumanAgreement,
+    MatchRow,
+    VerdictRow,
+    VerifierAgreement,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+def items_frame(rows: Sequence[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
+    """Normalise stage-1 items: parse ``payload`` and add ``kind`` and ``unit`` columns."""
+    frame = pd.DataFrame(rows).copy() if not isinstance(rows, pd.DataFrame) else rows.copy()
+    if frame.empty:
+        return pd.DataFrame(columns=["item_id", "dataset", "user_id", "attribute", "position", "payload", "kind",
+                                     "unit"])
+    frame["payload"] = [p if isinstance(p, dict) else (json.loads(p) if isinstance(p, str) else {})
+                        for p in frame["payload"]]
+    frame["kind"] = [p.get("kind") for p in frame["payload"]]
+    frame["unit"] = [p.get("unit", u) for p, u in zip(frame["payload"], frame["user_id"], strict=True)]
+    return frame
+
+
+def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+                      scales: Mapping[str, DatasetScale] | None = None) -> ExtractionReport:
+    """Build the stage-1 report from stored items and labels (pure).
+
+    Args:
+        items: Stage-1 items (columns item_id, dataset, user_id, attribute, position, payload),
+            e.g. from :func:`load_items`; passed through :func:`items_frame`.
+        labels: :func:`personagap.store.load_labels` with ``stage='extraction'``.
+        n_resamples: Bootstrap resamples for every CI.
+        seed: Bootstrap seed.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        scales: Dataset -> its scale, from its record (:func:`personagap.datasets.dataset_records`): the
+            categories a verifier is scored over. A dataset missing from it is read the way the record reader
+            infers one from its labels.
+    """
+    items = items_frame(items)
+    kind_of = dict(zip(items["item_id"], items["kind"], strict=True))
+    extractor_of = {i: p.get("extractor", PILOT_EXTRACTOR)
+                    for i, p in zip(items["item_id"], items["payload"], strict=True)}
+    if labels.empty:
+        labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
+                                       "dataset"])
+    # Each dataset's scale is its record's, as diagnose and the panel take it; the reader's rule for the rest.
+    scales = {**inferred_scales(labels), **(scales or {})}
+    # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
+    # protocol (anchored or other-question labels are not stage-1 verdicts).
+    labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
+    labels = labels.assign(kind=labels["item_id"].map(kind_of))
+    verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
+    verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
+    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
+                                        scales={ds: scales[ds] for ds in verdict_sets})
+    report = ExtractionReport(alt_test=alt_test, estimates=estimates,
+        human_agreement=_human_agreement(verdicts, **kw), acceptance=_acceptance(verdicts, **kw),
+        verifiers=_verifiers(verdicts, scales, **kw), extractors=_extractor_runs(items, labels),
+        gold=_gold_summary(items), matching=_matching(items, labels, **kw), n_resamples=n_resamples, seed=seed)
+    report.origin_comparison = tag_and_compare(report, origins or {},
+                                               lambda: ((v.verifier, v) for v in report.verifiers))
+    return report
+
+
+def inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
+    """Each labelled dataset's scale as :func:`personagap.datasets.build_records` infers it from its labels alone.
+
+    For a caller without stored records (the pure report on hand-made frames): no declared categories, verification
+    items.
+    """
+    if labels.empty:
+        return {}
+    datasets = sorted(map(str, labels["dataset"].dropna().unique()))
+    kinds = pd.DataFrame({"stage": "extraction", "dataset": datasets, "item_kind": "verification", "n": 1})
+    # With item ids, so the category rule keeps only items a human labelled (what SCALE_LABELS_SQL selects).
+    rows = labels.assign(stage="extraction")[["stage", "dataset", "item_id", "rater_kind", "condition", "label"]]
+    return {ds: r.scale for (_, ds), r in build_records(kinds, rows, {}).items()}
+
+
+def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.DataFrame, failures: int,
+               **kw: Any) -> VerdictRow:
+    r = verdict_rates(rows["label"].tolist(), rows["user_id"].tolist(), **kw)
+    return VerdictRow(dataset=dataset, extractor=extractor, rater=rater, rater_kind=kind, n=len(rows),
+                      n_users=int(rows["user_id"].nunique()), failures=failures,
+                      ok=r["ok"].value, ok_ci=ci_list(r["ok"]), bad=r["bad"].value, bad_ci=ci_list(r["bad"]),
+                      unsure=r["unsure"].value, unsure_ci=ci_list(r["unsure"]))
+
+
+def _human_agreement(verdicts: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
+    out = []
+    humans = verdicts[(verdicts["rater_kind"] == "human") & verdicts["label"].notna()]
+    for dataset, rows in humans.groupby("dataset", sort=True):
+        if rows["rater"].nunique() < 2:
+            continue
+        long = rows.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]]
+        agr = rater_agreement(long, **kw)
+        group = agr.pairwise.groups.get("human–human") if agr.pairwise is not None else None
+        nan = float("nan")
+        out.append(HumanAgreement(
+            dataset=str(dataset), annotators=int(rows["rater"].nunique()), items=agr.n_items, users=agr.n_users,
+            alpha=agr.alpha.value, alpha_ci=ci_list(agr.alpha), fleiss=agr.fleiss.value, fleiss_ci=ci_list(agr.fleiss),
+            fleiss_items=agr.fleiss_items, fleiss_raters_per_item=agr.fleiss_raters_per_item,
+            fleiss_users=agr.fleiss_users,
+            mean_pairwise_kappa=group.mean_kappa.value if group else nan,
+            mean_pairwise_kappa_ci=ci_list(group.mean_kappa) if group else [nan, nan],
+            rater_pairs=group.n_pairs if group else 0,
+            per_annotator=[_rates_row(str(dataset), "", str(r), "human", g, 0, **kw)
+                           for r, g in rows.groupby("rater", sort=True)]))
+    return out
+
+
+def _acceptance(verdicts: pd.DataFrame, **kw: Any) -> list[VerdictRow]:
+    out = []
+    for (dataset, extractor), rows in verdicts.groupby(["dataset", "extractor"], sort=True):
+        humans = rows[(rows["rater_kind"] == "human") & rows["label"].notna()]
+        if not humans.empty:
+            label = f"humans ({humans['rater'].nunique()})"
+            out.append(_rates_row(str(dataset), str(extractor), label, "human", humans, 0, **kw))
+        judges = rows[rows["rater_kind"].isin(VERIFIER_KINDS)]
+        for (rater, kind), g in judges.groupby(["rater", "rater_kind"], sort=True):
+            parsed = g[g["label"].notna()]
+            out.append(_rates_row(str(dataset), str(extractor), str(rater), str(kind), parsed,
+                                  int(g["label"].isna().sum()), **kw))
+    return out
+
+
+def _verifiers(verdicts: pd.DataFrame, scales: Mapping[str, DatasetScale], **kw: Any) -> list[VerifierAgreement]:
+    from personagap.analysis.extraction import judge_vs_reference
+
+    out = []
+    for dataset, rows in verdicts.groupby("dataset", sort=True):
+        humans = rows[(rows["rater_kind"] == "human") & rows["label"].notna()]
+        reference = {i: m for i, g in humans.groupby("item_id") if (m := majority(g["label"])) is not None}
+        if not reference:
+            continue
+        cluster_of = dict(zip(rows["item_id"], rows["user_id"], strict=False))
+        judges = rows[rows["rater_kind"].isin(VERIFIER_KINDS) & rows["label"].notna()]
+        for rater, g in judges.groupby("rater", sort=True):
+            mine = dict(zip(g["item_id"], g["label"], strict=True))
+            shared = set(mine) & set(reference)
+            if shared:  # over the dataset's scale: a verifier that never says "unsure" still has K = 3
+                ids = sorted(shared)
+                est = scale_estimates(pd.Series([reference[i] for i in ids]), pd.Series([mine[i] for i in ids]),
+                                      pd.Series([cluster_of[i] for i in ids]), scales[str(dataset)],
+                                      ("kappa", "accuracy", *panel_metrics(False)), **kw)
+            else:
+                est = judge_vs_reference(mine, reference, cluster_of, extra=panel_metrics(False), **kw)
+            out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
+                                         n_users=len({cluster_of[i] for i in shared}),
+                                         kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
+                                         undefined_resamples=est["kappa"].n_undefined,
+                                         accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
+                                         **panel_values(est)))
+    return out
+
+
+def complete_units(items: pd.DataFrame, labels: pd.DataFrame) -> dict[tuple[str, str], set[str]]:
+    """(dataset, extractor) -> units whose every chunk (of one chunking) the extractor answered parseably."""
+    chunks = items[items["kind"] == "chunk"]
+    if chunks.empty:
+        return {}
+    size = {i: (d, u, int(p["max_chars"]))
+            for i, d, u, p in zip(chunks["item_id"], chunks["dataset"], chunks["unit"], chunks["payload"], strict=True)}
+    n_chunks = Counter(size.values())
+    got: dict[tuple[str, str, str, int], list[bool]] = {}
+    for iid, rater, label in zip(labels["item_id"], labels["rater"], labels["label"], strict=True):
+        if iid in size:
+            d, u, m = size[iid]
+            got.setdefault((d, str(rater), u, m), []).append(label is not None and label == label)
+    out: dict[tuple[str, str], set[str]] = {}
+    for (d, rater, u, m), oks in got.items():
+        if len(oks) == n_chunks[(d, u, m)] and all(oks):
+            out.setdefault((d, rater), set()).add(u)
+    return out
+
+
+def _extractor_runs(items: pd.DataFrame, labels: pd.DataFrame) -> list[ExtractorRun]:
+    chunks = items[items["kind"] == "chunk"]
+    on_chunks = labels[labels["item_id"].isin(set(chunks["item_id"]))]
+    if on_chunks.empty:
+        return []
+    unit_of = dict(zip(chunks["item_id"], chunks["unit"], strict=True))
+    complete = complete_units(items, labels)
+    extracted = items[items["kind"] == "extracted"]
+    out = []
+    for (dataset, rater), g in on_chunks.groupby(["dataset", "rater"], sort=True):
+        failed = g[g["label"].isna()]
+        done = complete.get((str(dataset), str(rater)), set())
+        n_attr = int(((extracted["dataset"] == dataset)
+                      & extracted["payload"].map(lambda p, r=rater: p.get("extractor") == r)
+                      & extracted["unit"].isin(done)).sum())
+        out.append(ExtractorRun(dataset=str(dataset), extractor=str(rater),
+                                units_attempted=len({unit_of[i] for i in g["item_id"]}), units_complete=len(done),
+                                chunk_failures=len(failed),
+                                failure_reasons=dict(Counter(str(e).split(":", 1)[0] for e in failed["error"])),
+                                attributes=n_attr))
+    return out
+
+
+def _gold_summary(items: pd.DataFrame) -> list[GoldSummary]:
+    gold = items[items["kind"] == "gold"]
+    convs = items[items["kind"] == "conversation"]
+    if gold.empty:
+        return []
+
+    def split(f: pd.DataFrame) -> pd.Series:
+        return f["payload"].map(lambda p: p.get("split") or "-")
+
+    gold = gold.assign(split=split(gold), category=gold["payload"].map(lambda p: p["category"]))
+    convs = convs.assign(split=split(convs))
+    out = []
+    for (dataset, sp), g in gold.groupby(["dataset", "split"], sort=True):
+        c = convs[(convs["dataset"] == dataset) & (convs["split"] == sp)]
+        with_gold = {(u, p.get("session")) for u, p in zip(g["unit"], g["payload"], strict=True)}
+        sessions = {(u, p.get("session")) for u, p in zip(c["unit"], c["payload"], strict=True)} | with_gold
+        out.append(GoldSummary(dataset=str(dataset), split=str(sp), users=int(g["user_id"].nunique()),
+                               units=int(g["unit"].nunique()), sessions=len(sessions),
+                               sessions_without_gold=len(sessions - with_gold), gold=len(g),
+                               categories=int(g["category"].nunique())))
+    return out
+
+
+def unit_gold(gold: pd.DataFrame) -> pd.DataFrame:
+    """One unit's gold preferences, deduplicated by (category, normalised value); the first item id is kept."""
+    key = [(c, normalise_attribute(v)) for c, v in zip(gold["category"], gold["value"], strict=True)]
+    return gold.assign(_key=key).drop_duplicates("_key").drop(columns="_key")
+
+
+def _matching(items: pd.DataFrame, labels: pd.DataFrame, **kw: Any) -> list[MatchRow]:
+    gold = items[items["kind"] == "gold"]
+    extracted = items[items["kind"] == "extracted"]
+    if gold.empty or extracted.empty:
+        return []
+    gold = gold.assign(category=gold["payload"].map(lambda p: p["category"]),
+                       value=gold["payload"].map(lambda p: p["value"]),
+                       split=gold["payload"].map(lambda p: p.get("split") or "-"))
+    gold_by_unit = {k: unit_gold(g) for k, g in gold.groupby(["dataset", "unit"], sort=True)}
+    extracted = extracted.assign(extractor=extracted["payload"].map(lambda p: p.get("extractor")))
+    complete = complete_units(items, labels)
+    matches = items[items["kind"] == "match"]
+    pair_of = {i: (p["extracted"], p["gold"]) for i, p in zip(matches["item_id"], matches["payload"], strict=True)}
+    llm = labels[labels["item_id"].isin(set(pair_of)) & labels["label"].notna()]
+    llm_verdicts: dict[str, dict[tuple[str, str], bool]] = {}
+    for rater, g in llm.groupby("rater", sort=True):
+        llm_verdicts[str(rater)] = {pair_of[i]: v == "same" for i, v in zip(g["item_id"], g["label"], strict=True)}
+
+    out: list[MatchRow] = []
+    for (dataset, extractor), attrs in extracted.groupby(["dataset", "extractor"], sort=True):
+        units = sorted(u for u in complete.get((str(dataset), str(extractor)), set())
+                       if (dataset, u) in gold_by_unit)
+        by_unit = {u: a for u, a in attrs.groupby("unit")}
+        matchers: list[tuple[str, dict[tuple[str, str], bool] | None]] = [(f"offline@{OFFLINE_THRESHOLD:.3f}", None)]
+        matchers += sorted(llm_verdicts.items())
+        for matcher, verdicts in matchers:
+            rows = []  # per unit and category: (split, user, category, tp_attr, n_attr, tp_gold, n_gold)
+            for u in units:
+                a = by_unit.get(u, extracted.iloc[0:0])
+                g = gold_by_unit[(dataset, u)]
+                matrix = None
+                if verdicts is not None:
+                    pairs = [(ai, gi) for ai in a["item_id"] for gi in g["item_id"]]
+                    if not all(p in verdicts for p in pairs):
+                        continue  # this matcher has not judged every pair of the unit
+                    matrix = np.array([verdicts[p] for p in pairs], dtype=bool)
+                a_match, nearest, g_match = match_unit(a["attribute"].tolist(), g["value"].tolist(), llm=matrix)
+                cats = g["category"].to_numpy()
+                split, user = str(g["split"].iloc[0]), str(g["user_id"].iloc[0])
+                a_cat = cats[nearest] if len(cats) else np.array([], dtype=object)
+                rows.append((split, user, "all", int(a_match.sum()), len(a), int(g_match.sum()), len(g), u))
+                for c in sorted(set(cats)):
+                    in_a, in_g = a_cat == c, cats == c
+                    rows.append((split, user, str(c), int(a_match[in_a].sum()), int(in_a.sum()),
+                                 int(g_match[in_g].sum()), int(in_g.sum()), u))
+            frame = pd.DataFrame(rows, columns=["split", "user", "category", "tpa", "na", "tpg", "ng", "unit"])
+            for (sp, cat), f in frame.groupby(["split", "category"], sort=True):
+                est = prf(f["tpa"], f["na"], f["tpg"], f["ng"], f["user"], **kw)
+                out.append(MatchRow(dataset=str(dataset), extractor=str(extractor), matcher=matcher, split=str(sp),
+                                    category=str(cat), units=int(f["unit"].nunique()), users=est.n_users,
+                                    attributes=est.n_attributes, gold=est.n_gold,
+                                    precision=est.precision.value, precision_ci=ci_list(est.precision),
+                                    recall=est.recall.value, recall_ci=ci_list(est.recall),
+                                    f1=est.f1.value, f1_ci=ci_list(est.f1)))
+    out.sort(key=lambda r: (r.dataset, r.extractor, r.matcher, r.split, r.category != "all", r.category))
+    return out
+
+
+def load_items(con: Any, *, kinds: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> pd.DataFrame:
+    """Stage-1 items from an open connection, with parsed payloads (see :func:`items_frame`)."""
+    frame = con.execute("SELECT item_id, dataset, user_id, attribute, position, payload FROM items "
+                        "WHERE stage = 'extraction' ORDER BY dataset, user_id, item_id").df()
+    frame = items_frame(frame)
+    if kinds is not None:
+        frame = frame[frame["kind"].isin(list(kinds))]
+    if datasets is not None:
+        frame = frame[frame["dataset"].isin(list(datasets))]
+    return frame
