@@ -18,7 +18,7 @@ from sklearn.metrics import roc_auc_score
 from personagap.analysis.agreement import MIN_USERS_FOR_CI, ci_text
 from personagap.analysis.estimates import estimate_rows
 from personagap.dashboard.render import estimates_table
-from personagap.stages.trained import _auc_estimate
+from personagap.stages.trained_verifier import auc_estimate as _auc_estimate
 
 _BOOTSTRAP_CIS = ("naive_ci", "rogan_gladen_ci", "human_only_ci")
 

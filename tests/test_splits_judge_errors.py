@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from types import SimpleNamespace
 
-from click.testing import CliRunner
+import pytest
+from click.testing import CliRunner, Result
 
 from personagap.cli import cli
+from personagap.human_data import DataError
+from personagap.judges.trained import sidecar_path
 from personagap.labels_api import import_labels
+from personagap.stages import trained_judging
+from personagap.stages.trained import ModelFileError, open_model
 from tests.byo_data import team_rows, write_rows
 
 
@@ -30,3 +37,38 @@ def test_judge_response_with_no_judgeable_item_is_one_line_exit_2(tmp_path: Path
     assert isinstance(result.exception, SystemExit)  # mapped, not a ValueError's traceback
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "no stored items" in lines[0] and "--no-profile" in lines[0], result.output
+
+
+def _trained(stage: str, model: Path, db: Path) -> Result:
+    return CliRunner().invoke(cli, ["judge", stage, "--judge", "trained", "--model-path", str(model), "--db", str(db)])
+
+
+@pytest.mark.parametrize("stage", ["relevance", "response", "extraction"])
+def test_a_file_that_is_no_model_is_one_line_exit_2(stage: str, tmp_path: Path) -> None:
+    model = tmp_path / "model.joblib"
+    model.write_text("not a model")
+    sidecar_path(model).write_text(json.dumps({"format_version": 1, "model_id": "x"}))
+    result = _trained(stage, model, tmp_path / "none.duckdb")
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)  # not pickle's traceback
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{model}: not a PersonaGap trained model"), result.output
+
+
+def test_a_missing_model_file_is_a_model_file_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelFileError, match="no such model file") as raised:
+        open_model(tmp_path / "nope.joblib", "relevance")
+    assert isinstance(raised.value, DataError)  # the error map's "bad input file": exit 2
+
+
+def test_a_bug_during_a_trained_run_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The model loads; then something unrelated to the model file fails. That is a bug: no one-line exit 2.
+    monkeypatch.setattr(trained_judging, "open_model", lambda path, kind: SimpleNamespace(vocab=None))
+
+    def broken(db: object, datasets: object = None) -> None:
+        raise ValueError("a bug in reading the items")
+
+    monkeypatch.setattr(trained_judging, "relevance_items", broken)
+    result = _trained("relevance", tmp_path / "model.joblib", tmp_path / "none.duckdb")
+    assert result.exit_code == 1 and isinstance(result.exception, ValueError), result.output
+    assert "a bug in reading the items" in str(result.exception)

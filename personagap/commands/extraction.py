@@ -114,15 +114,9 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...], s
         raise click.UsageError("--judge trained needs --model-path MODEL (train one: personagap train verifier "
                                "--out MODEL)")
 
-    def go() -> str:
-        try:
-            return judge_extraction_trained(db, model_path, datasets=datasets or None, splits=splits or None,
-                                            extractor=extractor).render()
-        except (FileNotFoundError, ValueError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(2) from exc
-
-    return run_or_exit(go)
+    # A model file it cannot use is a ModelFileError (one line, exit 2 through the one error map).
+    return run_or_exit(lambda: judge_extraction_trained(db, model_path, datasets=datasets or None,
+                                                       splits=splits or None, extractor=extractor).render())
 
 
 @demo_step("Stage 1 — attribute extraction")

@@ -112,11 +112,5 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
         raise click.UsageError("--judge trained needs --model-path MODEL (train one: personagap train relevance "
                                "--out MODEL)")
 
-    def go() -> str:
-        try:
-            return judge_relevance_trained(db, model_path, datasets=datasets).render()
-        except (FileNotFoundError, ValueError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            raise SystemExit(2) from exc
-
-    return run_or_exit(go)
+    # A model file it cannot use is a ModelFileError (one line, exit 2 through the one error map).
+    return run_or_exit(lambda: judge_relevance_trained(db, model_path, datasets=datasets).render())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,14 +108,8 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
         raise click.UsageError("--judge trained needs --model-path MODEL (train one: personagap train preference "
                                "--out MODEL)")
 
-    def go() -> str:
-        try:
-            return judge_response_trained(db, model_path, datasets=datasets or None).render()
-        except (FileNotFoundError, ValueError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
-
-    return run_or_exit(go)
+    # A model file it cannot use is a ModelFileError (one line, exit 2 through the one error map).
+    return run_or_exit(lambda: judge_response_trained(db, model_path, datasets=datasets or None).render())
 
 
 @report_group.command("response")
