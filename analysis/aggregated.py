@@ -11,7 +11,7 @@ several humans labelled (:func:`personagap.store.aggregates.multi_human_labels`)
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 import numpy as np
@@ -27,6 +27,7 @@ from personagap.analysis.agreement import (
     bootstrap_tables,
     ci_list,
     json_safe_dict,
+    shared_resample_weights,
 )
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM, alt_test_rows
 from personagap.analysis.comparable import Reference, judge_display
@@ -34,12 +35,14 @@ from personagap.analysis.estimates import (
     EstimateRow,
     _ppi,
     _rates,
-    _resample_weights,
     too_few_users_note,
 )
 from personagap.analysis.panel import alt_test_scoring, as_scale, on_scale
 from personagap.records import DatasetScale
-from personagap.store.aggregates import multi_human_labels
+from personagap.store.aggregates import has_anchored_humans, label_counts, multi_human_labels
+
+if TYPE_CHECKING:
+    from personagap.analysis.diagnosis import Diagnosis
 
 JUDGE_KEYS: list[str] = ["rater", "rater_kind", "condition"]
 """What one judge row is: a rater of one kind under one condition (judge kinds are never merged)."""
@@ -102,7 +105,7 @@ def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resample
     ids, index = np.unique(reference["user_id"].astype(str).to_numpy(), return_inverse=True)
     per_user = np.column_stack([np.bincount(index, weights=n * yes, minlength=len(ids)),
                                 np.bincount(index, weights=n, minlength=len(ids))])
-    boot = bootstrap_tables(per_user, _resample_weights(len(ids), n_resamples, seed))
+    boot = bootstrap_tables(per_user, shared_resample_weights(len(ids), n_resamples, seed))
     # The mean of a 0/1 vector is its exact count over its length (integer sums are exact in floating point).
     y = _repeat([(True, float((n * yes).sum())), (False, float((n * ~yes).sum()))])
     est = bootstrap_estimate(float(y.mean()), _div(boot[:, 0], boot[:, 1]), len(ids), level)
@@ -122,9 +125,9 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
     the items in another order, which moves its figures by float rounding only, ~1e-16).
 
     Args:
-        judges: :func:`personagap.store.aggregates.judge_label_counts` rows of the dataset (``human`` missing on
-            items without a reference).
-        reference: :func:`personagap.store.aggregates.reference_counts` rows of the dataset.
+        judges: The judge counts of :func:`personagap.store.aggregates.label_counts`, rows of the dataset
+            (``human`` missing on items without a reference).
+        reference: The reference counts of the same call, rows of the dataset.
         dataset: Dataset key.
         positive: The label whose human rate is estimated.
         humans: Which humans the reference came from (recorded).
@@ -154,7 +157,7 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
         mine = index[:len(rows)]
         counts = np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols])
         naive, se, sp, rg = (float(x) for x in _rates(counts.sum(axis=0)))
-        boot = _rates(bootstrap_tables(counts, _resample_weights(len(ids), n_resamples, seed)))
+        boot = _rates(bootstrap_tables(counts, shared_resample_weights(len(ids), n_resamples, seed)))
         naive_est = bootstrap_estimate(naive, boot[0], len(ids), level)
         rg_est = bootstrap_estimate(rg, boot[3], len(ids), level)
         cells = [(h, j, float(n[has_ref & (hpos == h) & (jpos == j)].sum())) for h in (True, False)
@@ -190,8 +193,7 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         stage: Pipeline stage.
         datasets: Datasets to cover (blind humans).
         positive: The label whose human rate the estimates correct (None: no estimates).
-        counts: Per reference (blind, anchored) the stage's :func:`~personagap.store.aggregates.judge_label_counts`
-            and :func:`~personagap.store.aggregates.reference_counts`.
+        counts: Per reference (blind, anchored) the stage's :func:`~personagap.store.aggregates.label_counts`.
         anchored: Datasets to cover again with anchored humans, reported apart.
         rate_datasets: Only these get estimates (default: all).
         n_resamples: Bootstrap resamples.
@@ -215,3 +217,41 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
             rates += estimate_rows_from_counts(judges, reference, ds, positive=positive, humans=humans,
                                                n_resamples=n_resamples, seed=seed)
     return tests, rates
+
+
+def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = DEFAULT_SEED) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """For each stage's best judge, its alternative-annotator test and corrected rate, from the store's aggregates.
+
+    The rows of :func:`personagap.api.best_judge_vs_humans` (the stage reports' own rows, restricted to the judge
+    ``diagnose`` names best, blind and anchored humans apart), without loading the dataset's labels.
+
+    Args:
+        con: An open store connection.
+        diagnosis: The diagnosis whose best judges to test.
+        n_resamples: Bootstrap resamples of the estimates' CIs.
+        seed: Bootstrap seed.
+
+    Returns:
+        Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
+    """
+    from personagap.datasets import dataset_records
+
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    records = dataset_records(con)
+    for s in diagnosis.stages:
+        if s.best is None:
+            continue
+        best, ds = s.best, s.best.dataset
+        anchored = [ds] if has_anchored_humans(con, s.stage, ds) else []
+        positive = "yes" if best.binary else None
+        # Counts only where estimates are made (a yes/no best judge), of each reference the rows cover.
+        references: list[Reference] = ["blind", "anchored"] if anchored else ["blind"]
+        counts = {which: label_counts(con, s.stage, which, ds) for which in references} if positive else {}
+        tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
+                                    n_resamples=n_resamples, seed=seed, scales={ds: records[(s.stage, ds)].scale})
+        # The judge's one display name is the join key (comparable.judge_display), as the per-label function.
+        name = judge_display(best.rater, best.condition)
+        out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],
+                        "estimates": [e for e in rates if e["judge"] == name]}
+    return out

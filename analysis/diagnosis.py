@@ -24,7 +24,6 @@ dataset: a stage whose judged dataset has no multi-human ceiling is reported as 
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,7 +46,7 @@ from personagap.analysis.agreement import (
     estimates,
     json_safe_dict,
     krippendorff_alpha_ci,
-    resample_weights,
+    shared_resample_weights,
 )
 from personagap.analysis.comparable import (
     JUDGE_KINDS as JUDGE_KINDS,
@@ -67,6 +66,7 @@ from personagap.analysis.pairwise import PairwiseResult, mean_pair_samples, pair
 from personagap.analysis.panel import PanelFields, as_scale, on_scale, panel_lines, panel_values, scale_metrics
 from personagap.datasets import dataset_records
 from personagap.records import DatasetScale
+from personagap.store.aggregates import diagnosis_inputs
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {
@@ -221,77 +221,20 @@ def _finite(x: float | None) -> bool:
 
 # --------------------------------------------------------------------------- loading (SQL)
 
-def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
-    # Through Arrow: the same dtypes as .df(), but strings are not built one Python object at a time
-    # (~0.4 s less on the ~550,000 per-item rows of a 10^6-label store).
-    return cast(pd.DataFrame, con.sql(sql).to_arrow_table().combine_chunks().to_pandas())
-
-
-def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Aggregate what :func:`diagnose` needs out of an open store connection.
 
-    Every query is static SQL; the heavy lifting (joins, counts) happens in DuckDB. Which labels count
+    The counting happens in DuckDB (:func:`personagap.store.aggregates.diagnosis_inputs`); which labels count
     comes from :mod:`personagap.analysis.comparable` (blind reference, comparable judges).
 
     Args:
         con: An open (read-only is enough) store connection.
 
     Returns:
-        ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames,
-        as :func:`diagnose` takes them.
+        ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames and the
+        datasets' ``scales``, as :func:`diagnose` takes them.
     """
-    pairs = _frame(con, f"""
-        WITH {REFERENCE_SQL}
-        SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, i.user_id, r.human, l.label,
-               count(*) AS n
-        FROM labels l JOIN reference r USING (item_id) JOIN items i USING (item_id)
-        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
-        GROUP BY ALL
-    """)
-    failures = _frame(con, f"""
-        SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS failures
-        FROM labels l JOIN items i USING (item_id)
-        WHERE {JUDGE_SQL} AND l.label IS NULL
-        GROUP BY ALL
-    """)
-    # Only items that at least two individual blind humans labelled can say anything about the ceiling.
-    multi = f"""
-        multi AS (
-            SELECT l.item_id FROM labels l
-            WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
-            GROUP BY l.item_id HAVING count(*) >= 2
-        )"""
-    humans = _frame(con, f"""
-        WITH {multi}
-        SELECT i.stage, i.dataset, l.item_id, l.rater, l.label, i.user_id
-        FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
-        WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
-    """)
-    judge_items = _frame(con, f"""
-        WITH {multi}
-        SELECT i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label, i.user_id
-        FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
-        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
-    """)
-    human_counts = _frame(con, f"""
-        SELECT i.stage, i.dataset,
-               count(DISTINCT l.rater) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_raters,
-               count(*) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_labels,
-               count(DISTINCT l.rater) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_raters,
-               count(*) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_labels
-        FROM labels l JOIN items i USING (item_id)
-        WHERE l.label IS NOT NULL AND l.rater_kind = 'human'
-        GROUP BY ALL
-    """)
-    inventory = _frame(con, f"""
-        SELECT i.stage, count(DISTINCT i.item_id) AS n_items, count(l.item_id) AS n_labels,
-               count(l.item_id) FILTER (WHERE l.rater_kind IN ('human', 'human_majority')) AS n_human_labels,
-               count(l.item_id) FILTER (WHERE {JUDGE_SQL}) AS n_judge_labels
-        FROM items i LEFT JOIN labels l USING (item_id)
-        GROUP BY i.stage
-    """)
-    return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
-            "judge_items": judge_items, "human_counts": human_counts, "scales": dataset_scales(con)}
+    return {**diagnosis_inputs(con), "scales": dataset_scales(con)}
 
 
 def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
@@ -366,13 +309,10 @@ def diagnose_db(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: i
 
 # --------------------------------------------------------------------------- pure analysis
 
-@functools.lru_cache(maxsize=16)
 def _weights(n_users: int, n_resamples: int, seed: int) -> FloatArray:
     # The same draw agreement.agreement() makes for this many users and this seed, so CIs match
-    # `personagap report`; drawing it once per size instead of once per judge saves ~0.1 s a judge.
-    weights = resample_weights(n_users, n_resamples, seed)
-    weights.setflags(write=False)
-    return weights
+    # `personagap report`; drawn once per size in the process (the reports share it), not once per judge.
+    return shared_resample_weights(n_users, n_resamples, seed)
 
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,

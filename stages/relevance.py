@@ -33,7 +33,7 @@ from personagap.analysis.agreement import (
     json_safe,
     json_safe_dict,
     krippendorff_alpha_ci,
-    resample_weights,
+    shared_resample_weights,
 )
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import (
@@ -65,7 +65,7 @@ from personagap.analysis.panel import (
 )
 from personagap.records import DatasetScale
 from personagap.store import load_labels
-from personagap.store.aggregates import judge_failures, judge_label_counts, reference_counts, stage_datasets
+from personagap.store.aggregates import judge_failures, label_counts, stage_datasets
 
 REFERENCE = "human_majority"
 STAGE = "relevance"
@@ -385,8 +385,8 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
     """:func:`judge_agreements` from the store's counts (:mod:`personagap.store.aggregates`): the same rows.
 
     Args:
-        counts: :func:`~personagap.store.aggregates.judge_label_counts` rows of the stage (``which`` reference).
-        reference: :func:`~personagap.store.aggregates.reference_counts` rows of the stage (same reference).
+        counts: The judge counts of :func:`~personagap.store.aggregates.label_counts` (``which`` reference).
+        reference: The reference counts of the same call.
         failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
         dataset: Dataset key.
         n_resamples: Bootstrap resamples.
@@ -410,7 +410,7 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
         if joined.empty and fails.empty:
             continue
         tables, n_users = user_tables(joined, scale)
-        est = agreement_estimates(tables, judge_metrics(scale), resample_weights(n_users, n_resamples, seed),
+        est = agreement_estimates(tables, judge_metrics(scale), shared_resample_weights(n_users, n_resamples, seed),
                                   levels=scale.levels() if scale.ordinal else None)
         reasons: Counter[str] = Counter()
         for error, n in zip(fails["error"], fails["n"], strict=True):
@@ -447,7 +447,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     """
     datasets = stage_datasets(con, STAGE)
     counts: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = {
-        "blind": (judge_label_counts(con, STAGE, "blind"), reference_counts(con, STAGE, "blind"))}
+        "blind": label_counts(con, STAGE, "blind")}
     failures = judge_failures(con, STAGE)
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements_from_counts(*counts["blind"], failures, ds, n_resamples=n_resamples,
@@ -455,7 +455,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     pilot = anchored = None
     notes: list[str] = []
     if pilot_dataset in datasets:
-        counts["anchored"] = (judge_label_counts(con, STAGE, "anchored"), reference_counts(con, STAGE, "anchored"))
+        counts["anchored"] = label_counts(con, STAGE, "anchored")
         pilot, anchored, notes = _pilot_reports(load_labels(con, stage=STAGE, dataset=pilot_dataset), pilot_dataset,
                                                 scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed)
     alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,

@@ -92,3 +92,19 @@ def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, re
     new = json_safe(report_relevance(db, n_resamples=RESAMPLES, seed=0).to_json_dict())
     assert old["judges"], "the store must have judge rows for the comparison to mean something"
     assert differences(old, new) == []
+
+
+@pytest.mark.parametrize("store", ["real_db", "demo_db"])
+def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, request: pytest.FixtureRequest) -> None:
+    """diagnose's best-judge alternative-annotator test and corrected rate: the same rows without every label."""
+    from personagap.analysis.aggregated import best_judge_extras
+    from personagap.analysis.diagnosis import diagnose_db
+    from personagap.api import best_judge_vs_humans
+
+    db = request.getfixturevalue(store)
+    diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
+    old = json_safe(best_judge_vs_humans(db, diagnosis, n_resamples=RESAMPLES, seed=0))
+    with opened(db, read_only=True) as con:
+        new = json_safe(best_judge_extras(con, diagnosis, n_resamples=RESAMPLES, seed=0))
+    assert any(rows["alt_test"] or rows["estimates"] for rows in old.values())
+    assert differences(old, new) == []

@@ -23,59 +23,64 @@ from personagap.analysis.comparable import (
 )
 
 _JUDGE = comparable_judge_sql("l")
+REFERENCE_SQL = reference_sql("blind")
+JUDGE_SQL = _JUDGE
+BLIND_SQL = blind_human_sql("l")
+ANCHORED_SQL = anchored_human_sql("l")
 
 # One parsed label per (item, judge rater, kind, condition): the per-label path keeps the first of duplicates
 # (drop_duplicates on item_id), which row is first being the store's row order either way.
 _PARSED = f"""
     parsed AS (
-        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, i.dataset, i.user_id
+        SELECT l.item_id, l.rater, l.rater_kind, l.condition, any_value(l.label) AS label, i.dataset, i.user_id
         FROM labels l JOIN items i USING (item_id)
-        WHERE i.stage = $stage AND {_JUDGE} AND l.label IS NOT NULL
-        QUALIFY row_number() OVER (PARTITION BY l.item_id, l.rater, l.rater_kind, l.condition) = 1
+        WHERE i.stage = $stage AND ($dataset IS NULL OR i.dataset = $dataset) AND {_JUDGE} AND l.label IS NOT NULL
+        GROUP BY l.item_id, l.rater, l.rater_kind, l.condition, i.dataset, i.user_id
     )"""
 
 
-def _frame(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> pd.DataFrame:
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> pd.DataFrame:
     # Through Arrow: the same dtypes as .df() without building strings one Python object at a time.
     return cast(pd.DataFrame, con.sql(sql, params=params).to_arrow_table().combine_chunks().to_pandas())
 
 
-def judge_label_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = "blind") -> pd.DataFrame:
-    """Per (dataset, judge, condition, user, reference label, judge label) the number of items.
+def label_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = "blind",
+                 dataset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What a stage report's judge rows and estimates are computed from, counted by DuckDB in one query.
 
-    One parsed comparable judge label per item and judge; ``human`` is the item's human reference
+    Judge counts: per (dataset, judge, condition, user, reference label, judge label) the number of items, over
+    one parsed comparable judge label per item and judge; ``human`` is the item's human reference
     (:func:`~personagap.analysis.comparable.reference_sql` of ``which``), missing where the item has none: those
-    rows are the judge's unmatched items, the others its confusion counts.
+    rows are the judge's unmatched items, the others its confusion counts. Reference counts: per (dataset, user,
+    reference label) the number of items with that reference.
 
     Args:
         con: An open store connection.
         stage: Pipeline stage.
         which: The blind reference (what judges are scored against) or the anchored one.
+        dataset: Only this dataset (None: every dataset of the stage).
 
     Returns:
-        Columns ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``, ``label``, ``n``.
+        Judge counts (``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``, ``label``,
+        ``n``) and reference counts (``dataset``, ``user_id``, ``human``, ``n``).
     """
-    return _frame(con, f"""
-        WITH {reference_sql(which)}, {_PARSED}
-        SELECT p.dataset, p.rater, p.rater_kind, p.condition, p.user_id, r.human, p.label, count(*) AS n
-        FROM parsed p LEFT JOIN reference r USING (item_id)
+    # One statement, so the reference (the costly part: every human label) is computed once for both.
+    rows = _rows(con, f"""
+        WITH {reference_sql(which)}, {_PARSED},
+        staged AS (
+            SELECT r.item_id, r.human, i.dataset, i.user_id FROM reference r JOIN items i USING (item_id)
+            WHERE i.stage = $stage AND ($dataset IS NULL OR i.dataset = $dataset)
+        )
+        SELECT true AS judged, p.dataset, p.rater, p.rater_kind, p.condition, p.user_id, s.human, p.label,
+               count(*) AS n
+        FROM parsed p LEFT JOIN staged s USING (item_id)
         GROUP BY ALL
-    """, {"stage": stage})
-
-
-def reference_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = "blind") -> pd.DataFrame:
-    """Per (dataset, user, reference label) the number of items with that human reference.
-
-    Returns:
-        Columns ``dataset``, ``user_id``, ``human``, ``n``.
-    """
-    return _frame(con, f"""
-        WITH {reference_sql(which)}
-        SELECT i.dataset, i.user_id, r.human, count(*) AS n
-        FROM reference r JOIN items i USING (item_id)
-        WHERE i.stage = $stage
-        GROUP BY ALL
-    """, {"stage": stage})
+        UNION ALL
+        SELECT false, s.dataset, NULL, NULL, NULL, s.user_id, s.human, NULL, count(*) FROM staged s GROUP BY ALL
+    """, {"stage": stage, "dataset": dataset})
+    judged = rows.pop("judged").to_numpy(dtype=bool)
+    reference = rows.loc[~judged, ["dataset", "user_id", "human", "n"]].reset_index(drop=True)
+    return rows[judged].reset_index(drop=True), reference
 
 
 def judge_failures(con: duckdb.DuckDBPyConnection, stage: str) -> pd.DataFrame:
@@ -86,7 +91,7 @@ def judge_failures(con: duckdb.DuckDBPyConnection, stage: str) -> pd.DataFrame:
     Returns:
         Columns ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``error``, ``n``.
     """
-    return _frame(con, f"""
+    return _rows(con, f"""
         SELECT i.dataset, l.rater, l.rater_kind, l.condition, l.error, count(*) AS n
         FROM labels l JOIN items i USING (item_id)
         WHERE i.stage = $stage AND {_JUDGE} AND l.label IS NULL
@@ -114,29 +119,29 @@ def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str,
         ``label``, ``error``, ``dataset``, ``user_id``).
     """
     person = f"l.rater_kind = 'human' AND l.label IS NOT NULL AND l.condition <> '{SHOWN_LLM_RATING}'"
-    return _frame(con, f"""
-        WITH per_item AS (
+    return _rows(con, f"""
+        WITH ds_items AS (SELECT item_id FROM items WHERE stage = $stage AND dataset = $dataset),
+        per_item AS (
             SELECT l.item_id,
-                   count(DISTINCT l.rater) FILTER (WHERE {blind_human_sql('l')} AND {person}) AS blind,
-                   count(DISTINCT l.rater) FILTER (WHERE {anchored_human_sql('l')} AND {person}) AS anchored
-            FROM labels l JOIN items i USING (item_id)
-            WHERE i.stage = $stage AND i.dataset = $dataset
+                   count(DISTINCT l.rater) FILTER (WHERE {blind_human_sql('l')}) AS blind,
+                   count(DISTINCT l.rater) FILTER (WHERE {anchored_human_sql('l')}) AS anchored
+            FROM labels l SEMI JOIN ds_items USING (item_id)
+            WHERE {person}
             GROUP BY l.item_id
         ),
         judged AS (
-            SELECT l.rater, l.rater_kind, l.condition, l.item_id,
-                   coalesce(p.blind, 0) AS blind, coalesce(p.anchored, 0) AS anchored
-            FROM labels l JOIN items i USING (item_id) LEFT JOIN per_item p USING (item_id)
-            WHERE i.stage = $stage AND i.dataset = $dataset AND {_JUDGE} AND l.label IS NOT NULL
+            SELECT arg_max(l.item_id, coalesce(p.blind, 0)) AS top_blind,
+                   arg_max(l.item_id, coalesce(p.anchored, 0)) AS top_anchored
+            FROM labels l SEMI JOIN ds_items USING (item_id) LEFT JOIN per_item p USING (item_id)
+            WHERE {_JUDGE} AND l.label IS NOT NULL
+            GROUP BY l.rater, l.rater_kind, l.condition
         ),
         keep AS (
             SELECT item_id FROM per_item WHERE blind >= $min OR anchored >= $min
-            UNION SELECT arg_max(item_id, blind) FROM judged GROUP BY rater, rater_kind, condition
-            UNION SELECT arg_max(item_id, anchored) FROM judged GROUP BY rater, rater_kind, condition
+            UNION SELECT top_blind FROM judged UNION SELECT top_anchored FROM judged
         )
         SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.error, i.dataset, i.user_id
-        FROM labels l JOIN items i USING (item_id)
-        WHERE i.stage = $stage AND i.dataset = $dataset AND l.item_id IN (SELECT item_id FROM keep)
+        FROM labels l JOIN keep USING (item_id) JOIN items i USING (item_id)
     """, {"stage": stage, "dataset": dataset, "min": min_humans})
 
 
@@ -148,3 +153,76 @@ def stage_datasets(con: duckdb.DuckDBPyConnection, stage: str) -> list[str]:
         ORDER BY 1
     """, {"stage": stage}).fetchall()
     return [str(r[0]) for r in rows]
+
+
+def has_anchored_humans(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> bool:
+    """Whether a dataset holds any anchored human label (humans who saw an LLM's label first)."""
+    rows = con.sql(f"""
+        SELECT EXISTS (SELECT 1 FROM labels l JOIN items i USING (item_id)
+                       WHERE i.stage = $stage AND i.dataset = $dataset AND {anchored_human_sql('l')})
+    """, params={"stage": stage, "dataset": dataset}).fetchall()
+    return bool(rows[0][0])
+
+
+def diagnosis_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    """What ``diagnose`` computes from (:func:`personagap.analysis.diagnosis.diagnose`), counted by DuckDB.
+
+    Per-user confusion counts of every comparable judge against the blind reference, failure counts, the
+    individual blind human labels and comparable judge labels of items two or more blind humans labelled (the
+    ceiling and the gap need them per item), per-dataset human counts and the per-stage inventory.
+
+    Returns:
+        ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames.
+    """
+    pairs = _rows(con, f"""
+        WITH {REFERENCE_SQL}
+        SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, i.user_id, r.human, l.label,
+               count(*) AS n
+        FROM labels l JOIN reference r USING (item_id) JOIN items i USING (item_id)
+        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
+        GROUP BY ALL
+    """)
+    failures = _rows(con, f"""
+        SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS failures
+        FROM labels l JOIN items i USING (item_id)
+        WHERE {JUDGE_SQL} AND l.label IS NULL
+        GROUP BY ALL
+    """)
+    # Only items that at least two individual blind humans labelled can say anything about the ceiling.
+    multi = f"""
+        multi AS (
+            SELECT l.item_id FROM labels l
+            WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
+            GROUP BY l.item_id HAVING count(*) >= 2
+        )"""
+    humans = _rows(con, f"""
+        WITH {multi}
+        SELECT i.stage, i.dataset, l.item_id, l.rater, l.label, i.user_id
+        FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
+        WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
+    """)
+    judge_items = _rows(con, f"""
+        WITH {multi}
+        SELECT i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label, i.user_id
+        FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
+        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
+    """)
+    human_counts = _rows(con, f"""
+        SELECT i.stage, i.dataset,
+               count(DISTINCT l.rater) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_raters,
+               count(*) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_labels,
+               count(DISTINCT l.rater) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_raters,
+               count(*) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_labels
+        FROM labels l JOIN items i USING (item_id)
+        WHERE l.label IS NOT NULL AND l.rater_kind = 'human'
+        GROUP BY ALL
+    """)
+    inventory = _rows(con, f"""
+        SELECT i.stage, count(DISTINCT i.item_id) AS n_items, count(l.item_id) AS n_labels,
+               count(l.item_id) FILTER (WHERE l.rater_kind IN ('human', 'human_majority')) AS n_human_labels,
+               count(l.item_id) FILTER (WHERE {JUDGE_SQL}) AS n_judge_labels
+        FROM items i LEFT JOIN labels l USING (item_id)
+        GROUP BY i.stage
+    """)
+    return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
+            "judge_items": judge_items, "human_counts": human_counts}
