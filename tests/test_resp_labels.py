@@ -14,7 +14,8 @@ from click.testing import CliRunner
 from personagap.cli import cli
 from personagap.datasets import dataset_records
 from personagap.human_data import DataError
-from personagap.human_data.labels import LabelSpec, _label_sql
+from personagap.human_data.label_sources import label_sql as _label_sql
+from personagap.human_data.labels import LabelSpec
 from personagap.labels_api import import_labels, load_labels
 
 NASTY = ("it's", "back\\slash", "100%", "a--b", "'); DROP TABLE labels; --")
