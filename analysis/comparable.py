@@ -235,8 +235,9 @@ def one_vote_per_rater(rows: pd.DataFrame) -> pd.DataFrame:
     Args:
         rows: Labels with ``item_id``, ``rater`` and ``condition`` columns.
     """
-    rank = rows["condition"].map({c: i for i, c in enumerate(ANCHORED_ORDER)}).fillna(len(ANCHORED_ORDER))
-    ordered = rows.assign(_rank=rank).sort_values("_rank", kind="stable")
+    # Conditions outside ANCHORED_ORDER (the blind one) have no rank and sort after every ranked one.
+    rank = rows["condition"].map({c: i for i, c in enumerate(ANCHORED_ORDER)})
+    ordered = rows.assign(_rank=rank).sort_values("_rank", kind="stable", na_position="last")
     return ordered.drop_duplicates(["item_id", "rater"]).drop(columns="_rank")
 
 

@@ -26,7 +26,7 @@ from typing import Any, cast, get_args
 import duckdb
 import pandas as pd
 
-from personagap.analysis.comparable import categories_for, human_labelled_sql
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, categories_for, human_labelled_sql
 from personagap.records import (
     DEFAULT_QUESTIONS,
     PAIRWISE_LABELS,
@@ -115,10 +115,11 @@ def build_records(items: pd.DataFrame, scale_labels: pd.DataFrame, meta: dict[st
             spec = json.loads(value)
             stage = str(spec.get("stage", ""))
             dataset = key[len("labels:"):].removesuffix(f":{stage}")
-            stored.setdefault((stage, dataset), {"scale": spec.get("scale", "nominal"),
+            # No scale said means nominal: the record's scale reads "ordinal" or else nominal (below).
+            stored.setdefault((stage, dataset), {"scale": spec.get("scale"),
                                                  "categories": spec.get("categories") or [], "legacy": True})
     kinds: dict[tuple[str, str], str] = {}
-    for (stage, dataset), rows in items.groupby(["stage", "dataset"], sort=True):
+    for (stage, dataset), rows in items.groupby(["stage", "dataset"]):
         kinds[(str(stage), str(dataset))] = str(rows.sort_values(["n", "item_kind"], ascending=[False, True])
                                                  .iloc[0]["item_kind"])
     out: dict[tuple[str, str], DatasetRecord] = {}
@@ -129,12 +130,12 @@ def build_records(items: pd.DataFrame, scale_labels: pd.DataFrame, meta: dict[st
         said = stored.get(pair, {})
         item_kind = cast(ItemKind, said.get("item_kind") or kinds.get(pair) or _stage_item_kind(stage))
         rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == dataset)]
-        scale = _scale(item_kind, str(said.get("scale") or "nominal"), [str(c) for c in said.get("categories") or []],
+        scale = _scale(item_kind, said.get("scale") == "ordinal", [str(c) for c in said.get("categories") or []],
                        rows)
-        origin = meta.get(f"origin:{dataset}", "real")
+        synthetic = meta.get(f"origin:{dataset}") == "synthetic"  # anything else, or nothing said, is real data
         out[pair] = DatasetRecord(stage=cast(Stage, stage), dataset=dataset, item_kind=item_kind, scale=scale,
                                  question=str(said.get("question") or default_question(stage, item_kind)),
-                                 origin="synthetic" if origin == "synthetic" else "real",
+                                 origin="synthetic" if synthetic else "real",
                                  declared=bool(said) and not said.get("legacy"))
     return out
 
@@ -143,7 +144,7 @@ def _stage_item_kind(stage: str) -> str:
     return {"extraction": "verification", "relevance": "relevance"}.get(stage, "single")
 
 
-def _scale(item_kind: str, kind: str, declared: list[str], rows: pd.DataFrame) -> DatasetScale:
+def _scale(item_kind: str, ordinal: bool, declared: list[str], rows: pd.DataFrame) -> DatasetScale:
     if item_kind == "pairwise":
         found = categories_for(rows, PAIRWISE_LABELS)
         if set(found) <= set(PAIRWISE_LABELS):
@@ -151,8 +152,8 @@ def _scale(item_kind: str, kind: str, declared: list[str], rows: pd.DataFrame) -
         # A dataset that also holds other items (single yes/no answers beside A/B pairs): one nominal scale over
         # every label, so no label of it falls off its scale.
         return DatasetScale(kind="nominal", categories=tuple(found))
-    if kind == "ordinal":
-        judged = rows[rows["rater_kind"].isin(["human", "human_majority", "llm", "trained", "baseline"])]
+    if ordinal:
+        judged = rows[rows["rater_kind"].isin(HUMAN_KINDS + JUDGE_KINDS)]
         found = [str(v) for v in judged["label"].dropna().unique() if _is_number(str(v))]
         return DatasetScale(kind="ordinal", categories=tuple(numeric_order(declared or found)))
     if not declared and rows["label"].dropna().empty and item_kind == "verification":
@@ -182,7 +183,6 @@ def dataset_records(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Dat
         "SELECT key, value FROM meta WHERE key LIKE 'dataset:%' OR key LIKE 'labels:%' OR key LIKE 'origin:%'"
     ).fetchall())
     return build_records(items, scale_labels, {str(k): str(v) for k, v in meta.items()})
-
 
 
 def dataset_record(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> DatasetRecord | None:
