@@ -21,9 +21,11 @@ from personagap.analysis.agreement import DEFAULT_RESAMPLES
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig
 
-_OPTIMIZERS = ("bootstrap-fewshot", "mipro", "simba")
-_METRICS = ("kappa", "ac1", "balanced-accuracy")
-_DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
+# personagap.judges.optimize's OPTIMIZERS, SELECTION_METRICS and STAGE_JUDGES, spelt out: importing them would load
+# DSPy at every CLI start. tests/test_splitj_cli_choices.py fails when the two drift apart.
+OPTIMIZERS = ("bootstrap-fewshot", "mipro", "simba")
+METRICS = ("kappa", "ac1", "balanced-accuracy")
+DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
 
 
 @cli.command("optimize")
@@ -31,9 +33,9 @@ _DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"
 @click.option("--judge", "judge_name", type=click.Choice(["relevance-per-attribute", "pairwise", "persona-use"]),
               default=None, help="Judge to optimise [default: relevance-per-attribute for relevance, pairwise for "
               "response].")
-@click.option("--optimizer", type=click.Choice(_OPTIMIZERS), default="bootstrap-fewshot", show_default=True,
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="bootstrap-fewshot", show_default=True,
               help="DSPy optimiser proposing programs from the train users.")
-@click.option("--metric", type=click.Choice(_METRICS), default="kappa", show_default=True,
+@click.option("--metric", type=click.Choice(METRICS), default="kappa", show_default=True,
               help="Corpus-level metric that selects among the candidates on the dev users.")
 @click.option("--budget", type=click.IntRange(min=0), default=200, show_default=True,
               help="At most this many LLM calls for the optimiser (dev and test evaluation are bounded by the plan).")
@@ -70,7 +72,7 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
     """
     from personagap.judges.optimize import OptimizeError, OptimizeSettings, optimize, plan_run
 
-    judge = judge_name or _DEFAULT_JUDGE[stage]
+    judge = judge_name or DEFAULT_JUDGE[stage]
     llm = require_lm(lm, judge)
     settings = OptimizeSettings(stage=stage, judge=judge, optimizer=optimizer, metric=metric,  # type: ignore[arg-type]
                                 budget=budget, seed=seed, n_users=n_users, candidates=candidates,
