@@ -38,11 +38,12 @@ from personagap.analysis.estimates import (
     too_few_users_note,
 )
 from personagap.analysis.panel import alt_test_scoring, as_scale, on_scale
-from personagap.records import DatasetScale
+from personagap.analysis.robust import human_reference, judge_labels
+from personagap.records import DatasetScale, ScaleKind
 from personagap.store.aggregates import has_anchored_humans, label_counts, multi_human_labels
 
 if TYPE_CHECKING:
-    from personagap.analysis.diagnosis import Diagnosis
+    from personagap.analysis.diagnosis import Diagnosis, JudgeScore
 
 JUDGE_KEYS: list[str] = ["rater", "rater_kind", "condition"]
 """What one judge row is: a rater of one kind under one condition (judge kinds are never merged)."""
@@ -179,6 +180,38 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
     return out
 
 
+def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The counts of :func:`personagap.store.aggregates.label_counts`, from a frame of labels already in memory.
+
+    The reference and the judges' labels are :func:`~personagap.analysis.robust.human_reference` and
+    :func:`~personagap.analysis.robust.judge_labels` of the dataset (what the per-label estimates read), so a
+    report built from a frame and one built from the store compute their estimates from the same counts.
+
+    Args:
+        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
+        dataset: Dataset key.
+        humans: Blind or anchored reference.
+
+    Returns:
+        Judge counts and reference counts of the dataset, with the columns ``label_counts`` gives.
+    """
+    frame = labels[labels["dataset"] == dataset]
+    ref = human_reference(frame, humans)
+    parts = []
+    for j in judge_labels(frame):
+        parts.append(pd.DataFrame({"rater": j.rater, "rater_kind": j.rater_kind, "condition": j.condition,
+                                   "user_id": j.users.astype(str), "human": ref["label"].reindex(j.labels.index),
+                                   "label": j.labels}))
+    columns = ["dataset", *JUDGE_KEYS, "user_id", "human", "label", "n"]
+    judges = (pd.concat(parts, ignore_index=True).groupby([*JUDGE_KEYS, "user_id", "human", "label"], dropna=False)
+              .size().rename("n").reset_index().assign(dataset=dataset)[columns]
+              if parts else pd.DataFrame(columns=columns))
+    reference = (ref.assign(user_id=ref["user_id"].astype(str)).groupby(["user_id", "label"]).size().rename("n")
+                 .reset_index().rename(columns={"label": "human"}).assign(dataset=dataset)
+                 [["dataset", "user_id", "human", "n"]])
+    return judges, reference
+
+
 def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
                  counts: Mapping[Reference, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
@@ -235,10 +268,7 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
     Returns:
         Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
     """
-    from personagap.datasets import dataset_records
-
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    records = dataset_records(con)
     for s in diagnosis.stages:
         if s.best is None:
             continue
@@ -249,9 +279,16 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         references: list[Reference] = ["blind", "anchored"] if anchored else ["blind"]
         counts = {which: label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
-                                    n_resamples=n_resamples, seed=seed, scales={ds: records[(s.stage, ds)].scale})
+                                    n_resamples=n_resamples, seed=seed, scales={ds: _scored_scale(best)})
         # The judge's one display name is the join key (comparable.judge_display), as the per-label function.
         name = judge_display(best.rater, best.condition)
         out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],
                         "estimates": [e for e in rates if e["judge"] == name]}
     return out
+
+
+def _scored_scale(judge: JudgeScore) -> DatasetScale:
+    # The scale diagnose scored the judge over (its dataset's record): read back from the row, not from the store.
+    if judge.scale is None:
+        raise ValueError(f"{judge.judge} on {judge.dataset}: the diagnosis row does not say its scale")
+    return DatasetScale(kind=cast(ScaleKind, judge.scale), categories=tuple(judge.categories))

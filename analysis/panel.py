@@ -19,7 +19,6 @@ import personagap.analysis.robust as robust  # registers the panel's table metri
 from personagap.analysis.agreement import Estimate, ci_list, resample_weights
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import Scoring, alt_test_rows
-from personagap.analysis.estimates import estimate_rows
 from personagap.records import DatasetScale
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
@@ -180,6 +179,8 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
             estimated on an ordinal scale or one without that category. Every dataset covered must have one
             (no silent default: a scale decides how the test scores).
     """
+    from personagap.analysis.aggregated import estimate_rows_from_counts, frame_counts  # imports this module
+
     tests: list[dict[str, Any]] = []
     rates: list[dict[str, Any]] = []
     runs = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
@@ -190,8 +191,12 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
         if scale.ordinal or positive not in scale.categories:
             continue
         if positive is not None and (rated is None or ds in rated):
-            rates += estimate_rows(labels, ds, positive=positive, humans=humans,  # type: ignore[arg-type]
-                                   n_resamples=n_resamples, seed=seed)
+            # From counts, as a report built from the store's aggregates computes them (the same rows as
+            # estimate_rows up to float rounding), so both paths give identical figures.
+            judges, reference = frame_counts(labels, ds, humans)  # type: ignore[arg-type]
+            rates += estimate_rows_from_counts(judges, reference, ds, positive=positive,
+                                               humans=humans,  # type: ignore[arg-type]
+                                               n_resamples=n_resamples, seed=seed)
     return tests, rates
 
 

@@ -11,7 +11,12 @@ table (the GROUP BY a report's figures and their bootstrap need), run in a new i
 for starting Python and opening the file. Target at 10^7 labels on a 2-core machine (issue 20): <= 10 s and
 <= 2 GB per command, <= 5x the floor.
 
-Run: python benchmarks/report_memory.py [--labels 1000000 10000000] [--commands diagnose report-relevance]
+``diagnose-aggregates`` is ``diagnose --json`` with its best-judge rows from the store's aggregates
+(:func:`personagap.analysis.aggregated.best_judge_extras`), the path the command takes once
+``personagap.api.best_judge_vs_humans`` delegates to it.
+
+Run: python benchmarks/report_memory.py [--labels 1000000 10000000]
+     [--commands diagnose report-relevance diagnose-aggregates]
      [--keep DIR]   (reuse or keep the built stores there)
 """
 
@@ -36,6 +41,20 @@ COMMANDS: dict[str, list[str]] = {
     "diagnose": ["diagnose", "--json"],
     "report-relevance": ["report", "relevance", "--json"],
 }
+# `personagap diagnose --json` as it is once its best-judge rows come from the store's aggregates
+# (analysis.aggregated.best_judge_extras in place of personagap.api.best_judge_vs_humans, which loads the best
+# judge's whole dataset): what that command costs after the change, measured the same way.
+DIAGNOSE_FROM_AGGREGATES = [sys.executable, "-c", """
+import json, sys
+from personagap.analysis.agreement import json_safe
+from personagap.analysis.aggregated import best_judge_extras
+from personagap.analysis.diagnosis import diagnose_db
+from personagap.store import opened
+d = diagnose_db(sys.argv[1])
+with opened(sys.argv[1], read_only=True) as con:
+    tests = best_judge_extras(con, d)
+print(json.dumps(d.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
+"""]
 
 FLOOR = """
 import sys, duckdb
@@ -83,7 +102,8 @@ def build(db: Path, n_labels: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--labels", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=list(COMMANDS))
+    parser.add_argument("--commands", nargs="+", default=[*COMMANDS, "diagnose-aggregates"],
+                        choices=[*COMMANDS, "diagnose-aggregates"])
     parser.add_argument("--keep", type=Path, help="folder to keep (or reuse) the built stores in")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="pg-report-memory-"))
@@ -99,7 +119,9 @@ def main() -> None:
         floor_s, floor_gb, _ = _isolated([sys.executable, "-c", FLOOR, str(db)])
         print(f"{n:>12,} {'floor (GROUP BY)':<18} {floor_s:>8.2f} {floor_gb:>8.2f}")
         for name in args.commands:
-            wall, gb, code = _isolated([*PERSONAGAP, *COMMANDS[name], "--db", str(db)])
+            cmd = ([*DIAGNOSE_FROM_AGGREGATES, str(db)] if name == "diagnose-aggregates"
+                   else [*PERSONAGAP, *COMMANDS[name], "--db", str(db)])
+            wall, gb, code = _isolated(cmd)
             status = "" if code == 0 else f"  (exit {code})"
             print(f"{n:>12,} {name:<18} {wall:>8.2f} {gb:>8.2f} {floor_s:>8.2f} {wall / floor_s:>6.1f}{status}")
 

@@ -108,3 +108,25 @@ def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, re
         new = json_safe(best_judge_extras(con, diagnosis, n_resamples=RESAMPLES, seed=0))
     assert any(rows["alt_test"] or rows["estimates"] for rows in old.values())
     assert differences(old, new) == []
+
+
+@pytest.mark.parametrize("store", ["real_db", "demo_db"])
+def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: pytest.FixtureRequest) -> None:
+    """Corrected estimates from DuckDB's counts: estimate_rows' rows (PPI within float rounding of its sums)."""
+    from personagap.analysis.aggregated import estimate_rows_from_counts
+    from personagap.analysis.estimates import estimate_rows
+    from personagap.store.aggregates import label_counts
+
+    db = request.getfixturevalue(store)
+    compared = 0
+    with opened(db, read_only=True) as con:
+        labels = load_labels(con, stage="relevance")
+        for ds in sorted(set(labels["dataset"])):
+            for which in ("blind", "anchored"):
+                old = estimate_rows(labels, ds, humans=which, n_resamples=RESAMPLES, seed=0)
+                judges, reference = label_counts(con, "relevance", which, ds)
+                new = estimate_rows_from_counts(judges, reference, ds, humans=which, positive="yes",
+                                                n_resamples=RESAMPLES, seed=0)
+                assert differences(json_safe(old), json_safe(new)) == []
+                compared += len(old)
+    assert compared
