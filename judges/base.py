@@ -64,7 +64,7 @@ class Program:
             optimiser picked. Empty for a plain judge.
 
     Everything here reaches the prompt, so all of it is part of the runner's cache key
-    (:func:`personagap.judges.runner.call_identity`): change the instructions or a demo and the cached answers
+    (:func:`personagap.judges.cache.call_identity`): change the instructions or a demo and the cached answers
     of the old program are not reused.
     """
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.util import find_spec
 from typing import Any
 
 import numpy as np
@@ -73,8 +74,6 @@ _cache: dict[tuple[str, str], npt.NDArray[np.float32]] = {}
 
 def available(name: str = DEFAULT_ENCODER) -> bool:
     """Whether the packages of encoder ``name`` are installed (without importing them)."""
-    from importlib.util import find_spec
-
     try:
         return all(find_spec(p.replace("-", "_")) is not None for p in ENCODERS[name].packages)
     except (ImportError, ValueError):  # a broken or half-removed install counts as missing

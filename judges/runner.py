@@ -18,8 +18,8 @@ How a run survives trouble:
   writer says so once, keeps the answers (journal) and retries until the file frees;
   calls go on meanwhile. Any other write failure stops the run at once (no new call)
   and says where the unwritten answers are kept.
-* **Cache**: each parsed answer is cached under :func:`answer_key`: a hash of the task's
-  inputs and :func:`prompt_identity` -- everything else that can change an answer (model,
+* **Cache**: each parsed answer is cached under :func:`~personagap.judges.cache.answer_key`: a hash of the task's
+  inputs and :func:`~personagap.judges.cache.prompt_identity` -- everything else that can change an answer (model,
   server, temperature, max_tokens, adapter, response_format, the prompt's instructions,
   fields and demos). ``optimize`` keys its calls the same way, so neither pays twice. A
   rerun re-derives those labels locally and sends requests only for tasks that are missing
@@ -33,15 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
-import os
 import random
 import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
@@ -50,62 +47,21 @@ from typing import Any, Literal
 
 import dspy
 import duckdb
+from dspy.utils.exceptions import LMError, LMRateLimitError, LMServerError, LMTransportError
 from tqdm import tqdm
 
 from personagap.judges.base import Judge, JudgeTask, Program, Verdict, rater_name
+from personagap.judges.cache import answer_key, call_identity, plain_demo, request_extra
 from personagap.judges.journal import Journal, recover_journals, store_answers
+from personagap.judges.lm import LMConfig, TokenPrices, token_prices
 from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
 from personagap.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.records import Label, Run
 from personagap.store import _LOCK_MARKERS, StoreError, connect, git_sha, now, opened, upsert
 
-
-@dataclass(frozen=True)
-class LMConfig:
-    """Which LLM to call and how.
-
-    Attributes:
-        model: Any LiteLLM/DSPy model string, e.g. ``openai/gpt-4o-mini`` or
-            ``openai/<served-name>`` with ``api_base`` for a local server.
-        api_base: Base URL of an OpenAI-compatible server (``http://127.0.0.1:8000/v1``).
-        api_key_env: Environment variable holding the key. Default: the provider's
-            usual variable (``OPENAI_API_KEY`` for ``openai/``); with ``api_base`` and no
-            key set, a placeholder is sent (local servers ignore it).
-        temperature: Sampling temperature (0 for reproducible judgments).
-        max_tokens: Answer length cap.
-        timeout: Seconds per call before it counts as a timeout.
-        adapter: DSPy adapter that formats prompts and parses answers ('json' or 'chat').
-        structured: Send the judge's JSON schema as ``response_format`` (constrained decoding; what makes
-            small local models answer parseably): 'json_schema' in OpenAI's shape (OpenAI, vLLM),
-            'json_object' as ``{"type": "json_object", "schema": ...}`` (llama.cpp's server), or 'off'.
-    """
-
-    model: str
-    api_base: str | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    max_tokens: int = 512
-    timeout: float = 60.0
-    adapter: Literal["json", "chat"] = "json"
-    structured: Literal["off", "json_schema", "json_object"] = "off"
-
-    def public(self) -> dict[str, Any]:
-        """The settings safe to store (no key: only the name of its variable)."""
-        return asdict(self)
-
-    def api_key(self) -> str | None:
-        """Read the key from the environment (never stored)."""
-        var = self.api_key_env or _default_key_var(self.model)
-        key = os.environ.get(var) if var else None
-        if key:
-            return key
-        return "not-needed" if self.api_base else None
-
-
-def _default_key_var(model: str) -> str | None:
-    provider = model.split("/", 1)[0] if "/" in model else "openai"
-    return {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY",
-            "together_ai": "TOGETHERAI_API_KEY", "groq": "GROQ_API_KEY", "mistral": "MISTRAL_API_KEY"}.get(provider)
+# LMConfig and token_prices live in personagap.judges.lm; they stay importable from here for the stages and commands
+# that import them with run_judge.
+__all__ = ["LMConfig", "RunSummary", "TokenPrices", "is_lock_conflict", "run_judge", "token_prices"]
 
 
 @dataclass
@@ -173,108 +129,6 @@ class RunSummary:
             lines.append(f"  the database was locked by another process for {self.lock_wait_seconds:.1f}s: "
                          "answers were kept in the journal and stored when it freed (none lost)")
         return "\n".join(lines)
-
-
-ANSWER_NEUTRAL_SETTINGS = frozenset({"api_key_env", "timeout"})
-""":class:`LMConfig` fields that cannot change an answer (which variable holds the key; how long we wait).
-Every other field -- and any field added later -- is part of the cache key."""
-
-
-def lm_identity(lm: LMConfig) -> dict[str, Any]:
-    """The LM settings that can change an answer: all but :data:`ANSWER_NEUTRAL_SETTINGS`, server URL normalised.
-
-    The one rule for which settings belong in a cache key; code with its own request cache (the optimiser's)
-    adds this to its key so that, e.g., the same model name on another server is never served from the cache.
-    """
-    settings = {k: v for k, v in lm.public().items() if k not in ANSWER_NEUTRAL_SETTINGS}
-    settings["api_base"] = (lm.api_base or "").rstrip("/") or None  # '.../v1/' and '.../v1' are one server
-    return settings
-
-
-def request_extra(judge: Judge, lm: LMConfig) -> dict[str, Any]:
-    """Request arguments beyond the messages and the LM settings (the ``response_format`` when structured)."""
-    wanted = judge.response_format()
-    if lm.structured == "off" or wanted is None:
-        return {}
-    return {"response_format": response_format_for(lm.structured, wanted)}
-
-
-def call_identity(judge: Judge, lm: LMConfig, program: Program | None = None) -> str:
-    """Hash of everything but the task's inputs that can change an answer: :func:`prompt_identity` of a judge.
-
-    Args:
-        judge: The judge (its ``response_format`` is part of the request when ``lm.structured``).
-        lm: The model settings.
-        program: What prompts are built from; default ``judge.program()``. An optimised program (other
-            instructions or demos) gets another identity, so its answers never mix with the plain judge's.
-
-    Returns:
-        A hex digest; combine it with a task's inputs with :func:`answer_key`.
-    """
-    program = program or judge.program()
-    return prompt_identity(lm, program.signature, program.demos, request_extra(judge, lm))
-
-
-def prompt_identity(lm: LMConfig, signature: type[dspy.Signature], demos: Sequence[Mapping[str, Any]],
-                    request: Mapping[str, Any]) -> str:
-    """The one cache-key scheme: a hash of everything but the inputs that shapes the request sent.
-
-    ``judge`` (per run) and ``optimize`` (per call, from its adapter) both key answers with it, so an answer
-    one paid for is reused by the other for the same request. Covers every LM setting except
-    :data:`ANSWER_NEUTRAL_SETTINGS` (model, server ``api_base``, temperature, max_tokens, adapter, structured, ...);
-    the extra request arguments (``response_format``, and any an optimiser adds, e.g. a rollout id); and what the
-    adapter renders the prompt from: the system message (instructions, fields), the fields themselves and the
-    demos' signature fields (the only part of a demo the prompt shows). Never the API key, and never the judge's
-    name: two judges sending the same request get the same answer, and each re-parses it with its own parser.
-
-    Args:
-        lm: The model settings (with any per-call temperature or max_tokens already applied).
-        signature: The DSPy signature the prompt is formatted from.
-        demos: Few-shot demos shown before the task (plain dicts or ``dspy.Example``).
-        request: Request arguments beyond the messages and the LM settings (None values are not sent).
-
-    Returns:
-        A hex digest; combine it with a task's inputs with :func:`answer_key`.
-    """
-    fields = {name: [role, str(info.annotation), info.json_schema_extra]
-              for role, group in (("in", signature.input_fields), ("out", signature.output_fields))
-              for name, info in group.items()}
-    shown = set(signature.fields)
-    blob = {"lm": lm_identity(lm), "request": {k: v for k, v in request.items() if v is not None},
-            "system": _system_message(lm.adapter, signature), "fields": fields,
-            "demos": [{k: v for k, v in _plain(d).items() if k in shown} for d in demos]}
-    return _digest(blob)
-
-
-_IDENTITY_ADAPTERS: dict[str, dspy.Adapter] = {}
-
-
-def _system_message(kind: Literal["json", "chat"], signature: type[dspy.Signature]) -> str:
-    # One adapter per kind for the process: it builds a signature's system message once (lm_overhead).
-    adapter = _IDENTITY_ADAPTERS.get(kind)
-    if adapter is None:
-        adapter = _IDENTITY_ADAPTERS.setdefault(kind, adapter_for(kind))
-    return str(adapter.format_system_message(signature))
-
-
-def answer_key(identity: str, inputs: Mapping[str, Any]) -> str:
-    """The cache key of one call: a :func:`call_identity` and the task's inputs."""
-    return _digest({"call": identity, "in": dict(inputs)})
-
-
-def cache_key(judge: Judge, lm: LMConfig, inputs: Mapping[str, Any], program: Program | None = None) -> str:
-    """The cache key of one call (see :func:`call_identity`); runs compute the identity once instead."""
-    return answer_key(call_identity(judge, lm, program), inputs)
-
-
-def _digest(blob: dict[str, Any]) -> str:
-    text = json.dumps(blob, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _plain(demo: Mapping[str, Any]) -> dict[str, Any]:
-    to_dict = getattr(demo, "toDict", None)  # dspy.Example
-    return dict(to_dict() if callable(to_dict) else demo)
 
 
 @dataclass
@@ -513,7 +367,7 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
     client = dspy.LM(lm.model, api_base=lm.api_base, api_key=lm.api_key(), cache=False, num_retries=0,
                      timeout=lm.timeout, temperature=lm.temperature, max_tokens=lm.max_tokens)
     extra = request_extra(judge, lm)
-    demos = [_plain(d) for d in program.demos]
+    demos = [plain_demo(d) for d in program.demos]
     todo: asyncio.Queue[JudgeTask] = asyncio.Queue()
     for t in pending:
         todo.put_nowait(t)
@@ -640,13 +494,6 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
 _TICK = _Answer(_Outcome(JudgeTask(key="", targets=(), inputs={}), "", None, {}), [], None)
 
 
-def response_format_for(mode: str, wanted: dict[str, Any]) -> dict[str, Any]:
-    """Spell a judge's ``{"type": "json_schema", "name", "schema"}`` the way the server understands it."""
-    if mode == "json_object":
-        return {"type": "json_object", "schema": wanted["schema"]}
-    return {"type": "json_schema", "json_schema": {"name": wanted.get("name", "verdict"), "schema": wanted["schema"]}}
-
-
 class _Fatal(Exception):
     """A request the provider rejected for good (bad request, auth, unknown model)."""
 
@@ -654,8 +501,6 @@ class _Fatal(Exception):
 async def _one_call(client: dspy.LM, messages: list[dict[str, Any]], extra: dict[str, Any],
                     timeout: float, prices: TokenPrices | None) -> tuple[str, dict[str, Any] | None]:
     """One HTTP attempt. Returns (text, usage) or raises _Retryable / _Fatal."""
-    from dspy.utils.exceptions import LMError, LMRateLimitError, LMServerError, LMTransportError
-
     try:
         # aforward returns the OpenAI-shaped response, whose usage we need per call.
         response = await asyncio.wait_for(client.aforward(messages=messages, **extra), timeout=timeout + 5)
@@ -686,40 +531,6 @@ def _get(usage: Any, name: str) -> int:
     value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
     return int(value or 0)
 
-
-@dataclass(frozen=True)
-class TokenPrices:
-    """USD per prompt and per completion token."""
-
-    prompt: float
-    completion: float
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """The estimated cost of one call."""
-        return prompt_tokens * self.prompt + completion_tokens * self.completion
-
-
-def token_prices(model: str) -> TokenPrices | None:
-    """Look up a model's token prices in the price map DSPy ships (LiteLLM's), once per run.
-
-    Providers report tokens, not money: the cost in a run summary is this estimate (tokens x list
-    price; no cached-token discounts), and None for a model the map does not list -- a local server's
-    served name, say -- rather than a made-up zero.
-
-    Args:
-        model: The LiteLLM/DSPy model string, e.g. ``openai/gpt-4o-mini``.
-    """
-    provider, _, name = model.partition("/") if "/" in model else ("openai", "", model)
-    try:
-        from dspy.clients.model_metadata import model_info
-
-        info = model_info(provider, name)
-    except Exception:  # advisory only: an unreadable map means "cost not known", never a failed run
-        return None
-    prompt, completion = info.get("input_cost_per_token"), info.get("output_cost_per_token")
-    if not isinstance(prompt, int | float) or not isinstance(completion, int | float):
-        return None
-    return TokenPrices(float(prompt), float(completion))
 
 
 def _first_line(exc: BaseException) -> str:

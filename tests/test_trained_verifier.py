@@ -79,7 +79,7 @@ def test_grouped_cv_never_shares_a_worker_between_train_and_test(laps_verifier: 
         fitted.append(items)
         return real_fit(items, labels, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(judges_trained, "fit_verifier", spy)
+    monkeypatch.setattr(judges_trained.cv, "fit_verifier", spy)  # where cross_val_verifier looks it up
     cv = judges_trained.cross_val_verifier(small, small["label"].to_numpy(), n_splits=4, seed=1)
     labels, prob = cv.labels, cv.probabilities
     assert len(fitted) == len(cv.folds) == 4
