@@ -17,8 +17,6 @@ from personagap.dashboard.display import ci, num
 from personagap.store import DEFAULT_DB
 
 DB_ENV = "PERSONAGAP_DB"
-
-
 TTL_SECONDS = 60
 
 

@@ -7,12 +7,7 @@ import streamlit as st
 from personagap.dashboard import charts, data
 from personagap.dashboard.display import ci, ci_phrase, md, num
 from personagap.dashboard.shell import require_data
-from personagap.dashboard.tables import (
-    forest_frames,
-    forest_title,
-    judges_table,
-    stage_ceilings,
-)
+from personagap.dashboard.tables import forest_frames, forest_title, judges_table, stage_ceilings
 
 
 def overview() -> None:

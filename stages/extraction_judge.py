@@ -76,7 +76,7 @@ def judge_extraction(db: str | Path, judge_name: str, lm: LMConfig, *, datasets:
             raise StoreError(f"{db}: no conversations to extract from; import a LAPS release or an extraction JSONL "
                              "with conversations first")
         tasks, chunk_items = extraction_tasks(units, max_chars or DEFAULT_MAX_CHARS)
-        write_items(db, chunk_items)
+        _write_items(db, chunk_items)
         summary = run_judge(db, judge, tasks, lm, concurrency=concurrency, max_retries=max_retries,
                             progress=progress, source=source)
         materialise_extractions(db, summary.rater)
@@ -107,12 +107,12 @@ def judge_extraction(db: str | Path, judge_name: str, lm: LMConfig, *, datasets:
         raise StoreError(f"{db}: no (extracted attribute, gold preference) pair of the same user to match")
     tasks = match_tasks(pairs)
     chosen = {t.key for t in (tasks[:limit] if limit is not None else tasks)}
-    write_items(db, [i for i in new_items if i.item_id in chosen])
+    _write_items(db, [i for i in new_items if i.item_id in chosen])
     return run_judge(db, judge, tasks, lm, concurrency=concurrency, limit=limit, max_retries=max_retries,
                      progress=progress, source=source)
 
 
-def write_items(db: str | Path, items: Sequence[Any]) -> None:
+def _write_items(db: str | Path, items: Sequence[Any]) -> None:
     batch = ImportBatch()
     for it in items:
         batch.items[it.item_id] = it
@@ -137,5 +137,5 @@ def materialise_extractions(db: str | Path, rater: str | None = None) -> int:
         labels = labels[labels["rater"] == rater]
     labels = labels.astype(object).where(labels.notna(), None)
     new = extracted_items(chunks.to_dict("records"), labels.to_dict("records"))
-    write_items(db, new)
+    _write_items(db, new)
     return len(new)
