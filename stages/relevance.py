@@ -65,7 +65,7 @@ from personagap.analysis.panel import (
 )
 from personagap.records import DatasetScale
 from personagap.store import load_labels
-from personagap.store.aggregates import judge_failures, label_counts, stage_datasets
+from personagap.store.aggregates import has_labels, judge_failures, label_counts
 
 REFERENCE = "human_majority"
 STAGE = "relevance"
@@ -445,10 +445,12 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every dataset with labels.
     """
-    datasets = stage_datasets(con, STAGE)
     counts: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = {
         "blind": label_counts(con, STAGE, "blind")}
     failures = judge_failures(con, STAGE)
+    # A dataset without judge labels or a reference gives no row; the pilot's agreement among humans needs neither.
+    datasets = sorted({*counts["blind"][0]["dataset"], *counts["blind"][1]["dataset"], *failures["dataset"],
+                       *([pilot_dataset] if has_labels(con, STAGE, pilot_dataset) else [])})
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements_from_counts(*counts["blind"], failures, ds, n_resamples=n_resamples,
                                                     seed=seed, scale=scales[ds])]

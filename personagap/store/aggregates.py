@@ -145,14 +145,13 @@ def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str,
     """, {"stage": stage, "dataset": dataset, "min": min_humans})
 
 
-def stage_datasets(con: duckdb.DuckDBPyConnection, stage: str) -> list[str]:
-    """The datasets of ``stage`` that hold at least one label, sorted."""
-    rows = con.execute("""
-        SELECT DISTINCT i.dataset FROM items i
-        WHERE i.stage = $stage AND EXISTS (SELECT 1 FROM labels l WHERE l.item_id = i.item_id)
-        ORDER BY 1
-    """, {"stage": stage}).fetchall()
-    return [str(r[0]) for r in rows]
+def has_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> bool:
+    """Whether a dataset of ``stage`` holds any label (reads that dataset's items only)."""
+    rows = con.sql("""
+        SELECT EXISTS (SELECT 1 FROM labels l JOIN items i USING (item_id)
+                       WHERE i.stage = $stage AND i.dataset = $dataset)
+    """, params={"stage": stage, "dataset": dataset}).fetchall()
+    return bool(rows[0][0])
 
 
 def has_anchored_humans(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> bool:
