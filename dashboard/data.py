@@ -32,7 +32,7 @@ def db_state(db: str) -> dict[str, int]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")
-def cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
+def _cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
     """The diagnosis of every stage (the Overview's figures), cached; the server's prefetch when it has one."""
     from personagap.analysis.diagnosis import diagnose_db
     from personagap.dashboard import prefetch
@@ -107,7 +107,7 @@ def extraction_report(db: str) -> dict[str, Any]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing the stage-2 report…")
-def relevance_report(db: str) -> dict[str, Any]:
+def _relevance_report(db: str) -> dict[str, Any]:
     """The stage-2 report (as `personagap report relevance` builds it) as plain data, cached."""
     from personagap.stages.relevance import report_relevance
 
@@ -118,7 +118,7 @@ def relevance_report(db: str) -> dict[str, Any]:
 def stage_report(db: str, stage: str) -> dict[str, Any]:
     """The stage's own report (the same figures as `personagap report STAGE`), cached."""
     if stage == "relevance":
-        return relevance_report(db)
+        return _relevance_report(db)
     return response_report(db) if stage == "response" else extraction_report(db)
 
 
@@ -212,4 +212,4 @@ def compare(db: str, a: str, b: str) -> dict[str, Any]:
 
 def diag() -> Diagnosis:
     """The diagnosis of the dashboard's database with the default resamples and seed (cached)."""
-    return cached_diagnosis(db_path(), DEFAULT_RESAMPLES, DEFAULT_SEED)
+    return _cached_diagnosis(db_path(), DEFAULT_RESAMPLES, DEFAULT_SEED)

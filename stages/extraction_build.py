@@ -78,7 +78,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
         labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
                                        "dataset"])
     # Each dataset's scale is its record's, as diagnose and the panel take it; the reader's rule for the rest.
-    scales = {**inferred_scales(labels), **(scales or {})}
+    scales = {**_inferred_scales(labels), **(scales or {})}
     # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
     # protocol (anchored or other-question labels are not stage-1 verdicts).
     labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
@@ -98,7 +98,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     return report
 
 
-def inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
+def _inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
     """Each labelled dataset's scale as :func:`personagap.datasets.build_records` infers it from its labels alone.
 
     For a caller without stored records (the pure report on hand-made frames): no declared categories, verification
