@@ -104,8 +104,9 @@ def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resample
         return Estimate(nan, (nan, nan), 0), [nan, nan]
     yes = _is(reference["human"], positive)
     ids, index = np.unique(reference["user_id"].astype(str).to_numpy(), return_inverse=True)
-    per_user = np.column_stack([np.bincount(index, weights=n * yes, minlength=len(ids)),
-                                np.bincount(index, weights=n, minlength=len(ids))])
+    # With weights bincount returns float64; numpy's stubs type it as an integer array.
+    per_user = cast(FloatArray, np.column_stack([np.bincount(index, weights=n * yes, minlength=len(ids)),
+                                                 np.bincount(index, weights=n, minlength=len(ids))]))
     boot = bootstrap_tables(per_user, shared_resample_weights(len(ids), n_resamples, seed))
     # The mean of a 0/1 vector is its exact count over its length (integer sums are exact in floating point).
     y = _repeat([(True, float((n * yes).sum())), (False, float((n * ~yes).sum()))])
@@ -156,7 +157,7 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
         ids, index = np.unique(pd.concat([rows["user_id"], reference["user_id"]]).astype(str).to_numpy(),
                                return_inverse=True)
         mine = index[:len(rows)]
-        counts = np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols])
+        counts = cast(FloatArray, np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols]))
         naive, se, sp, rg = (float(x) for x in _rates(counts.sum(axis=0)))
         boot = _rates(bootstrap_tables(counts, shared_resample_weights(len(ids), n_resamples, seed)))
         naive_est = bootstrap_estimate(naive, boot[0], len(ids), level)

@@ -3,7 +3,8 @@
 A small package: :mod:`~personagap.store.connection` (opening the file, locks),
 :mod:`~personagap.store.schema` (tables, keys, migrations), :mod:`~personagap.store.batch` (what an import
 writes), :mod:`~personagap.store.writes` (upserts, the import transaction, stale rows),
-:mod:`~personagap.store.queries` (reads). Every name callers use is re-exported here.
+:mod:`~personagap.store.queries` (reads), :mod:`~personagap.store.aggregates` (the per-user counts reports
+compute their figures from). Every name callers use is re-exported here.
 """
 
 from __future__ import annotations
@@ -12,6 +13,14 @@ import sys
 import types
 
 from personagap.store import connection as _connection
+from personagap.store.aggregates import (
+    diagnosis_inputs,
+    has_anchored_humans,
+    has_labels,
+    judge_failures,
+    label_counts,
+    multi_human_labels,
+)
 from personagap.store.batch import (
     ImportBatch,
     LabelColumns,
@@ -44,7 +53,8 @@ __all__ = [
     "LabelColumns", "StoreError", "TableCounts", "WriteSummary", "_IMPORT_RUN_VOLATILE", "_LOCK_MARKERS",
     "_remove_stale", "attached", "columns_table", "connect", "gc_paused", "git_sha", "load_labels", "now", "opened",
     "remove_stale", "running_runs", "set_meta", "set_run_status", "upsert", "upsert_counted", "write_batch",
-    "write_labels",
+    "write_labels", "diagnosis_inputs", "has_anchored_humans", "has_labels", "judge_failures", "label_counts",
+    "multi_human_labels",
 ]
 
 
