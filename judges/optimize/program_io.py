@@ -149,7 +149,7 @@ def judge_with_program(db: str | Path, program_path: str | Path, lm: LMConfig, *
     answers its "after" figures were computed from.
 
     Returns:
-        The runner's :class:`~personagap.judges.runner.RunSummary`.
+        The runner's :class:`~personagap.judges.summary.RunSummary`.
     """
     saved = load_program(program_path)
     # Sidecars written before swap_seed was recorded: the optimiser drew its swaps with the split seed.
