@@ -99,3 +99,13 @@ def test_one_vote_per_rater_prefers_the_anchored_order_whatever_the_row_order() 
     frame = pd.DataFrame([r for r in rows if r[2] != c.SHOWN_LLM][::-1], columns=["item_id", "rater", "condition",
                                                                                    "label"])
     assert c.one_vote_per_rater(frame)["condition"].tolist() == [c.CONVERTED_SHOWN_LLM]
+
+
+def test_the_default_reference_is_the_blind_one() -> None:
+    labels = pd.DataFrame([("x", "ann", "human", c.BLIND, "yes"), ("x", "bob", "human", c.SHOWN_LLM, "no")],
+                          columns=["item_id", "rater", "rater_kind", "condition", "label"])
+    assert c.reference_sql() == c.reference_sql("blind") != c.reference_sql("anchored")
+    with duckdb.connect() as con:
+        con.register("labels", labels)
+        got = con.execute(f"WITH {c.reference_sql()} SELECT item_id, human FROM reference").fetchall()
+    assert got == [("x", "yes")] == list(c.reference_labels(labels).items())

@@ -107,3 +107,11 @@ def test_ordinal_levels_count_every_judge_kind_and_no_other_rater() -> None:
                         _labels("response", "r", ["3"], "baseline"), _labels("response", "r", ["9"], "simulated")])
     rec = _one(_items("response", "r", single=2), labels, meta)
     assert rec.scale == DatasetScale(kind="ordinal", categories=("1", "2", "3", "4", "5"))
+
+
+@pytest.mark.parametrize(("stage", "kind"), [("extraction", "verification"), ("relevance", "relevance"),
+                                             ("response", "single")])
+def test_a_dataset_without_items_takes_its_stages_item_kind(stage: str, kind: str) -> None:
+    meta = {f"labels:d:{stage}": json.dumps({"stage": stage, "categories": ["p", "q"]})}
+    rec = _one(pd.DataFrame(columns=["stage", "dataset", "item_kind", "n"]), pd.DataFrame(columns=COLUMNS), meta)
+    assert (rec.stage, rec.item_kind, rec.scale.categories) == (stage, kind, ("p", "q"))
