@@ -14,6 +14,7 @@ from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_li
 from personagap.analysis.comparable import roles
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
+    judge_vs_reference,
     majority,
     match_unit,
     normalise_attribute,
@@ -161,7 +162,6 @@ def _acceptance(verdicts: pd.DataFrame, **kw: Any) -> list[VerdictRow]:
 
 
 def _verifiers(verdicts: pd.DataFrame, scales: Mapping[str, DatasetScale], **kw: Any) -> list[VerifierAgreement]:
-    from personagap.analysis.extraction import judge_vs_reference
 
     out = []
     for dataset, rows in verdicts.groupby("dataset", sort=True):

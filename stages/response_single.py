@@ -16,6 +16,7 @@ from personagap.analysis.agreement import Estimate, Level, ci_list, json_safe
 from personagap.analysis.comparable import blind_human_mask, comparable_judge_mask, judge_display, roles
 from personagap.analysis.panel import panel_values, scale_estimates
 from personagap.analysis.response import rater_agreement, rater_pairs
+from personagap.datasets import build_records
 from personagap.human_data.labels import RatedAspectSpec
 from personagap.records import DatasetRecord, DatasetScale
 from personagap.stages.response_pairwise import blind_reference, reason_kind
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 def inferred_record(dataset: str, frame: pd.DataFrame) -> DatasetRecord:
     """The record of single-response items no stored single-response record describes (the reader's rule)."""
-    from personagap.datasets import build_records
-
     kinds = pd.DataFrame({"stage": ["response"], "dataset": [dataset], "item_kind": ["single"], "n": [1]})
     kept = frame[frame["label"].notna() & frame["item_id"].isin(_human_labelled(frame))]
     rows = kept.assign(stage="response")[["stage", "dataset", "rater_kind", "condition", "label"]].drop_duplicates()

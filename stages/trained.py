@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, agreement, ci_list
 from personagap.analysis.comparable import IN_SAMPLE, judge_display
 from personagap.analysis.response import first_position_rate, judge_vs_human, longer_rate
 from personagap.judges.trained import (
@@ -61,7 +61,7 @@ from personagap.stages.trained_judging import (
 )
 from personagap.stages.trained_results import ScoreRow, TrainedRunSummary, TrainResult, trained_model_id, with_core
 from personagap.stages.trained_verifier import judge_extraction_trained, train_verifier
-from personagap.store import StoreError, git_sha, opened
+from personagap.store import StoreError, git_sha, load_labels, opened
 
 CV_TAG = "cv"
 _REL_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1",
@@ -124,9 +124,6 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
 def _relevance_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[str], rater_cv: str, *,
                       n_resamples: int, seed: int) -> list[ScoreRow]:
     """The trained judge's out-of-fold figures, then each stored judge's on exactly those items it labelled too."""
-    from personagap.analysis.agreement import agreement
-    from personagap.store import load_labels
-
     human = labelled.set_index("item_id")["human"]
     users = labelled.set_index("item_id")["user_id"]
     rows = [_rel_row(rater_cv, "trained", human, pd.Series(cv_labels, index=labelled["item_id"]), users,
@@ -212,7 +209,6 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
 
 def _preference_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[str], rater_cv: str, *,
                        n_resamples: int, seed: int) -> list[ScoreRow]:
-    from personagap.store import load_labels
 
     index = labelled.set_index("item_id")
     rows = [_pref_row(rater_cv, "trained", index, pd.Series(cv_labels, index=index.index),

@@ -9,7 +9,11 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.comparable import reference_sql
-from personagap.store import opened
+from personagap.analysis.extraction import normalise_attribute
+from personagap.stages.extraction_build import load_items as extraction_items
+from personagap.stages.response import load_items as response_items
+from personagap.stages.response_pairwise import blind_reference
+from personagap.store import load_labels, opened
 
 _PAIR_KINDS = ("pairwise", "generic_vs_personalized")
 
@@ -42,12 +46,8 @@ def relevance_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> 
 
 def pairwise_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Pairwise and generic-vs-personalised response items with the single human label, where there is one."""
-    from personagap.stages.response import load_items
-    from personagap.stages.response_pairwise import blind_reference
-    from personagap.store import load_labels
-
     with opened(db, read_only=True) as con:
-        items = load_items(con)
+        items = response_items(con)
         labels = load_labels(con, stage="response")
     items = items[items["kind"].isin(_PAIR_KINDS)].reset_index(drop=True)
     if datasets:
@@ -86,11 +86,8 @@ def verifier_pairs(db: str | Path, datasets: tuple[str, ...] = ("laps",), *, see
         Columns dataset, unit, user_id, split, topic, attribute, label (1/0), source_user (who stated the
         attribute), gold_item (the positive's gold item id; None for negatives), user_turns, assistant_turns.
     """
-    from personagap.analysis.extraction import normalise_attribute
-    from personagap.stages.extraction import load_items
-
     with opened(db, read_only=True) as con:
-        items = load_items(con, kinds=("conversation", "gold"), datasets=list(datasets))
+        items = extraction_items(con, kinds=("conversation", "gold"), datasets=list(datasets))
     history = _histories(items)
     split_of = _unit_split(items)
     gold = items[items["kind"] == "gold"]
@@ -145,10 +142,8 @@ def extracted_attribute_items(db: str | Path, *, datasets: tuple[str, ...] | Non
     Returns:
         Columns item_id, dataset, unit, user_id, attribute, user_turns, assistant_turns.
     """
-    from personagap.stages.extraction import load_items
-
     with opened(db, read_only=True) as con:
-        items = load_items(con, datasets=list(datasets) if datasets else None)
+        items = extraction_items(con, datasets=list(datasets) if datasets else None)
     if splits is not None:
         keep = {u for u, k, p in zip(items["unit"], items["kind"], items["payload"], strict=True)
                 if k == "conversation" and p.get("split") in splits}

@@ -8,7 +8,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, Estimate, bootstrap_estimate, ci_list, resample_weights
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    Estimate,
+    agreement,
+    bootstrap_estimate,
+    ci_list,
+    resample_weights,
+)
 from personagap.judges.trained import (
     VERIFIER_JUDGE,
     cross_val_verifier,
@@ -63,7 +70,6 @@ def auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray, n_resamples: i
 
 def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: float, n_resamples: int,
                   seed: int) -> ScoreRow:
-    from personagap.analysis.agreement import agreement
 
     y = pairs["label"].to_numpy(dtype=int)
     users = pairs["user_id"].astype(str).to_numpy()
