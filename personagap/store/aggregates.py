@@ -28,17 +28,6 @@ JUDGE_SQL = _JUDGE
 BLIND_SQL = blind_human_sql("l")
 ANCHORED_SQL = anchored_human_sql("l")
 
-# One parsed label per (item, judge rater, kind, condition): the per-label path keeps the first of duplicates
-# (drop_duplicates on item_id), which row is first being the store's row order either way.
-_PARSED = f"""
-    parsed AS (
-        SELECT l.item_id, l.rater, l.rater_kind, l.condition, any_value(l.label) AS label, i.dataset, i.user_id
-        FROM labels l JOIN items i USING (item_id)
-        WHERE i.stage = $stage AND ($dataset IS NULL OR i.dataset = $dataset) AND {_JUDGE} AND l.label IS NOT NULL
-        GROUP BY l.item_id, l.rater, l.rater_kind, l.condition, i.dataset, i.user_id
-    )"""
-
-
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> pd.DataFrame:
     # Through Arrow: the same dtypes as .df() without building strings one Python object at a time.
     return cast(pd.DataFrame, con.sql(sql, params=params).to_arrow_table().combine_chunks().to_pandas())
@@ -49,7 +38,7 @@ def label_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = 
     """What a stage report's judge rows and estimates are computed from, counted by DuckDB in one query.
 
     Judge counts: per (dataset, judge, condition, user, reference label, judge label) the number of items, over
-    one parsed comparable judge label per item and judge; ``human`` is the item's human reference
+    the parsed comparable judge labels; ``human`` is the item's human reference
     (:func:`~personagap.analysis.comparable.reference_sql` of ``which``), missing where the item has none: those
     rows are the judge's unmatched items, the others its confusion counts. Reference counts: per (dataset, user,
     reference label) the number of items with that reference.
@@ -64,19 +53,23 @@ def label_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = 
         Judge counts (``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``, ``label``,
         ``n``) and reference counts (``dataset``, ``user_id``, ``human``, ``n``).
     """
-    # One statement, so the reference (the costly part: every human label) is computed once for both.
+    # One statement, so the reference (the costly part: every human label) is computed once for both. A judge has
+    # one label per item: (item, rater, condition) is the labels table's key, unique by every write (schema.TABLES).
     rows = _rows(con, f"""
-        WITH {reference_sql(which)}, {_PARSED},
+        WITH {reference_sql(which)},
         staged AS (
-            SELECT r.item_id, r.human, i.dataset, i.user_id FROM reference r JOIN items i USING (item_id)
-            WHERE i.stage = $stage AND ($dataset IS NULL OR i.dataset = $dataset)
+            SELECT item_id, dataset, user_id FROM items
+            WHERE stage = $stage AND ($dataset IS NULL OR dataset = $dataset)
         )
-        SELECT true AS judged, p.dataset, p.rater, p.rater_kind, p.condition, p.user_id, s.human, p.label,
+        SELECT true AS judged, s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, r.human, l.label,
                count(*) AS n
-        FROM parsed p LEFT JOIN staged s USING (item_id)
+        FROM labels l JOIN staged s USING (item_id) LEFT JOIN reference r USING (item_id)
+        WHERE {_JUDGE} AND l.label IS NOT NULL
         GROUP BY ALL
         UNION ALL
-        SELECT false, s.dataset, NULL, NULL, NULL, s.user_id, s.human, NULL, count(*) FROM staged s GROUP BY ALL
+        SELECT false, s.dataset, NULL, NULL, NULL, s.user_id, r.human, NULL, count(*)
+        FROM reference r JOIN staged s USING (item_id)
+        GROUP BY ALL
     """, {"stage": stage, "dataset": dataset})
     judged = rows.pop("judged").to_numpy(dtype=bool)
     reference = rows.loc[~judged, ["dataset", "user_id", "human", "n"]].reset_index(drop=True)
