@@ -11,9 +11,8 @@ table (the GROUP BY a report's figures and their bootstrap need), run in a new i
 for starting Python and opening the file. Target at 10^7 labels on a 2-core machine (issue 20): <= 10 s and
 <= 2 GB per command, <= 5x the floor.
 
-``diagnose-aggregates`` is ``diagnose --json`` with its best-judge rows from the store's aggregates
-(:func:`personagap.analysis.aggregated.best_judge_extras`), the path the command takes once
-``personagap.api.best_judge_vs_humans`` delegates to it.
+``diagnose-aggregates`` is ``diagnose --json`` computed by :func:`personagap.analysis.aggregated.diagnose_from_store`
+(the diagnosis and its best-judge rows from one set of aggregates), the path the command takes once it calls it.
 
 Run: python benchmarks/report_memory.py [--labels 1000000 10000000]
      [--commands diagnose report-relevance diagnose-aggregates]
@@ -41,18 +40,14 @@ COMMANDS: dict[str, list[str]] = {
     "diagnose": ["diagnose", "--json"],
     "report-relevance": ["report", "relevance", "--json"],
 }
-# `personagap diagnose --json` as it is once its best-judge rows come from the store's aggregates
-# (analysis.aggregated.best_judge_extras in place of personagap.api.best_judge_vs_humans, which loads the best
-# judge's whole dataset): what that command costs after the change, measured the same way.
+# `personagap diagnose --json` as it is once it calls analysis.aggregated.diagnose_from_store (the diagnosis and
+# its best-judge rows from one set of aggregates) in place of diagnose_db + personagap.api.best_judge_vs_humans
+# (which loads the best judge's whole dataset): what that command costs after the change, measured the same way.
 DIAGNOSE_FROM_AGGREGATES = [sys.executable, "-c", """
 import json, sys
 from personagap.analysis.agreement import json_safe
-from personagap.analysis.aggregated import best_judge_extras
-from personagap.analysis.diagnosis import diagnose_db
-from personagap.store import opened
-d = diagnose_db(sys.argv[1])
-with opened(sys.argv[1], read_only=True) as con:
-    tests = best_judge_extras(con, d)
+from personagap.analysis.aggregated import diagnose_from_store
+d, tests = diagnose_from_store(sys.argv[1])
 print(json.dumps(d.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
 """]
 

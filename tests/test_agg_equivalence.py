@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from personagap.analysis.agreement import json_safe
-from personagap.stages.response import import_prism, import_usr
 from personagap.datasets import dataset_records
 from personagap.labels_api import dataset_origins
 from personagap.stages.relevance import relevance_report, report_relevance
+from personagap.stages.response import import_prism, import_usr
 from personagap.store import load_labels, opened
 
 RESAMPLES = 200
@@ -130,3 +130,20 @@ def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: p
                 assert differences(json_safe(old), json_safe(new)) == []
                 compared += len(old)
     assert compared
+
+
+@pytest.mark.parametrize("store", ["real_db", "demo_db"])
+def test_diagnose_from_store_is_diagnose_and_its_best_judge_rows(store: str, request: pytest.FixtureRequest) -> None:
+    """`diagnose --json` from one set of aggregates: the diagnosis and best-judge rows of the per-label path."""
+    from personagap.analysis.aggregated import diagnose_from_store
+    from personagap.analysis.diagnosis import diagnose_db
+    from personagap.api import best_judge_vs_humans
+
+    db = request.getfixturevalue(store)
+    old_diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
+    old = json_safe(old_diagnosis.to_json_dict() | {"extras": best_judge_vs_humans(db, old_diagnosis,
+                                                                                   n_resamples=RESAMPLES, seed=0)})
+    diagnosis, extras = diagnose_from_store(db, n_resamples=RESAMPLES, seed=0)
+    new = json_safe(diagnosis.to_json_dict() | {"extras": extras})
+    assert old["stages"][1]["judges"] and old["extras"]
+    assert differences(old, new) == []

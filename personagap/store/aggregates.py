@@ -33,7 +33,7 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | 
     return cast(pd.DataFrame, con.sql(sql, params=params).to_arrow_table().combine_chunks().to_pandas())
 
 
-def label_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = "blind",
+def label_counts(con: duckdb.DuckDBPyConnection, stage: str | None, which: Reference = "blind",
                  dataset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What a stage report's judge rows and estimates are computed from, counted by DuckDB in one query.
 
@@ -45,34 +45,34 @@ def label_counts(con: duckdb.DuckDBPyConnection, stage: str, which: Reference = 
 
     Args:
         con: An open store connection.
-        stage: Pipeline stage.
+        stage: Pipeline stage (None: every stage).
         which: The blind reference (what judges are scored against) or the anchored one.
         dataset: Only this dataset (None: every dataset of the stage).
 
     Returns:
-        Judge counts (``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``, ``label``,
-        ``n``) and reference counts (``dataset``, ``user_id``, ``human``, ``n``).
+        Judge counts (``stage``, ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``,
+        ``label``, ``n``) and reference counts (``stage``, ``dataset``, ``user_id``, ``human``, ``n``).
     """
     # One statement, so the reference (the costly part: every human label) is computed once for both. A judge has
     # one label per item: (item, rater, condition) is the labels table's key, unique by every write (schema.TABLES).
     rows = _rows(con, f"""
         WITH {reference_sql(which)},
         staged AS (
-            SELECT item_id, dataset, user_id FROM items
-            WHERE stage = $stage AND ($dataset IS NULL OR dataset = $dataset)
+            SELECT item_id, stage, dataset, user_id FROM items
+            WHERE ($stage IS NULL OR stage = $stage) AND ($dataset IS NULL OR dataset = $dataset)
         )
-        SELECT true AS judged, s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, r.human, l.label,
+        SELECT true AS judged, s.stage, s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, r.human, l.label,
                count(*) AS n
         FROM labels l JOIN staged s USING (item_id) LEFT JOIN reference r USING (item_id)
         WHERE {_JUDGE} AND l.label IS NOT NULL
         GROUP BY ALL
         UNION ALL
-        SELECT false, s.dataset, NULL, NULL, NULL, s.user_id, r.human, NULL, count(*)
+        SELECT false, s.stage, s.dataset, NULL, NULL, NULL, s.user_id, r.human, NULL, count(*)
         FROM reference r JOIN staged s USING (item_id)
         GROUP BY ALL
     """, {"stage": stage, "dataset": dataset})
     judged = rows.pop("judged").to_numpy(dtype=bool)
-    reference = rows.loc[~judged, ["dataset", "user_id", "human", "n"]].reset_index(drop=True)
+    reference = rows.loc[~judged, ["stage", "dataset", "user_id", "human", "n"]].reset_index(drop=True)
     return rows[judged].reset_index(drop=True), reference
 
 
@@ -156,17 +156,22 @@ def has_anchored_humans(con: duckdb.DuckDBPyConnection, stage: str, dataset: str
     return bool(rows[0][0])
 
 
-def diagnosis_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """What ``diagnose`` computes from (:func:`personagap.analysis.diagnosis.diagnose`), counted by DuckDB.
 
     Per-user confusion counts of every comparable judge against the blind reference, failure counts, the
     individual blind human labels and comparable judge labels of items two or more blind humans labelled (the
     ceiling and the gap need them per item), per-dataset human counts and the per-stage inventory.
 
+    Args:
+        con: An open store connection.
+        pairs: The per-user confusion counts when the caller has them (the judge counts of
+            :func:`label_counts` of every stage with a reference); None: counted here.
+
     Returns:
         ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames.
     """
-    pairs = _rows(con, f"""
+    pairs = pairs if pairs is not None else _rows(con, f"""
         WITH {REFERENCE_SQL}
         SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, i.user_id, r.human, l.label,
                count(*) AS n
