@@ -30,7 +30,7 @@ from personagap.analysis.agreement import (
     json_safe_dict,
     shared_resample_weights,
 )
-from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM, alt_test_rows
+from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
 from personagap.analysis.comparable import Reference, judge_display
 from personagap.analysis.estimates import (
     EstimateRow,
@@ -38,7 +38,7 @@ from personagap.analysis.estimates import (
     _rates,
     too_few_users_note,
 )
-from personagap.analysis.panel import alt_test_scoring, as_scale, on_scale
+from personagap.analysis.panel import as_scale, extras_rows, on_scale
 from personagap.analysis.robust import human_reference, judge_labels
 from personagap.records import DatasetScale, ScaleKind
 from personagap.store.aggregates import has_anchored_humans, label_counts, multi_human_labels
@@ -235,23 +235,20 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         seed: Bootstrap seed.
         scales: Dataset -> its scale (every dataset covered must have one).
     """
-    tests: list[dict[str, Any]] = []
-    rates: list[dict[str, Any]] = []
-    runs: list[tuple[str, Reference]] = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
-    rated = None if rate_datasets is None else set(rate_datasets)
-    labels: dict[str, pd.DataFrame] = {}
-    for ds, humans in runs:
-        scale = scales[ds]
-        if ds not in labels:
-            labels[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM)
-        tests += alt_test_rows(labels[ds], ds, humans=humans, scoring=alt_test_scoring(scale))
-        if scale.ordinal or positive not in scale.categories:
-            continue
-        if positive is not None and (rated is None or ds in rated):
-            judges, reference = (frame[frame["dataset"] == ds] for frame in counts[humans])
-            rates += estimate_rows_from_counts(judges, reference, ds, positive=positive, humans=humans,
-                                               n_resamples=n_resamples, seed=seed)
-    return tests, rates
+    read: dict[str, pd.DataFrame] = {}
+
+    def alt_labels(ds: str) -> pd.DataFrame:
+        # Read once per dataset: the blind and the anchored test run on the same items.
+        if ds not in read:
+            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM)
+        return read[ds]
+
+    def of(ds: str, humans: Reference) -> tuple[pd.DataFrame, pd.DataFrame]:
+        judges, reference = counts[humans]
+        return judges[judges["dataset"] == ds], reference[reference["dataset"] == ds]
+
+    return extras_rows(datasets, alt_labels=alt_labels, counts=of, positive=positive, anchored=anchored,
+                       rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed, scales=scales)
 
 
 def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,

@@ -9,7 +9,7 @@ lists) and text, so the stage reports and ``diagnose`` cannot drift apart.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -19,6 +19,7 @@ import personagap.analysis.robust as robust  # registers the panel's table metri
 from personagap.analysis.agreement import Estimate, ci_list, resample_weights
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import Scoring, alt_test_rows
+from personagap.analysis.robust import HumanSet
 from personagap.records import DatasetScale
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
@@ -179,23 +180,49 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
             estimated on an ordinal scale or one without that category. Every dataset covered must have one
             (no silent default: a scale decides how the test scores).
     """
-    from personagap.analysis.aggregated import estimate_rows_from_counts, frame_counts  # imports this module
+    from personagap.analysis.aggregated import frame_counts  # imports this module
+
+    # Estimates from counts, as a report built from the store's aggregates computes them (the same rows as
+    # estimate_rows up to float rounding), so both paths give identical figures.
+    return extras_rows(datasets, alt_labels=lambda ds: labels,
+                       counts=lambda ds, humans: frame_counts(labels, ds, humans), positive=positive,
+                       anchored=anchored, rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed,
+                       scales=scales)
+
+
+def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataFrame],
+                counts: Callable[[str, HumanSet], tuple[pd.DataFrame, pd.DataFrame]], positive: str | None,
+                anchored: Iterable[str] = (), rate_datasets: Iterable[str] | None = None, n_resamples: int,
+                seed: int, scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The one loop behind every report's ``alt_test`` and ``estimates``, whatever the labels are read from.
+
+    Args:
+        datasets: Datasets to cover (blind humans).
+        alt_labels: Dataset -> the labels the alternative-annotator test reads (a frame holding at least every
+            label on items several humans labelled, and each judge's labels there).
+        counts: (dataset, blind or anchored) -> judge and reference counts
+            (:func:`personagap.store.aggregates.label_counts`' columns) the estimates are computed from.
+        positive: The label whose human rate the estimates correct (None: no estimates).
+        anchored: Datasets to cover again with anchored humans, reported apart.
+        rate_datasets: Only these get estimates (default: all).
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        scales: Dataset -> its scale, as :func:`report_extras` takes it.
+    """
+    from personagap.analysis.aggregated import estimate_rows_from_counts  # imports this module
 
     tests: list[dict[str, Any]] = []
     rates: list[dict[str, Any]] = []
-    runs = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
+    runs: list[tuple[str, HumanSet]] = [(ds, "blind") for ds in datasets] + [(ds, "anchored") for ds in anchored]
     rated = None if rate_datasets is None else set(rate_datasets)
     for ds, humans in runs:
         scale = scales[ds]
-        tests += alt_test_rows(labels, ds, humans=humans, scoring=alt_test_scoring(scale))  # type: ignore[arg-type]
+        tests += alt_test_rows(alt_labels(ds), ds, humans=humans, scoring=alt_test_scoring(scale))
         if scale.ordinal or positive not in scale.categories:
             continue
         if positive is not None and (rated is None or ds in rated):
-            # From counts, as a report built from the store's aggregates computes them (the same rows as
-            # estimate_rows up to float rounding), so both paths give identical figures.
-            judges, reference = frame_counts(labels, ds, humans)  # type: ignore[arg-type]
-            rates += estimate_rows_from_counts(judges, reference, ds, positive=positive,
-                                               humans=humans,  # type: ignore[arg-type]
+            judges, reference = counts(ds, humans)
+            rates += estimate_rows_from_counts(judges, reference, ds, positive=positive, humans=humans,
                                                n_resamples=n_resamples, seed=seed)
     return tests, rates
 
