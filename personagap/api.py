@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM, judge_display
+from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
 from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.labels_api import dataset_origins as dataset_origins
 from personagap.labels_api import import_labels as import_labels
@@ -17,7 +17,6 @@ from personagap.labels_api import load_labels as load_labels
 from personagap.stages.relevance import RelevanceReport
 from personagap.stages.relevance import report_relevance as stage_relevance_report
 from personagap.store import StoreError, WriteSummary, gc_paused, opened, write_batch
-from personagap.store import load_labels as store_labels
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis
@@ -136,24 +135,7 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     Returns:
         Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
     """
-    from personagap.analysis.comparable import anchored_human_mask
-    from personagap.analysis.panel import report_extras
-    from personagap.datasets import dataset_records
+    from personagap.analysis.aggregated import best_judge_extras
 
-    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with opened(db, read_only=True) as con:
-        records = dataset_records(con)
-        for s in diagnosis.stages:
-            if s.best is None:
-                continue
-            best, ds = s.best, s.best.dataset
-            labels = store_labels(con, stage=s.stage, dataset=ds)
-            anchored = [ds] if anchored_human_mask(labels).any() else []
-            tests, rates = report_extras(labels, [ds], positive="yes" if best.binary else None, anchored=anchored,
-                                         n_resamples=n_resamples, seed=seed, scales={ds: records[(s.stage, ds)].scale})
-            # The judge's one display name is the join key (comparable.judge_display): matching the bare rater too
-            # would also pick the same model's rows under another condition ("gpt" vs "gpt [no-profile]").
-            name = judge_display(best.rater, best.condition)
-            out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],
-                            "estimates": [e for e in rates if e["judge"] == name]}
-    return out
+        return best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed)

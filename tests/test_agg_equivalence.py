@@ -94,16 +94,37 @@ def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, re
     assert differences(old, new) == []
 
 
+def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
+    """The per-label reference path: each best judge's dataset loaded label by label, then report_extras."""
+    from personagap.analysis.comparable import anchored_human_mask, judge_display
+    from personagap.analysis.panel import report_extras
+
+    out: dict[str, Any] = {}
+    with opened(db, read_only=True) as con:
+        records = dataset_records(con)
+        for s in diagnosis.stages:
+            if s.best is None:
+                continue
+            best, ds = s.best, s.best.dataset
+            labels = load_labels(con, stage=s.stage, dataset=ds)
+            anchored = [ds] if anchored_human_mask(labels).any() else []
+            tests, rates = report_extras(labels, [ds], positive="yes" if best.binary else None, anchored=anchored,
+                                         n_resamples=RESAMPLES, seed=0, scales={ds: records[(s.stage, ds)].scale})
+            name = judge_display(best.rater, best.condition)
+            out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],
+                            "estimates": [e for e in rates if e["judge"] == name]}
+    return out
+
+
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
 def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, request: pytest.FixtureRequest) -> None:
     """diagnose's best-judge alternative-annotator test and corrected rate: the same rows without every label."""
     from personagap.analysis.aggregated import best_judge_extras
     from personagap.analysis.diagnosis import diagnose_db
-    from personagap.api import best_judge_vs_humans
 
     db = request.getfixturevalue(store)
     diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
-    old = json_safe(best_judge_vs_humans(db, diagnosis, n_resamples=RESAMPLES, seed=0))
+    old = json_safe(per_label_best_judge_rows(db, diagnosis))
     with opened(db, read_only=True) as con:
         new = json_safe(best_judge_extras(con, diagnosis, n_resamples=RESAMPLES, seed=0))
     assert any(rows["alt_test"] or rows["estimates"] for rows in old.values())
@@ -137,12 +158,10 @@ def test_diagnose_from_store_is_diagnose_and_its_best_judge_rows(store: str, req
     """`diagnose --json` from one set of aggregates: the diagnosis and best-judge rows of the per-label path."""
     from personagap.analysis.aggregated import diagnose_from_store
     from personagap.analysis.diagnosis import diagnose_db
-    from personagap.api import best_judge_vs_humans
 
     db = request.getfixturevalue(store)
     old_diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
-    old = json_safe(old_diagnosis.to_json_dict() | {"extras": best_judge_vs_humans(db, old_diagnosis,
-                                                                                   n_resamples=RESAMPLES, seed=0)})
+    old = json_safe(old_diagnosis.to_json_dict() | {"extras": per_label_best_judge_rows(db, old_diagnosis)})
     diagnosis, extras = diagnose_from_store(db, n_resamples=RESAMPLES, seed=0)
     new = json_safe(diagnosis.to_json_dict() | {"extras": extras})
     assert old["stages"][1]["judges"] and old["extras"]

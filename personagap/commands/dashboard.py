@@ -134,11 +134,11 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
     test (can it replace a human?) and the corrected estimate of the human rate. The dashboard's Overview shows
     the same diagnosis.
     """
+    from personagap.analysis.aggregated import diagnose_from_store
     from personagap.analysis.panel import extras_lines
-    from personagap.api import best_judge_vs_humans
 
-    result = run_or_exit(lambda: diagnose_db(db, n_resamples=resamples, seed=seed))
-    tests = run_or_exit(lambda: best_judge_vs_humans(db, result, n_resamples=resamples, seed=seed))
+    # From DuckDB's aggregates (per-user counts counted once): memory does not grow with the number of labels.
+    result, tests = run_or_exit(lambda: diagnose_from_store(db, n_resamples=resamples, seed=seed))
     if as_json:
         click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
         return
