@@ -27,13 +27,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import duckdb
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
 
+from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
@@ -340,18 +341,8 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     s = as_scale(scale)
     categories = list(s.categories)
     binary = tuple(categories) == YES_NO
-    k = len(categories)
-    # Integer codes via factorize/Categorical: per-element Python work is what costs at 10^6 labels.
-    # Users sorted by id (as agreement() does), not in SQL row order: the same seed must draw the same users
-    # whatever order DuckDB returns the rows in, or CIs would change from run to run.
-    users, user_index = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
-    h = pd.Categorical(on_scale(rows["human"], s), categories=categories).codes.astype(np.int64)
-    j = pd.Categorical(on_scale(rows["label"], s), categories=categories).codes.astype(np.int64)
-    flat = (user_index.astype(np.int64) * k + h) * k + j
-    # With weights bincount returns float64; numpy's stubs type it as an integer array.
-    tables = cast(FloatArray, np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(users) * k * k))
-    tables = tables.reshape(len(users), k, k)
-    weights = _weights(len(users), n_resamples, seed)
+    tables, n_users = user_tables(rows, s)  # users in sorted id order: the same seed draws the same users
+    weights = _weights(n_users, n_resamples, seed)
     est = estimates(tables, (*scale_metrics(s), *(("over_selection",) if binary else ())), weights, level,
                     s.levels() if s.ordinal else None)
     kap, acc = est["kappa"], est["accuracy"]
@@ -372,7 +363,7 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     judge = judge_display(rater, condition)
     return JudgeScore(
         stage=stage, dataset=dataset, judge=judge, rater=rater, rater_kind=rater_kind, condition=condition,
-        n=int(total.sum()), n_users=len(users), failures=failures, categories=categories,
+        n=int(total.sum()), n_users=n_users, failures=failures, categories=categories,
         confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
         accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined, scale=s.kind,
         **panel_values(est), **extra,
