@@ -76,20 +76,24 @@ IN_SAMPLE = "in-sample"
 HUMAN_KINDS: tuple[str, ...] = ("human", "human_majority")
 JUDGE_KINDS: tuple[str, ...] = ("llm", "trained", "baseline")
 """Rater kinds that are judges. Kept apart in every grouping: an LLM, a trained model, a trivial baseline."""
+SYSTEM_KINDS: tuple[str, ...] = ("system",)
+"""Rater kinds that are a pipeline's own outputs stored as labels (e.g. the attributes a release's pipeline selected
+for a prompt): a system under evaluation, scored against people in the pipeline view, never a judge or a reference."""
 
-Role = Literal["blind_human", "anchored_human", "judge", "excluded", "other"]
+Role = Literal["blind_human", "anchored_human", "judge", "excluded", "system", "other"]
 
 
 def role(rater_kind: str, condition: str) -> Role:
     """Classify one label by the rule in this module's docstring.
 
     Args:
-        rater_kind: ``human``, ``human_majority``, ``llm``, ``trained`` or ``baseline``.
+        rater_kind: ``human``, ``human_majority``, ``llm``, ``trained``, ``baseline`` or ``system``.
         condition: The protocol the label was given under ('' is the standard, blind one).
 
     Returns:
         ``blind_human`` (a reference), ``anchored_human`` (report apart), ``judge`` (comparable),
-        ``excluded`` (in-sample judge labels) or ``other`` (humans answering another question).
+        ``excluded`` (in-sample judge labels), ``system`` (a pipeline's own output) or ``other`` (humans
+        answering another question).
     """
     if rater_kind in HUMAN_KINDS:
         if condition == BLIND:
@@ -97,7 +101,7 @@ def role(rater_kind: str, condition: str) -> Role:
         return "anchored_human" if condition in ANCHORED else "other"
     if rater_kind in JUDGE_KINDS:
         return "excluded" if condition == IN_SAMPLE else "judge"
-    return "other"
+    return "system" if rater_kind in SYSTEM_KINDS else "other"
 
 
 def roles(labels: pd.DataFrame) -> pd.Series:
@@ -111,6 +115,7 @@ def roles(labels: pd.DataFrame) -> pd.Series:
     out[is_human & cond.isin(ANCHORED)] = "anchored_human"
     out[is_judge & (cond != IN_SAMPLE)] = "judge"
     out[is_judge & (cond == IN_SAMPLE)] = "excluded"
+    out[kind.isin(SYSTEM_KINDS)] = "system"
     return out
 
 
