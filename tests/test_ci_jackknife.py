@@ -1,0 +1,90 @@
+"""The one CI rule (analysis/agreement.cluster_estimate): a user-clustered jackknife-t, checked against a small
+example whose leave-one-user-out values are worked out here with plain numpy, independently of the code path."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from personagap.analysis import agreement as ag
+
+
+def _kappa_2x2(t: np.ndarray) -> float:
+    # Cohen's kappa of one 2x2 table written out cell by cell (not the library's vectorised form).
+    n = t.sum()
+    po = (t[0, 0] + t[1, 1]) / n
+    pe = (t[0].sum() * t[:, 0].sum() + t[1].sum() * t[:, 1].sum()) / (n * n)
+    return float((po - pe) / (1 - pe))
+
+
+USERS = np.array([[[5, 1], [2, 4]], [[3, 2], [0, 6]], [[7, 0], [1, 1]], [[2, 3], [2, 5]], [[4, 1], [1, 3]],
+                  [[6, 2], [3, 2]]], dtype=float)
+
+
+def test_jackknife_t_of_kappa_matches_a_hand_computation() -> None:
+    u = len(USERS)
+    leave = [_kappa_2x2(sum(USERS[v] for v in range(u) if v != k)) for k in range(u)]
+    mean = sum(leave) / u
+    se = math.sqrt((u - 1) / u * sum((x - mean) ** 2 for x in leave))
+    point = _kappa_2x2(USERS.sum(axis=0))
+    half = stats.t.ppf(0.975, u - 1) * se
+    est = ag.cluster_estimate(ag.kappa_from_tables, USERS)
+    assert est.value == pytest.approx(point)
+    assert est.ci == pytest.approx((point - half, point + half))
+    assert est.n_clusters == u and est.n_undefined == 0
+    # estimates() of a registered metric is the same rule
+    assert ag.estimates(USERS, ("kappa",))["kappa"] == est
+
+
+def test_level_widens_the_interval_by_the_t_quantile_ratio() -> None:
+    e95 = ag.cluster_estimate(ag.kappa_from_tables, USERS)
+    e80 = ag.cluster_estimate(ag.kappa_from_tables, USERS, level=0.80)
+    ratio = (e95.ci[1] - e95.ci[0]) / (e80.ci[1] - e80.ci[0])
+    assert ratio == pytest.approx(stats.t.ppf(0.975, 5) / stats.t.ppf(0.90, 5))
+
+
+def test_no_interval_below_the_minimum_users_and_the_reason_is_printed() -> None:
+    few = USERS[: ag.MIN_USERS_FOR_CI - 1]
+    est = ag.cluster_estimate(ag.kappa_from_tables, few)
+    assert est.value == pytest.approx(_kappa_2x2(few.sum(axis=0)))
+    assert math.isnan(est.ci[0]) and math.isnan(est.ci[1]) and est.too_few_users
+    assert "too few users for a CI" in ag.ci_text(est)
+    enough = ag.cluster_estimate(ag.kappa_from_tables, USERS[: ag.MIN_USERS_FOR_CI]) if \
+        ag.MIN_USERS_FOR_CI <= len(USERS) else None
+    if enough is not None:
+        assert not math.isnan(enough.ci[0]) and not enough.too_few_users
+
+
+def test_an_undefined_leave_out_gives_no_interval_and_is_counted() -> None:
+    # Only user 0 has any human "yes": without it recall is undefined, so its spread cannot be estimated.
+    tables = np.zeros((6, 2, 2))
+    tables[:, 0, 0] = 5.0
+    tables[0, 1, 1] = 3.0
+    tables[0, 1, 0] = 1.0
+    est = ag.estimates(tables, ("recall",))["recall"]
+    assert est.value == pytest.approx(0.75)
+    assert math.isnan(est.ci[0]) and est.n_undefined == 1
+
+
+def test_vectorised_over_extra_cells_with_ratio_statistics() -> None:
+    # A ratio of sums (numerator, denominator per user): the jackknife of the pooled ratio.
+    per = np.array([[3.0, 10.0], [1.0, 4.0], [6.0, 20.0], [2.0, 9.0], [5.0, 12.0], [0.0, 3.0]])
+
+    def ratio(t: np.ndarray) -> np.ndarray:
+        return np.asarray(t[..., 0] / t[..., 1])
+
+    u = len(per)
+    leave = [(per[:, 0].sum() - per[k, 0]) / (per[:, 1].sum() - per[k, 1]) for k in range(u)]
+    se = np.std(leave) * math.sqrt(u - 1)  # sqrt((u-1)/u * sum (x - mean)^2) = std * sqrt(u - 1)
+    est = ag.cluster_estimate(ratio, per)
+    assert est.ci[1] - est.value == pytest.approx(stats.t.ppf(0.975, u - 1) * se)
+
+
+def test_bad_input_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="user axis"):
+        ag.cluster_estimate(ag.kappa_from_tables, np.float64(3.0))
+    with pytest.raises(ValueError, match="level"):
+        ag.cluster_estimate(ag.kappa_from_tables, USERS, level=95)
