@@ -1,11 +1,10 @@
-"""Agreement metrics as pure functions over arrays, with user-clustered bootstrap CIs.
+"""Agreement metrics as pure functions over confusion tables, and their user-clustered CIs.
 
-Design: every two-rater figure (kappa, precision, recall, F1, yes-rates,
-over-selection) is a function of a confusion table, and confusion tables add up
-over users. So we build one table per user once, and a bootstrap resample of users
-is just a weighted sum of those tables: ``W @ tables`` with ``W`` the (resamples x
-users) multinomial counts. That makes 1,000 resamples over a million labels a
-matrix product instead of a million-row loop per resample.
+Design: every two-rater figure (kappa, precision, recall, F1, yes-rates, over-selection) is a function of a
+confusion table, and confusion tables add up over users. So we build one table per user once; the one CI rule
+(:func:`~personagap.analysis.ci_rule.cluster_estimate`, a jackknife-t over users) needs only the total minus
+each user's table. The CI rule lives in :mod:`~personagap.analysis.ci_rule` and several-rater agreement
+(Fleiss, Krippendorff) in :mod:`~personagap.analysis.raters`; both are re-exported here, where callers import them.
 
 Convention: ``table[..., h, j]`` counts items the human (reference) put in class
 ``h`` and the judge put in class ``j``. For binary labels class 1 is "yes".
@@ -13,28 +12,40 @@ Convention: ``table[..., h, j]`` counts items the human (reference) put in class
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
 
-import krippendorff
 import numpy as np
 import numpy.typing as npt
-from scipy import stats
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-Level = Literal["nominal", "ordinal", "interval", "ratio"]
-
-DEFAULT_RESAMPLES = 1000
-DEFAULT_SEED = 0
-MIN_USERS_FOR_CI = 5
-"""Below this many users (clusters) no CI is given: a bootstrap over 1 user has zero width, and over a
-handful of users a percentile interval covers far less than its level. Reports print "too few users for
-a CI" instead, always beside the number of users."""
-
+from personagap.analysis.arrays import FloatArray as FloatArray
+from personagap.analysis.arrays import IntArray as IntArray
+from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.ci_rule import DEFAULT_RESAMPLES as DEFAULT_RESAMPLES
+from personagap.analysis.ci_rule import DEFAULT_SEED as DEFAULT_SEED
+from personagap.analysis.ci_rule import MIN_USERS_FOR_CI as MIN_USERS_FOR_CI
+from personagap.analysis.ci_rule import NAN_ESTIMATE as NAN_ESTIMATE
+from personagap.analysis.ci_rule import Estimate as Estimate
+from personagap.analysis.ci_rule import Stat as Stat
+from personagap.analysis.ci_rule import bootstrap_estimate as bootstrap_estimate
+from personagap.analysis.ci_rule import bootstrap_tables as bootstrap_tables
+from personagap.analysis.ci_rule import ci_list as ci_list
+from personagap.analysis.ci_rule import ci_text as ci_text
+from personagap.analysis.ci_rule import cluster_estimate as cluster_estimate
+from personagap.analysis.ci_rule import interval_from_leave_outs as interval_from_leave_outs
+from personagap.analysis.ci_rule import json_safe as json_safe
+from personagap.analysis.ci_rule import json_safe_dict as json_safe_dict
+from personagap.analysis.ci_rule import leave_one_out as leave_one_out
+from personagap.analysis.ci_rule import percentile_interval as percentile_interval
+from personagap.analysis.ci_rule import resample_weights as resample_weights
+from personagap.analysis.ci_rule import shared_resample_weights as shared_resample_weights
+from personagap.analysis.raters import Level as Level
+from personagap.analysis.raters import alpha_from_coincidences as alpha_from_coincidences
+from personagap.analysis.raters import fleiss_kappa as fleiss_kappa
+from personagap.analysis.raters import fleiss_kappa_ci as fleiss_kappa_ci
+from personagap.analysis.raters import krippendorff_alpha as krippendorff_alpha
+from personagap.analysis.raters import krippendorff_alpha_ci as krippendorff_alpha_ci
+from personagap.analysis.raters import unit_coincidences as unit_coincidences
 
 LevelFn = Callable[[FloatArray, FloatArray], FloatArray]
 """A table metric that also reads the ordinal levels' numeric values (one per table row/column, low to high)."""
@@ -121,12 +132,6 @@ def get_metric(name: str) -> Metric:
         near = difflib.get_close_matches(name, METRICS, n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
         raise KeyError(f"unknown metric {name!r}{hint}") from None
-
-
-def _div(num: FloatArray, den: FloatArray) -> FloatArray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
-    return np.where(np.asarray(den) == 0, np.nan, out)
 
 
 @register_metric("kappa", higher_is_better=True, binary_only=False,
@@ -325,180 +330,6 @@ def indexed_tables(human: IntArray, judge: IntArray, cluster_index: IntArray, n_
     return counts.reshape(n_clusters, n_classes, n_classes).astype(float)
 
 
-def resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> FloatArray:
-    """Cluster bootstrap weights: row b counts how often each cluster is drawn in resample b."""
-    rng = np.random.default_rng(seed)
-    if n_clusters == 0:
-        return np.zeros((n_resamples, 0))
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples).astype(float)
-
-
-@functools.lru_cache(maxsize=16)
-def shared_resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES,
-                            seed: int = DEFAULT_SEED) -> FloatArray:
-    """:func:`resample_weights`, drawn once per (clusters, resamples, seed) in a process and shared read-only.
-
-    The same draw, so the same CIs; a report scores several judges over the same users, and at 20,000 users one
-    draw of 1,000 resamples takes seconds.
-    """
-    weights = resample_weights(n_clusters, n_resamples, seed)
-    weights.setflags(write=False)
-    return weights
-
-
-def bootstrap_tables(tables: FloatArray, weights: FloatArray) -> FloatArray:
-    """Resampled totals ``(B, ...)`` of per-cluster arrays ``(U, ...)``."""
-    return np.tensordot(weights, tables, axes=(1, 0))
-
-
-def percentile_interval(samples: FloatArray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap samples, ignoring resamples where the figure is undefined."""
-    s = np.asarray(samples, dtype=float)
-    s = s[~np.isnan(s)]
-    if s.size == 0:
-        return (float("nan"), float("nan"))
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(s, [tail, 100.0 - tail])
-    return (float(lo), float(hi))
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A point estimate with its user-clustered confidence interval.
-
-    ``n_clusters`` is how many users (clusters) the interval is over (None where not clustered);
-    ``n_undefined`` how many leave-one-user-out figures (:func:`cluster_estimate`; resamples for the
-    deprecated :func:`bootstrap_estimate`) were undefined (e.g. a kappa with one class only): the interval then
-    is not given (jackknife) or leaves them out (bootstrap), and reports say how many.
-    """
-
-    value: float
-    ci: tuple[float, float]
-    n_clusters: int | None = None
-    n_undefined: int = 0
-
-    @property
-    def too_few_users(self) -> bool:
-        """The bootstrap had fewer than :data:`MIN_USERS_FOR_CI` users, so no CI is given."""
-        return self.n_clusters is not None and self.n_clusters < MIN_USERS_FOR_CI
-
-
-NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
-
-
-def bootstrap_estimate(point: float, samples: FloatArray, n_clusters: int, level: float = 0.95) -> Estimate:
-    """The one way a bootstrap becomes an :class:`Estimate`: percentile CI, undefined resamples counted.
-
-    Args:
-        point: The figure on the original data.
-        samples: The figure on each resample (NaN where undefined).
-        n_clusters: Users (clusters) resampled; below :data:`MIN_USERS_FOR_CI` the CI is NaN.
-        level: Confidence level.
-    """
-    s = np.asarray(samples, dtype=float)
-    undefined = int(np.isnan(s).sum())
-    if n_clusters < MIN_USERS_FOR_CI:
-        return Estimate(float(point), (float("nan"), float("nan")), n_clusters, undefined)
-    return Estimate(float(point), percentile_interval(s, level), n_clusters, undefined)
-
-
-def cluster_estimate(stat: Callable[[FloatArray], FloatArray], per_cluster: npt.ArrayLike, *,
-                     level: float = 0.95) -> Estimate:
-    """THE interval rule: a user-clustered jackknife-t interval of a smooth function of per-user sums.
-
-    Every figure the tool prints is ``stat`` of totals that add up over users (confusion counts, numerators and
-    denominators, coincidence matrices), so leaving user ``u`` out is ``total - per_cluster[u]``: U evaluations,
-    no resample draw, memory O(U x cells). With ``theta_(u)`` the figure without user ``u``,
-    ``SE = sqrt((U - 1) / U * sum_u (theta_(u) - mean)^2)`` and the interval is ``point +- t_{U-1} * SE``.
-    The percentile cluster bootstrap it replaces covered 81-90% at 5-10 users; the calibration harness
-    (``benchmarks/calibration.py``) measures this rule for every printed figure.
-
-    Args:
-        stat: Maps totals ``(..., *shape)`` to the figure ``(...)``, vectorised over leading axes; NaN where
-            undefined.
-        per_cluster: Per-user additive sums ``(U, *shape)``.
-        level: Confidence level.
-
-    Returns:
-        The point ``stat(per_cluster.sum(0))`` and its interval. No interval (NaN) below
-        :data:`MIN_USERS_FOR_CI` users, when the point is undefined, or when some leave-one-user-out figure is
-        undefined (one user carries the whole figure, so its spread cannot be estimated); ``n_undefined``
-        counts those users.
-
-    Raises:
-        ValueError: ``per_cluster`` has no user axis, or ``level`` is not in (0, 1).
-    """
-    total, leave_out = _leave_one_out(np.asarray(per_cluster, dtype=float))
-    return _jackknife_t(stat, total, leave_out, level)
-
-
-def _leave_one_out(per: FloatArray) -> tuple[FloatArray, FloatArray]:
-    if per.ndim < 1:
-        raise ValueError(f"per_cluster needs a leading user axis, got shape {per.shape}")
-    total = per.sum(axis=0)
-    return total, total[None, ...] - per
-
-
-def _jackknife_t(stat: Callable[[FloatArray], FloatArray], total: FloatArray, leave_out: FloatArray,
-                 level: float) -> Estimate:
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    n = int(leave_out.shape[0])
-    point = float(np.asarray(stat(total), dtype=float))
-    nan_ci = (float("nan"), float("nan"))
-    if n < MIN_USERS_FOR_CI or math.isnan(point):
-        return Estimate(point, nan_ci, n, 0)
-    theta = np.asarray(stat(leave_out), dtype=float).reshape(n)
-    undefined = int(np.isnan(theta).sum())
-    if undefined:
-        return Estimate(point, nan_ci, n, undefined)
-    se = math.sqrt((n - 1) / n * float(((theta - theta.mean()) ** 2).sum()))
-    half = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * se
-    return Estimate(point, (point - half, point + half), n, 0)
-
-
-def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,
-            undefined: int = 0, n_resamples: int | None = None, digits: int = 2) -> str:
-    """A CI as reports print it: ``[lo, hi] (N users)``, or why there is none, plus undefined resamples.
-
-    Pass an :class:`Estimate`, or a stored ``ci`` list with its ``n_users`` (report rows keep both).
-    """
-    if e is not None:
-        ci, n_users, undefined = [e.ci[0], e.ci[1]], e.n_clusters, e.n_undefined
-    users = "" if n_users is None else f"{n_users} user{'s' if n_users != 1 else ''}"
-    lo, hi = (ci or [float("nan"), float("nan")])
-    if n_users is not None and n_users < MIN_USERS_FOR_CI:
-        return f"(too few users for a CI: {users})"
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        text = "[no CI" + (f"; {users}]" if users else "]")
-    else:
-        text = f"[{lo:.{digits}f}, {hi:.{digits}f}" + (f"; {users}]" if users else "]")
-    if undefined:
-        text += f" ({undefined}{'/' + str(n_resamples) if n_resamples else ''} resamples undefined)"
-    return text
-
-
-def ci_list(e: Estimate) -> list[float]:
-    """The interval as a ``[lo, hi]`` list (the JSON reports' shape)."""
-    return [e.ci[0], e.ci[1]]
-
-
-def json_safe(value: Any) -> Any:
-    """Nested data with NaN floats replaced by None, so that it serialises as valid JSON (null)."""
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return json_safe_dict(value)
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    return value
-
-
-def json_safe_dict(value: dict[str, Any]) -> dict[str, Any]:
-    """:func:`json_safe` of a dict (a report's ``model_dump()``), typed as the dict it returns."""
-    return {k: json_safe(v) for k, v in value.items()}
-
-
 def estimate(tables: FloatArray, metric: str, weights: FloatArray | None = None, level: float = 0.95,
              levels: npt.ArrayLike | None = None) -> Estimate:
     """Point value of ``metric`` on the summed tables plus its user-clustered CI (:func:`cluster_estimate`).
@@ -526,7 +357,6 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray 
         boot = bootstrap_tables(per, weights)
         return {m: bootstrap_estimate(float(get_metric(m).on(per.sum(axis=0), levels)),
                                       get_metric(m).on(boot, levels), int(per.shape[0]), level) for m in metrics}
-    total, leave_out = _leave_one_out(per)
     out = {}
     for m in metrics:
         metric = get_metric(m)
@@ -534,7 +364,7 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray 
         def stat(t: FloatArray, metric: Metric = metric) -> FloatArray:
             return metric.on(t, levels)
 
-        out[m] = _jackknife_t(stat, total, leave_out, level)
+        out[m] = cluster_estimate(stat, per, level=level)
     return out
 
 
@@ -571,129 +401,3 @@ def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLik
     return estimates(tables, metrics, resample_weights(len(ids), n_resamples, seed), level)
 
 
-# --------------------------------------------------------------------------- several raters
-
-def fleiss_kappa(counts: npt.ArrayLike) -> float:
-    """Fleiss' kappa from an items x categories count table with equal raters per item.
-
-    Raises:
-        ValueError: Items have different numbers of ratings, or fewer than two.
-    """
-    c = np.asarray(counts, dtype=float)
-    per_item = c.sum(axis=1)
-    if c.size == 0:
-        return float("nan")
-    if not np.all(per_item == per_item[0]) or per_item[0] < 2:
-        raise ValueError("Fleiss' kappa needs the same number (>= 2) of ratings on every item")
-    return float(_fleiss_from_sums(*_fleiss_sums(c)))
-
-
-def _fleiss_sums(c: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    n = c.sum(axis=-1)
-    agreement_i = _div((c * c).sum(axis=-1) - n, n * (n - 1))
-    return np.nansum(agreement_i, axis=-1), np.asarray(c.shape[-2], dtype=float), c.sum(axis=-2)
-
-
-def _fleiss_from_sums(sum_p: FloatArray, n_items: FloatArray, category_totals: FloatArray) -> FloatArray:
-    p_bar = _div(sum_p, n_items)
-    p_j = _div(category_totals, category_totals.sum(axis=-1, keepdims=True))
-    p_e = (p_j * p_j).sum(axis=-1)
-    return _div(p_bar - p_e, 1.0 - p_e)
-
-
-def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
-    """Fleiss' kappa with a cluster-bootstrap CI (its sums add up over clusters)."""
-    c = np.asarray(counts, dtype=float)
-    point = fleiss_kappa(c)
-    n = c.sum(axis=1)
-    p_i = ((c * c).sum(axis=1) - n) / (n * (n - 1))
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), 2 + c.shape[1]))
-    np.add.at(per, idx, np.column_stack([p_i, np.ones_like(p_i), c]))
-    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    samples = _fleiss_from_sums(boot[:, 0], boot[:, 1], boot[:, 2:])
-    return bootstrap_estimate(point, samples, len(ids), level)
-
-
-def krippendorff_alpha(reliability_data: npt.ArrayLike, level: Level) -> float:
-    """Krippendorff's alpha via the ``krippendorff`` package.
-
-    Args:
-        reliability_data: Raters x units matrix of numeric codes, NaN where a
-            rater did not rate a unit.
-        level: Level of measurement, always explicit (nominal for categories).
-    """
-    data = np.asarray(reliability_data, dtype=float)
-    pairable = (~np.isnan(data)).sum(axis=0) >= 2
-    if pairable.sum() == 0 or len(np.unique(data[:, pairable][~np.isnan(data[:, pairable])])) < 2:
-        return float("nan")
-    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
-
-
-def unit_coincidences(reliability_data: npt.ArrayLike, values: npt.ArrayLike) -> FloatArray:
-    """Per-unit coincidence matrices ``(units, V, V)`` (Krippendorff 2011, eq. for o_ck).
-
-    Coincidences add up over units, which makes a cluster bootstrap of alpha a
-    weighted sum, like the two-rater tables above.
-    """
-    data = np.asarray(reliability_data, dtype=float)
-    vals = np.asarray(values, dtype=float)
-    counts = np.stack([(data == v).sum(axis=0) for v in vals], axis=1).astype(float)  # units x V
-    m = counts.sum(axis=1)
-    outer = counts[:, :, None] * counts[:, None, :] - np.einsum("uv,vw->uvw", counts, np.eye(len(vals)))
-    scale = np.where(m >= 2, 1.0 / np.maximum(m - 1, 1), 0.0)
-    coincidences: FloatArray = outer * scale[:, None, None]  # numpy's stubs leave einsum untyped (Any)
-    return coincidences
-
-
-def alpha_from_coincidences(o: FloatArray, values: npt.ArrayLike, level: Level) -> FloatArray:
-    """Krippendorff's alpha from (possibly batched) coincidence matrices ``(..., V, V)``."""
-    o = np.asarray(o, dtype=float)
-    vals = np.asarray(values, dtype=float)
-    n_v = o.sum(axis=-1)
-    n = n_v.sum(axis=-1)
-    if level == "nominal":
-        delta = np.broadcast_to(1.0 - np.eye(len(vals)), o.shape)
-    elif level == "interval":
-        delta = np.broadcast_to((vals[:, None] - vals[None, :]) ** 2, o.shape)
-    elif level == "ratio":
-        delta = np.broadcast_to(_div((vals[:, None] - vals[None, :]) ** 2,
-                                     (vals[:, None] + vals[None, :]) ** 2), o.shape)
-        delta = np.nan_to_num(delta)
-    elif level == "ordinal":
-        cum = np.cumsum(n_v, axis=-1)
-        lo = np.minimum.outer(np.arange(len(vals)), np.arange(len(vals)))
-        hi = np.maximum.outer(np.arange(len(vals)), np.arange(len(vals)))
-        between = np.take(cum, hi, axis=-1) - np.take(cum, lo, axis=-1) + np.take(n_v, lo, axis=-1)
-        delta = (between - (n_v[..., :, None] + n_v[..., None, :]) / 2.0) ** 2
-    else:
-        raise ValueError(f"unknown level {level!r}")
-    observed = (o * delta).sum(axis=(-2, -1))
-    expected = (n_v[..., :, None] * n_v[..., None, :] * delta).sum(axis=(-2, -1))
-    alpha: FloatArray = 1.0 - (n - 1.0) * _div(observed, expected)  # numpy's stubs type sum(axis=...) as Any
-    return alpha
-
-
-def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLike, level: Level, *,
-                          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                          ci_level: float = 0.95) -> Estimate:
-    """Krippendorff's alpha (package) with a cluster-bootstrap CI over units.
-
-    Args:
-        reliability_data: Raters x units, NaN for missing.
-        clusters: Cluster (user) of each unit.
-        level: Level of measurement.
-        n_resamples: Bootstrap resamples.
-        seed: Resampling seed.
-        ci_level: Confidence level.
-    """
-    data = np.asarray(reliability_data, dtype=float)
-    point = krippendorff_alpha(data, level)
-    values = np.unique(data[~np.isnan(data)])
-    o_units = unit_coincidences(data, values)
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), len(values), len(values)))
-    np.add.at(per, idx, o_units)
-    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    return bootstrap_estimate(point, alpha_from_coincidences(boot, values, level), len(ids), ci_level)

@@ -1,0 +1,222 @@
+"""The one CI rule: every printed interval is a user-clustered jackknife-t over per-user additive sums.
+
+Every figure (kappa, rates, Fleiss' kappa, alpha, a before/after difference) is a smooth function of totals that
+add up over users, so leaving one user out is a subtraction: :func:`cluster_estimate`. The calibration harness
+(``benchmarks/calibration.py``) chose it over the percentile cluster bootstrap, which undercovered with few users,
+and set :data:`MIN_USERS_FOR_CI`. The bootstrap helpers below are deprecated: kept until no module calls them.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+from personagap.analysis.arrays import FloatArray
+
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 0
+MIN_USERS_FOR_CI = 5
+"""Below this many users (clusters) no CI is given. Reports print "too few users for a CI" instead, always beside
+the number of users. Set from the calibration harness: the smallest number of users at which every printed figure's
+95% interval covered at least 0.93."""
+
+Stat = Callable[[FloatArray], FloatArray]
+"""A figure as a function of totals ``(..., *shape)`` -> ``(...)``, vectorised over leading axes."""
+
+
+def resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> FloatArray:
+    """Cluster bootstrap weights: row b counts how often each cluster is drawn in resample b."""
+    rng = np.random.default_rng(seed)
+    if n_clusters == 0:
+        return np.zeros((n_resamples, 0))
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples).astype(float)
+
+
+@functools.lru_cache(maxsize=16)
+def shared_resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES,
+                            seed: int = DEFAULT_SEED) -> FloatArray:
+    """:func:`resample_weights`, drawn once per (clusters, resamples, seed) in a process and shared read-only.
+
+    The same draw, so the same CIs; a report scores several judges over the same users, and at 20,000 users one
+    draw of 1,000 resamples takes seconds.
+    """
+    weights = resample_weights(n_clusters, n_resamples, seed)
+    weights.setflags(write=False)
+    return weights
+
+
+def bootstrap_tables(tables: FloatArray, weights: FloatArray) -> FloatArray:
+    """Resampled totals ``(B, ...)`` of per-cluster arrays ``(U, ...)``."""
+    return np.tensordot(weights, tables, axes=(1, 0))
+
+
+def percentile_interval(samples: FloatArray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of bootstrap samples, ignoring resamples where the figure is undefined."""
+    s = np.asarray(samples, dtype=float)
+    s = s[~np.isnan(s)]
+    if s.size == 0:
+        return (float("nan"), float("nan"))
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(s, [tail, 100.0 - tail])
+    return (float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its user-clustered confidence interval.
+
+    ``n_clusters`` is how many users (clusters) the interval is over (None where not clustered);
+    ``n_undefined`` how many leave-one-user-out figures (:func:`cluster_estimate`; resamples for the
+    deprecated :func:`bootstrap_estimate`) were undefined (e.g. a kappa with one class only): the interval then
+    is not given (jackknife) or leaves them out (bootstrap), and reports say how many.
+    """
+
+    value: float
+    ci: tuple[float, float]
+    n_clusters: int | None = None
+    n_undefined: int = 0
+
+    @property
+    def too_few_users(self) -> bool:
+        """The bootstrap had fewer than :data:`MIN_USERS_FOR_CI` users, so no CI is given."""
+        return self.n_clusters is not None and self.n_clusters < MIN_USERS_FOR_CI
+
+
+NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
+
+
+def bootstrap_estimate(point: float, samples: FloatArray, n_clusters: int, level: float = 0.95) -> Estimate:
+    """The one way a bootstrap becomes an :class:`Estimate`: percentile CI, undefined resamples counted.
+
+    Args:
+        point: The figure on the original data.
+        samples: The figure on each resample (NaN where undefined).
+        n_clusters: Users (clusters) resampled; below :data:`MIN_USERS_FOR_CI` the CI is NaN.
+        level: Confidence level.
+    """
+    s = np.asarray(samples, dtype=float)
+    undefined = int(np.isnan(s).sum())
+    if n_clusters < MIN_USERS_FOR_CI:
+        return Estimate(float(point), (float("nan"), float("nan")), n_clusters, undefined)
+    return Estimate(float(point), percentile_interval(s, level), n_clusters, undefined)
+
+
+def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0.95) -> Estimate:
+    """THE interval rule: a user-clustered jackknife-t interval of a smooth function of per-user sums.
+
+    Every figure the tool prints is ``stat`` of totals that add up over users (confusion counts, numerators and
+    denominators, coincidence matrices), so leaving user ``u`` out is ``total - per_cluster[u]``: U evaluations,
+    no resample draw, memory O(U x cells). With ``theta_(u)`` the figure without user ``u``,
+    ``SE = sqrt((U - 1) / U * sum_u (theta_(u) - mean)^2)`` and the interval is ``point +- t_{U-1} * SE``.
+    The percentile cluster bootstrap it replaces covered 81-90% at 5-10 users; ``benchmarks/calibration.py``
+    measures this rule for every printed figure (the table is in the README).
+
+    Args:
+        stat: Maps totals ``(..., *shape)`` to the figure ``(...)``, vectorised over leading axes; NaN where
+            undefined.
+        per_cluster: Per-user additive sums ``(U, *shape)``.
+        level: Confidence level.
+
+    Returns:
+        The point ``stat(per_cluster.sum(0))`` and its interval. No interval (NaN) below
+        :data:`MIN_USERS_FOR_CI` users, when the point is undefined, or when some leave-one-user-out figure is
+        undefined (one user carries the whole figure, so its spread cannot be estimated); ``n_undefined``
+        counts those users.
+
+    Raises:
+        ValueError: ``per_cluster`` has no user axis, or ``level`` is not in (0, 1).
+    """
+    point, theta = leave_one_out(stat, per_cluster)
+    return interval_from_leave_outs(point, theta, level)
+
+
+def leave_one_out(stat: Stat, per_cluster: npt.ArrayLike) -> tuple[float, FloatArray]:
+    """The figure on all users and without each user in turn: ``stat(total)``, ``stat(total - per_cluster[u])``.
+
+    Raises:
+        ValueError: ``per_cluster`` has no leading user axis.
+    """
+    per = np.asarray(per_cluster, dtype=float)
+    if per.ndim < 1:
+        raise ValueError(f"per_cluster needs a leading user axis, got shape {per.shape}")
+    total = per.sum(axis=0)
+    return float(np.asarray(stat(total), dtype=float)), np.asarray(stat(total[None, ...] - per), dtype=float)
+
+
+def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.95, *,
+                             min_users: int | None = None) -> Estimate:
+    """The jackknife-t :class:`Estimate` from the point and the U leave-one-user-out values ``theta``.
+
+    Args:
+        point: The figure on all users.
+        theta: The figure without each user (NaN where undefined).
+        level: Confidence level.
+        min_users: No interval below this many users; None: :data:`MIN_USERS_FOR_CI` (the calibration harness
+            passes 2 to measure the rule itself below the printed minimum).
+
+    Raises:
+        ValueError: ``level`` is not in (0, 1).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    n = int(theta.size)
+    nan_ci = (float("nan"), float("nan"))
+    if n < (MIN_USERS_FOR_CI if min_users is None else max(min_users, 2)) or math.isnan(point):
+        return Estimate(point, nan_ci, n, 0)
+    undefined = int(np.isnan(theta).sum())
+    if undefined:
+        return Estimate(point, nan_ci, n, undefined)
+    se = math.sqrt((n - 1) / n * float(((theta - theta.mean()) ** 2).sum()))
+    half = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * se
+    return Estimate(point, (point - half, point + half), n, 0)
+
+
+def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,
+            undefined: int = 0, n_resamples: int | None = None, digits: int = 2) -> str:
+    """A CI as reports print it: ``[lo, hi] (N users)``, or why there is none, plus undefined resamples.
+
+    Pass an :class:`Estimate`, or a stored ``ci`` list with its ``n_users`` (report rows keep both).
+    """
+    if e is not None:
+        ci, n_users, undefined = [e.ci[0], e.ci[1]], e.n_clusters, e.n_undefined
+    users = "" if n_users is None else f"{n_users} user{'s' if n_users != 1 else ''}"
+    lo, hi = (ci or [float("nan"), float("nan")])
+    if n_users is not None and n_users < MIN_USERS_FOR_CI:
+        return f"(too few users for a CI: {users})"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        text = "[no CI" + (f"; {users}]" if users else "]")
+    else:
+        text = f"[{lo:.{digits}f}, {hi:.{digits}f}" + (f"; {users}]" if users else "]")
+    if undefined:
+        text += f" ({undefined}{'/' + str(n_resamples) if n_resamples else ''} resamples undefined)"
+    return text
+
+
+def ci_list(e: Estimate) -> list[float]:
+    """The interval as a ``[lo, hi]`` list (the JSON reports' shape)."""
+    return [e.ci[0], e.ci[1]]
+
+
+def json_safe(value: Any) -> Any:
+    """Nested data with NaN floats replaced by None, so that it serialises as valid JSON (null)."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return json_safe_dict(value)
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def json_safe_dict(value: dict[str, Any]) -> dict[str, Any]:
+    """:func:`json_safe` of a dict (a report's ``model_dump()``), typed as the dict it returns."""
+    return {k: json_safe(v) for k, v in value.items()}
+
+
