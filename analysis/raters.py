@@ -14,14 +14,7 @@ import numpy.typing as npt
 
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.arrays import safe_div as _div
-from personagap.analysis.ci_rule import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-    Estimate,
-    bootstrap_estimate,
-    bootstrap_tables,
-    resample_weights,
-)
+from personagap.analysis.ci_rule import Estimate, cluster_estimate, interval_from_leave_outs, leave_one_out
 
 Level = Literal["nominal", "ordinal", "interval", "ratio"]
 
@@ -54,19 +47,37 @@ def _fleiss_from_sums(sum_p: FloatArray, n_items: FloatArray, category_totals: F
     return _div(p_bar - p_e, 1.0 - p_e)
 
 
-def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
-    """Fleiss' kappa with a cluster-bootstrap CI (its sums add up over clusters)."""
+def fleiss_user_sums(counts: npt.ArrayLike, clusters: npt.ArrayLike) -> FloatArray:
+    """Per-user sums ``(U, 2 + K)`` Fleiss' kappa is a function of: sum of per-item agreement, items, category totals.
+
+    Args:
+        counts: Items x categories counts, the same number (>= 2) of ratings on every item.
+        clusters: The user of each item; users are in sorted id order.
+    """
     c = np.asarray(counts, dtype=float)
-    point = fleiss_kappa(c)
     n = c.sum(axis=1)
     p_i = ((c * c).sum(axis=1) - n) / (n * (n - 1))
     ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
     per = np.zeros((len(ids), 2 + c.shape[1]))
     np.add.at(per, idx, np.column_stack([p_i, np.ones_like(p_i), c]))
-    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    samples = _fleiss_from_sums(boot[:, 0], boot[:, 1], boot[:, 2:])
-    return bootstrap_estimate(point, samples, len(ids), level)
+    return per
+
+
+def fleiss_from_user_sums(totals: FloatArray) -> FloatArray:
+    """Fleiss' kappa of totals ``(..., 2 + K)`` of :func:`fleiss_user_sums` (vectorised over leading axes)."""
+    t = np.asarray(totals, dtype=float)
+    return _fleiss_from_sums(t[..., 0], t[..., 1], t[..., 2:])
+
+
+def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int | None = None,
+                    seed: int | None = None, level: float = 0.95) -> Estimate:
+    """Fleiss' kappa with its user-clustered CI (:func:`~personagap.analysis.ci_rule.cluster_estimate`).
+
+    ``n_resamples`` and ``seed`` are deprecated and ignored (the CI rule draws no resamples).
+    """
+    c = np.asarray(counts, dtype=float)
+    fleiss_kappa(c)  # validates equal ratings per item (one clear error)
+    return cluster_estimate(fleiss_from_user_sums, fleiss_user_sums(c, clusters), level=level)
 
 
 def krippendorff_alpha(reliability_data: npt.ArrayLike, level: Level) -> float:
@@ -128,25 +139,43 @@ def alpha_from_coincidences(o: FloatArray, values: npt.ArrayLike, level: Level) 
     return alpha
 
 
+def alpha_user_coincidences(reliability_data: npt.ArrayLike, clusters: npt.ArrayLike,
+                             values: npt.ArrayLike) -> FloatArray:
+    """Per-user coincidence matrices ``(U, V, V)`` (units summed within their user; users in sorted id order).
+
+    Args:
+        reliability_data: Raters x units, NaN for missing.
+        clusters: The user of each unit.
+        values: The V values (codes) alpha is over.
+    """
+    vals = np.asarray(values, dtype=float)
+    o_units = unit_coincidences(reliability_data, vals)
+    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
+    per = np.zeros((len(ids), len(vals), len(vals)))
+    np.add.at(per, idx, o_units)
+    return per
+
+
 def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLike, level: Level, *,
-                          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                          n_resamples: int | None = None, seed: int | None = None,
                           ci_level: float = 0.95) -> Estimate:
-    """Krippendorff's alpha (package) with a cluster-bootstrap CI over units.
+    """Krippendorff's alpha (package) with its user-clustered CI over per-user coincidences.
 
     Args:
         reliability_data: Raters x units, NaN for missing.
         clusters: Cluster (user) of each unit.
         level: Level of measurement.
-        n_resamples: Bootstrap resamples.
-        seed: Resampling seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
         ci_level: Confidence level.
     """
     data = np.asarray(reliability_data, dtype=float)
     point = krippendorff_alpha(data, level)
     values = np.unique(data[~np.isnan(data)])
-    o_units = unit_coincidences(data, values)
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), len(values), len(values)))
-    np.add.at(per, idx, o_units)
-    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    return bootstrap_estimate(point, alpha_from_coincidences(boot, values, level), len(ids), ci_level)
+
+    def alpha(o: FloatArray) -> FloatArray:
+        return alpha_from_coincidences(o, values, level)
+
+    _, theta = leave_one_out(alpha, alpha_user_coincidences(data, clusters, values))
+    # The point is the package's (the reference implementation); the leave-outs are the same formula on sums.
+    return interval_from_leave_outs(point, theta, ci_level)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 from sklearn.metrics import cohen_kappa_score, f1_score, precision_score, recall_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
@@ -190,7 +191,7 @@ def test_default_ci_is_95_percent_against_a_sklearn_bootstrap_loop() -> None:
     assert est["kappa"].n_clusters == 30 and est["kappa"].n_undefined == 0
 
 
-def test_fleiss_and_alpha_cis_are_95_percent_against_the_reference_packages() -> None:
+def test_fleiss_and_alpha_cis_are_the_jackknife_t_of_the_reference_packages() -> None:
     import krippendorff
 
     rng = np.random.default_rng(9)
@@ -198,15 +199,19 @@ def test_fleiss_and_alpha_cis_are_95_percent_against_the_reference_packages() ->
     ratings = np.stack([np.where(rng.random(120) < 0.8, truth, 1 - truth) for _ in range(3)], axis=1)  # items x 3
     users = np.arange(120) // 8  # 15 users
     counts = np.column_stack([(ratings == v).sum(axis=1) for v in (0, 1)])
-    fleiss = ag.fleiss_kappa_ci(counts, users, n_resamples=150, seed=4)
-    alpha = ag.krippendorff_alpha_ci(ratings.T.astype(float), users, "nominal", n_resamples=150, seed=4)
-    fl, al = [], []
-    for w in _weighted_resamples(users, 15, 150, 4):
-        rows = np.repeat(np.arange(120), w.astype(int))  # a drawn user's items, once per draw
-        fl.append(sm_fleiss_kappa(counts[rows]))
-        al.append(krippendorff.alpha(reliability_data=ratings[rows].T.astype(float), level_of_measurement="nominal"))
-    assert fleiss.ci == pytest.approx(tuple(np.quantile(fl, [0.025, 0.975])))
-    assert alpha.ci == pytest.approx(tuple(np.quantile(al, [0.025, 0.975])))
+    fleiss = ag.fleiss_kappa_ci(counts, users)
+    alpha = ag.krippendorff_alpha_ci(ratings.T.astype(float), users, "nominal")
+    # The one CI rule recomputed with the reference packages: each figure without one user, then a jackknife-t.
+    fl = [sm_fleiss_kappa(counts[users != u]) for u in range(15)]
+    al = [krippendorff.alpha(reliability_data=ratings[users != u].T.astype(float), level_of_measurement="nominal")
+          for u in range(15)]
+    t = scipy.stats.t.ppf(0.975, 14)
+    for est, leave, point in ((fleiss, fl, sm_fleiss_kappa(counts)),
+                              (alpha, al, krippendorff.alpha(reliability_data=ratings.T.astype(float),
+                                                             level_of_measurement="nominal"))):
+        half = t * np.sqrt(14 / 15 * np.sum((np.array(leave) - np.mean(leave)) ** 2))
+        assert est.value == pytest.approx(point)
+        assert est.ci == pytest.approx((point - half, point + half))
 
 
 def test_too_few_users_for_a_ci_is_said_with_the_user_count() -> None:
