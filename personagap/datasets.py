@@ -53,11 +53,18 @@ _ITEM_KINDS_SQL = f"""
     FROM items GROUP BY ALL
 """
 
-SCALE_LABELS_SQL = f"""
+
+
+def _scale_labels_sql(source: str) -> str:
+    # ``source``: the labels to look through (a CTE of some of them); the human-labelled test reads them all.
+    return f"""
     SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
-    FROM labels l JOIN items i USING (item_id)
+    FROM {source} l JOIN items i USING (item_id)
     WHERE l.label IS NOT NULL AND {human_labelled_sql("l")}
 """
+
+
+SCALE_LABELS_SQL = _scale_labels_sql("labels")
 """Every distinct label per (stage, dataset, rater kind, condition) on human-labelled items: what the
 category rule (:func:`~personagap.analysis.comparable.categories_for`) reads."""
 
@@ -106,6 +113,27 @@ def build_records(items: pd.DataFrame, scale_labels: pd.DataFrame, meta: dict[st
     Returns:
         (stage, dataset) -> record, sorted by stage then dataset.
     """
+    stored, kinds = _stored(meta), _item_kinds(items)
+    out: dict[tuple[str, str], DatasetRecord] = {}
+    for pair in sorted(set(kinds) | set(stored)):
+        stage, dataset = pair
+        if stage not in get_args(Stage):
+            continue
+        said = stored.get(pair, {})
+        item_kind = _item_kind(pair, said, kinds)
+        rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == dataset)]
+        scale = _scale(item_kind, said.get("scale") == "ordinal", [str(c) for c in said.get("categories") or []],
+                       rows)
+        synthetic = meta.get(f"origin:{dataset}") == "synthetic"  # anything else, or nothing said, is real data
+        out[pair] = DatasetRecord(stage=cast(Stage, stage), dataset=dataset, item_kind=item_kind, scale=scale,
+                                 question=str(said.get("question") or default_question(stage, item_kind)),
+                                 origin="synthetic" if synthetic else "real",
+                                 declared=bool(said) and not said.get("legacy"))
+    return out
+
+
+def _stored(meta: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(stage, dataset) -> what the store says of it: its stored record, else its legacy labels entry."""
     stored: dict[tuple[str, str], dict[str, Any]] = {}
     for key, value in meta.items():
         if key.startswith(RECORD_PREFIX):
@@ -118,30 +146,38 @@ def build_records(items: pd.DataFrame, scale_labels: pd.DataFrame, meta: dict[st
             # No scale said means nominal: the record's scale reads "ordinal" or else nominal (below).
             stored.setdefault((stage, dataset), {"scale": spec.get("scale"),
                                                  "categories": spec.get("categories") or [], "legacy": True})
+    return stored
+
+
+def _item_kinds(items: pd.DataFrame) -> dict[tuple[str, str], str]:
     kinds: dict[tuple[str, str], str] = {}
     for (stage, dataset), rows in items.groupby(["stage", "dataset"]):
         kinds[(str(stage), str(dataset))] = str(rows.sort_values(["n", "item_kind"], ascending=[False, True])
                                                  .iloc[0]["item_kind"])
-    out: dict[tuple[str, str], DatasetRecord] = {}
-    for pair in sorted(set(kinds) | set(stored)):
-        stage, dataset = pair
-        if stage not in get_args(Stage):
-            continue
-        said = stored.get(pair, {})
-        item_kind = cast(ItemKind, said.get("item_kind") or kinds.get(pair) or _stage_item_kind(stage))
-        rows = scale_labels[(scale_labels["stage"] == stage) & (scale_labels["dataset"] == dataset)]
-        scale = _scale(item_kind, said.get("scale") == "ordinal", [str(c) for c in said.get("categories") or []],
-                       rows)
-        synthetic = meta.get(f"origin:{dataset}") == "synthetic"  # anything else, or nothing said, is real data
-        out[pair] = DatasetRecord(stage=cast(Stage, stage), dataset=dataset, item_kind=item_kind, scale=scale,
-                                 question=str(said.get("question") or default_question(stage, item_kind)),
-                                 origin="synthetic" if synthetic else "real",
-                                 declared=bool(said) and not said.get("legacy"))
-    return out
+    return kinds
+
+
+def _item_kind(pair: tuple[str, str], said: dict[str, Any], kinds: dict[tuple[str, str], str]) -> ItemKind:
+    return cast(ItemKind, said.get("item_kind") or kinds.get(pair) or _stage_item_kind(pair[0]))
 
 
 def _stage_item_kind(stage: str) -> str:
     return {"extraction": "verification", "relevance": "relevance"}.get(stage, "single")
+
+
+def _settled_labels(item_kind: str, said: dict[str, Any]) -> frozenset[str] | None:
+    """Labels whose presence cannot change the scale :func:`_scale` gives this dataset (None: no label can).
+
+    :func:`_scale` unions the labels found with a set it is given (A/B/tie for pairs, the declared categories of a
+    nominal scale), or reads no label (a declared ordinal scale): a label inside that set adds nothing, so the
+    reader need not look for it. An empty set: every label found counts (nothing declared).
+    """
+    declared = frozenset(str(c) for c in said.get("categories") or [])
+    if item_kind == "pairwise":
+        return frozenset(PAIRWISE_LABELS)
+    if said.get("scale") == "ordinal":
+        return None if declared else frozenset()
+    return declared
 
 
 def _scale(item_kind: str, ordinal: bool, declared: list[str], rows: pd.DataFrame) -> DatasetScale:
@@ -174,15 +210,34 @@ def _is_number(text: str) -> bool:
 def dataset_records(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetRecord]:
     """Every stored dataset's record, (stage, dataset) -> :class:`~personagap.records.DatasetRecord`.
 
+    Labels are read only where they can change a scale (:func:`_settled_labels`): a dataset whose record declares
+    its categories costs a scan of the labels column for labels outside them, not a join of every label with its
+    item (seconds at 10^7 labels). The records are those of :func:`build_records` over all of
+    :data:`SCALE_LABELS_SQL`.
+
     Args:
         con: An open store connection (read-only is fine).
     """
     items = con.execute(_ITEM_KINDS_SQL).df()
-    scale_labels = con.execute(SCALE_LABELS_SQL).df()
-    meta = dict(con.execute(
+    meta = {str(k): str(v) for k, v in con.execute(
         "SELECT key, value FROM meta WHERE key LIKE 'dataset:%' OR key LIKE 'labels:%' OR key LIKE 'origin:%'"
-    ).fetchall())
-    return build_records(items, scale_labels, {str(k): str(v) for k, v in meta.items()})
+    ).fetchall()}
+    stored, kinds = _stored(meta), _item_kinds(items)
+    groups: dict[frozenset[str], set[tuple[str, str]]] = {}
+    for pair in set(kinds) | set(stored):
+        settled = _settled_labels(_item_kind(pair, stored.get(pair, {}), kinds), stored.get(pair, {}))
+        if settled is not None:
+            groups.setdefault(settled, set()).add(pair)
+    parts = [pd.DataFrame(columns=["stage", "dataset", "rater_kind", "condition", "label"])]
+    for settled, pairs in groups.items():
+        # The label filter reads the labels table alone, so DuckDB applies it before any join.
+        rows = con.execute(f"""
+            WITH unsettled AS (SELECT * FROM labels WHERE NOT list_contains($settled, label))
+            SELECT * FROM ({_scale_labels_sql("unsettled")})
+            WHERE list_contains($datasets, dataset)
+        """, {"settled": sorted(settled), "datasets": sorted({d for _, d in pairs})}).df()
+        parts.append(rows[[(st, ds) in pairs for st, ds in zip(rows["stage"], rows["dataset"], strict=True)]])
+    return build_records(items, pd.concat(parts, ignore_index=True), meta)
 
 
 def dataset_record(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> DatasetRecord | None:
