@@ -1,0 +1,472 @@
+"""The pipeline view: which stage of a personalisation pipeline fails, by human verdict, and what judges would say.
+
+Per stage and per system (extractor, selector, generator), the share of that stage's outputs humans judge failed:
+
+* stage 1 — ``rejected_attributes``: extracted attributes whose human reference is ``bad`` (``unsure`` apart);
+* stage 2 — per selector (every LLM relevance labeller used as a selector, every pipeline's own ``system``
+  selection): ``irrelevant_selected`` (1 − precision), ``missed_relevant`` (1 − recall), ``over_selection``
+  (selected / human-relevant);
+* stage 3 — per generator and input condition: ``no_better_than_generic`` and ``worse_than_generic``
+  (``human`` null where no human verdict exists).
+
+Beside each human figure, every judge's rate (naive: over every output it labelled) and the rate corrected by the
+judge's sensitivity and specificity against humans (Rogan–Gladen, :func:`personagap.analysis.estimates.rogan_gladen`;
+at stage 2 within the selected and the left-out attributes apart). Every figure is a smooth function of per-user
+additive counts, and every interval is user-clustered (:func:`interval`, the project's one CI rule).
+
+"Which stage fails most" compares a fixed headline per stage, chosen before looking at the figures (never the
+worst system): stage 1 every extractor's attributes, stage 2 the pipelines' own selections (every LLM selector
+when no pipeline's selection is stored), stage 3 the answers written from the pipeline's input (``pipeline`` or
+unrecorded condition); stages are compared by a CI of the difference, paired over the users they share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, Field
+
+from personagap.analysis.agreement import (
+    MIN_USERS_FOR_CI,
+    Estimate,
+    FloatArray,
+    Stat,
+    _div,
+    ci_list,
+    cluster_estimate,
+    json_safe,
+)
+from personagap.analysis.comparable import SYSTEM_KINDS, judge_display
+from personagap.analysis.estimates import rogan_gladen
+from personagap.analysis.pipeline_sql import cascade_items, stage1_counts, stage2_counts, stage3_counts
+
+STAGE_OF = {"extraction": 1, "relevance": 2, "response": 3}
+HEADLINE = {1: "rejected_attributes", 2: "irrelevant_selected", 3: "no_better_than_generic"}
+"""The failure share each stage is compared on."""
+STAGE_NAMES = {1: "attribute extraction", 2: "relevance selection", 3: "personalised response"}
+TARGET_HALFWIDTH = 0.1
+"""The half-width a missing human verdict's line sizes its labelling for."""
+_JUDGE_COLS = ["j_n", "j_pos", "tp", "fn", "fp", "tn"]
+
+
+def interval(stat: Stat, per_user: FloatArray, *, level: float = 0.95) -> Estimate:
+    """The user-clustered estimate of ``stat`` of per-user additive counts ``(U, k)``: the project's one CI rule.
+
+    :func:`personagap.analysis.agreement.cluster_estimate` (no interval below its minimum number of users).
+    """
+    return cluster_estimate(stat, per_user, level=level)
+
+
+def share(num: int, den: int) -> Stat:
+    """Column ``num`` over column ``den`` of the totals."""
+    return lambda t: _div(t[..., num], t[..., den])
+
+
+def corrected_rate(t: FloatArray, at: int = 0) -> FloatArray:
+    """Rogan–Gladen rate from the six judge counts starting at column ``at`` (``j_n, j_pos, tp, fn, fp, tn``)."""
+    j_n, j_pos, tp, fn, fp, tn = (t[..., at + k] for k in range(6))
+    return rogan_gladen(_div(j_pos, j_n), _div(tp, tp + fn), _div(tn, tn + fp))
+
+
+def difference(first: Stat, second: Stat, width: int) -> Stat:
+    """``first`` of the first ``width`` columns minus ``second`` of the rest (two figures over shared users)."""
+    return lambda t: first(t[..., :width]) - second(t[..., width:])
+
+
+class JudgeRate(BaseModel):
+    """One judge's view of a pipeline row: its own rate and the rate corrected by its errors against humans."""
+
+    judge: str
+    naive: float | None = Field(description="The judge's rate over every output of the row it labelled.")
+    corrected: float | None = Field(description="Rogan–Gladen corrected by the judge's sensitivity and specificity "
+                                                "against humans; null without human verdicts.")
+    corrected_ci: list[float | None]
+    n_items: int = Field(description="Outputs of the row the judge labelled.")
+
+
+class PipelineRow(BaseModel):
+    """The share of one stage's outputs humans judge failed, for one system (and input condition)."""
+
+    stage: int
+    dataset: str
+    system: str | None = Field(description="Extractor, selector or generator; null where the data does not say.")
+    input_condition: str | None = Field(description="Stage 3: pipeline | oracle | none; null elsewhere or unknown.")
+    quantity: str
+    human: float | None = Field(description="By the blind human reference; null where no human verdict exists.")
+    human_ci: list[float | None]
+    n_items: int = Field(description="Outputs of the system in this row.")
+    n_human: int = Field(description="Of them, with a human verdict (the denominator's items).")
+    n_users: int
+    judges: list[JudgeRate] = Field(default_factory=list)
+    unsure: float | None = Field(default=None, description="Stage 1: share of verdicts 'unsure' (reported apart).")
+    unsure_ci: list[float | None] | None = None
+
+
+class Comparison(BaseModel):
+    """The difference of two stages' headline failure shares, paired over the users they share."""
+
+    first: int
+    second: int
+    difference: float | None
+    ci: list[float | None]
+    n_users: int
+    shared_users: int
+
+
+class Upstream(BaseModel):
+    """Stage 3 with the pipeline's input minus with oracle (human-selected) input: the part upstream causes."""
+
+    dataset: str
+    system: str | None
+    quantity: str
+    human: float | None
+    human_ci: list[float | None]
+    n_users: int
+    judges: list[dict[str, Any]] = Field(default_factory=list, description="Per judge: its naive difference.")
+
+
+class Cascade(BaseModel):
+    """Answers written from attributes humans rejected (stage 1) or judged irrelevant for the prompt (stage 2)."""
+
+    dataset: str
+    system: str | None
+    input_condition: str | None
+    n_linked: int = Field(description="Answers that record the attributes they used.")
+    n_flagged: int = Field(description="Over-personalised: at least one used attribute is an upstream error.")
+    n_rejected: int
+    n_irrelevant: int
+    n_failures: int = Field(description="Linked answers humans judge no better than generic.")
+    n_failures_traced: int = Field(description="Of those, flagged: traced to an upstream error.")
+
+
+class PipelineView(BaseModel):
+    """Everything ``diagnose`` and the Overview say about which stage of the pipeline fails."""
+
+    rows: list[PipelineRow]
+    verdict: str
+    worst_stage: int | None
+    comparisons: list[Comparison]
+    upstream: list[Upstream]
+    cascade: list[Cascade]
+    flagged: list[dict[str, Any]] = Field(description="Over-personalised answers: item id and upstream errors.")
+    missing: list[str] = Field(description="One line per row without a human verdict: what labelling would tell.")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``diagnose --json``: NaN as null."""
+        return {"pipeline": json_safe([r.model_dump() for r in self.rows]), "pipeline_verdict": self.verdict,
+                "pipeline_worst_stage": self.worst_stage,
+                "pipeline_comparisons": json_safe([c.model_dump() for c in self.comparisons]),
+                "pipeline_upstream": json_safe([u.model_dump() for u in self.upstream]),
+                "pipeline_cascade": {"summary": json_safe([c.model_dump() for c in self.cascade]),
+                                     "flagged": self.flagged}}
+
+
+@dataclass
+class _Cell:
+    """One human row's per-user counts of its failure share (numerator, denominator), kept for the verdict."""
+
+    row: PipelineRow
+    per_user: pd.DataFrame  # index user_id, columns num, den
+    system_kind: str | None = None
+
+
+def _ci(est: Estimate | None) -> list[float | None]:
+    # NaN bounds (no interval: too few users, an undefined figure) are null, in the model as in JSON.
+    return [None, None] if est is None else [_num(b) for b in ci_list(est)]
+
+
+def _opt(v: Any) -> str | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def _num(v: float) -> float | None:
+    return None if math.isnan(v) else float(v)
+
+
+def _users(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return frame.groupby("user_id", sort=True)[cols].sum().astype(float)
+
+
+def _estimate(stat: Stat, per_user: pd.DataFrame) -> Estimate:
+    return interval(stat, per_user.to_numpy(dtype=float))
+
+
+def _judges(judges: pd.DataFrame, keys: dict[str, Any], naive: Stat, corrected: Stat,
+            cols: list[str]) -> list[JudgeRate]:
+    """Per judge of a row: naive and corrected rates from its per-user counts ``cols``."""
+    mask = np.ones(len(judges), dtype=bool)
+    for k, v in keys.items():
+        mask &= (judges[k].isna() if v is None else judges[k] == v).to_numpy()
+    out = []
+    for (rater, condition), rows in judges[mask].groupby(["rater", "condition"], sort=True):
+        per_user = _users(rows, cols)
+        totals = per_user.to_numpy().sum(axis=0)
+        has_ref = per_user.filter(regex="^(tp|fn|fp|tn)").to_numpy().sum() > 0
+        est = _estimate(corrected, per_user) if has_ref else None
+        out.append(JudgeRate(judge=judge_display(str(rater), str(condition)), naive=_num(float(naive(totals))),
+                             corrected=_num(est.value) if est else None,
+                             corrected_ci=_ci(est),
+                             n_items=int(per_user.filter(regex="^j_n").to_numpy().sum())))
+    return out
+
+
+def _row(stage: int, keys: dict[str, Any], quantity: str, per_user: pd.DataFrame, stat: Stat, *, n_items: int,
+         n_human: int, judges: list[JudgeRate]) -> PipelineRow:
+    est = _estimate(stat, per_user) if n_human else None
+    return PipelineRow(stage=stage, dataset=str(keys["dataset"]), system=_opt(keys.get("system")),
+                       input_condition=_opt(keys.get("input_condition")), quantity=quantity,
+                       human=_num(est.value) if est else None, human_ci=_ci(est),
+                       n_items=n_items, n_human=n_human, n_users=len(per_user), judges=judges)
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[dict[str, Any], pd.DataFrame]]:
+    for values, rows in frame.groupby(keys, sort=True, dropna=False):
+        yield {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in zip(keys, values, strict=True)}, \
+            rows
+
+
+def _stage1(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
+    human, judges = stage1_counts(con)
+    cells = []
+    for keys, rows in _groups(human, ["dataset", "system"]):
+        pu = _users(rows, ["pos", "n_ref", "unsure", "n_items"])
+        n_ref = int(pu["n_ref"].sum())
+        if not n_ref:
+            continue
+        js = _judges(judges, keys, share(1, 0), corrected_rate, _JUDGE_COLS)
+        row = _row(1, keys, "rejected_attributes", pu[["pos", "n_ref"]], share(0, 1), n_items=int(pu["n_items"].sum()),
+                   n_human=n_ref, judges=js)
+        unsure = _estimate(share(0, 1), pu[["unsure", "n_ref"]])
+        row.unsure, row.unsure_ci = _num(unsure.value), _ci(unsure)
+        cells.append(_Cell(row, pu[["pos", "n_ref"]].set_axis(["num", "den"], axis=1)))
+    return cells
+
+
+_G1, _G0 = 0, 6  # column offsets of the selected / left-out groups' judge counts
+
+
+def _s2_naive(quantity: str) -> Stat:
+    def stat(t: FloatArray) -> FloatArray:
+        n1, y1, y0 = t[..., _G1], t[..., _G1 + 1], t[..., _G0 + 1]  # j_n and j_pos ("relevant") per group
+        return {"irrelevant_selected": 1.0 - _div(y1, n1), "missed_relevant": _div(y0, y1 + y0),
+                "over_selection": _div(n1, y1 + y0)}[quantity]
+    return stat
+
+
+def _s2_corrected(quantity: str) -> Stat:
+    # Relevant shares among the selected (p1) and the left-out (p0) attributes, each corrected by the judge's own
+    # sensitivity and specificity in that group; the human-relevant count is p1 n1 + p0 n0.
+    def stat(t: FloatArray) -> FloatArray:
+        p1, p0, n1, n0 = corrected_rate(t, _G1), corrected_rate(t, _G0), t[..., _G1], t[..., _G0]
+        relevant = p1 * n1 + p0 * n0
+        return {"irrelevant_selected": 1.0 - p1, "missed_relevant": _div(p0 * n0, relevant),
+                "over_selection": _div(n1, relevant)}[quantity]
+    return stat
+
+
+_S2 = {  # quantity -> (numerator columns, denominator columns) of the selector's counts against humans
+    "irrelevant_selected": (["fp"], ["tp", "fp"]),
+    "missed_relevant": (["fn"], ["tp", "fn"]),
+    "over_selection": (["tp", "fp"], ["tp", "fn"]),
+}
+
+
+def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
+    sel, judges = stage2_counts(con)
+    cols = [f"{c}_g1" for c in _JUDGE_COLS] + [f"{c}_g0" for c in _JUDGE_COLS]
+    cells = []
+    for keys, rows in _groups(sel, ["dataset", "system", "system_kind"]):
+        pu = _users(rows, ["tp", "fp", "fn", "tn", "n_items"])
+        if not pu[["tp", "fp", "fn", "tn"]].to_numpy().sum():
+            continue
+        kind = keys.pop("system_kind")
+        for quantity, (num, den) in _S2.items():
+            frac = pd.DataFrame({"num": pu[num].sum(axis=1), "den": pu[den].sum(axis=1)})
+            js = _judges(judges, keys, _s2_naive(quantity), _s2_corrected(quantity), cols)
+            row = _row(2, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
+                       n_human=int(pu[["tp", "fp", "fn", "tn"]].to_numpy().sum()), judges=js)
+            cells.append(_Cell(row, frac, str(kind)))
+    return cells
+
+
+def _stage3(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
+    human, judges = stage3_counts(con)
+    cells = []
+    for keys, rows in _groups(human, ["dataset", "system", "input_condition"]):
+        pu = _users(rows, ["no_better", "worse", "n_ref", "n_items"])
+        for quantity, col, suffix in (("no_better_than_generic", "no_better", "_nb"), ("worse_than_generic", "worse",
+                                                                                       "_w")):
+            cols = [c + suffix for c in _JUDGE_COLS]
+            js = _judges(judges, keys, share(1, 0), corrected_rate, cols)
+            frac = pu[[col, "n_ref"]].set_axis(["num", "den"], axis=1)
+            row = _row(3, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
+                       n_human=int(pu["n_ref"].sum()), judges=js)
+            cells.append(_Cell(row, frac))
+    return cells
+
+
+def labels_needed(halfwidth: float = TARGET_HALFWIDTH, level: float = 0.95) -> int:
+    """Human verdicts for a share's CI of half-width ``halfwidth`` at worst (share 0.5, one verdict per user).
+
+    ``n = z² · 0.25 / h²``, rounded up: the normal interval of a proportion, at the share where it is widest.
+    """
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    return math.ceil(z * z * 0.25 / (halfwidth * halfwidth))
+
+
+def _headline(cells: list[_Cell], stage: int) -> pd.DataFrame | None:
+    """The stage's headline failure share's per-user counts (num, den), pooled as the module docstring says."""
+    mine = [c for c in cells if c.row.stage == stage and c.row.quantity == HEADLINE[stage] and c.row.n_human]
+    if stage == 2 and any(c.system_kind in SYSTEM_KINDS for c in mine):
+        mine = [c for c in mine if c.system_kind in SYSTEM_KINDS]
+    if stage == 3:
+        mine = [c for c in mine if c.row.input_condition not in ("oracle", "none")]
+    if not mine:
+        return None
+    return pd.concat([c.per_user for c in mine]).groupby(level=0).sum()
+
+
+def _compare(a: pd.DataFrame, b: pd.DataFrame, first: int, second: int) -> Comparison:
+    both = pd.concat([a, b.add_suffix("_b")], axis=1).fillna(0.0)
+    est = _estimate(difference(share(0, 1), share(0, 1), 2), both[["num", "den", "num_b", "den_b"]])
+    return Comparison(first=first, second=second, difference=_num(est.value), ci=_ci(est), n_users=len(both),
+                      shared_users=len(a.index.intersection(b.index)))
+
+
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.0f}%"
+
+
+def _ci_pct(ci: list[float | None]) -> str:
+    lo, hi = ci
+    return "(no CI)" if lo is None or hi is None or math.isnan(lo) or math.isnan(hi) else \
+        f"[{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def _verdict(cells: list[_Cell]) -> tuple[str, int | None, list[Comparison]]:
+    heads = {s: h for s in (1, 2, 3) if (h := _headline(cells, s)) is not None}
+    quiet = [f"stage {s} ({STAGE_NAMES[s]})" for s in (1, 2, 3) if s not in heads]
+    rates = {s: (h["num"].sum() / h["den"].sum()) for s, h in heads.items()}
+    if not heads:
+        return "No stage has a human verdict yet: nothing says which stage fails.", None, []
+    if len(heads) == 1:
+        (s, h), = heads.items()
+        est = _estimate(share(0, 1), h)
+        return (f"Only stage {s} ({STAGE_NAMES[s]}) has a human verdict: {_pct(est.value)} of its outputs fail "
+                f"{_ci_pct(_ci(est))}, {len(h)} users. Cannot tell which stage fails most: no human verdict on "
+                f"{' or '.join(quiet)}."), None, []
+    comps = [_compare(heads[a], heads[b], a, b) for a in heads for b in heads if a < b]
+
+    def beats(s: int, c: Comparison) -> bool:
+        lo, hi = c.ci
+        if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+            return False
+        return lo > 0 if c.first == s else hi < 0
+
+    worst = next((s for s in heads if all(beats(s, c) for c in comps if s in (c.first, c.second))), None)
+    shares = "; ".join(f"stage {s} {_pct(r)}" for s, r in rates.items())
+    absent = f" No human verdict on {' or '.join(quiet)}." if quiet else ""
+    if worst is None:
+        open_ = [c for c in comps if not (beats(c.first, c) or beats(c.second, c))]
+        if all(c.ci[0] is None or math.isnan(c.ci[0]) for c in open_):
+            users = min(c.n_users for c in open_)
+            return (f"Cannot tell which stage fails most by human verdict ({shares}): too few users for a CI of "
+                    f"their differences ({users} users; {MIN_USERS_FOR_CI} needed).{absent}"), None, comps
+        why = "; ".join(f"stage {c.first} − stage {c.second} = {_signed(c.difference)} {_ci_pct(c.ci)}"
+                        for c in open_)
+        return (f"Cannot tell which stage fails most by human verdict ({shares}): {why}: "
+                f"{'each CI includes' if len(open_) > 1 else 'the CI includes'} 0. More human verdicts on these "
+                f"stages would tell.{absent}"), None, comps
+    others = [c for c in comps if worst in (c.first, c.second)]
+    diffs = "; ".join(f"vs stage {c.second if c.first == worst else c.first}: "
+                      f"{_signed(c.difference if c.first == worst else -(c.difference or 0.0))} "
+                      f"{_ci_pct(c.ci if c.first == worst else [-(c.ci[1] or 0.0), -(c.ci[0] or 0.0)])}, "
+                      f"{c.shared_users} users shared" for c in others)
+    return (f"Stage {worst} ({STAGE_NAMES[worst]}) fails most by human verdict: {_pct(rates[worst])} of its outputs "
+            f"fail ({shares}; {diffs}).{absent}"), worst, comps
+
+
+def _signed(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:+.0f} pts"
+
+
+def _upstream(cells: list[_Cell]) -> list[Upstream]:
+    out = []
+    rows = {(c.row.dataset, c.row.system, c.row.input_condition, c.row.quantity): c for c in cells
+            if c.row.stage == 3}
+    for (ds, system, cond, quantity), pipe in sorted(rows.items(), key=lambda kv: str(kv[0])):
+        oracle = rows.get((ds, system, "oracle", quantity))
+        if cond != "pipeline" or oracle is None:
+            continue
+        human = None
+        if pipe.row.n_human and oracle.row.n_human:
+            both = pd.concat([pipe.per_user, oracle.per_user.add_suffix("_b")], axis=1).fillna(0.0)
+            human = _estimate(difference(share(0, 1), share(0, 1), 2), both)
+        judge = {j.judge: j.naive for j in pipe.row.judges}
+        diffs = [{"judge": j.judge, "naive_difference": (judge[j.judge] - j.naive)
+                  if judge.get(j.judge) is not None and j.naive is not None else None}
+                 for j in oracle.row.judges if j.judge in judge]
+        users = pipe.per_user.index.union(oracle.per_user.index)
+        out.append(Upstream(dataset=ds, system=system, quantity=quantity, human=_num(human.value) if human else None,
+                            human_ci=_ci(human), n_users=len(users), judges=diffs))
+    return out
+
+
+def _cascade(con: duckdb.DuckDBPyConnection) -> tuple[list[Cascade], list[dict[str, Any]]]:
+    items = cascade_items(con)
+    if items.empty:
+        return [], []
+    items["flagged"] = items["rejected"].map(len).gt(0) | items["irrelevant"].map(len).gt(0)
+    items["failure"] = items["human"].notna() & (items["human"] != items["pers"])
+    out = []
+    for keys, rows in _groups(items, ["dataset", "system", "input_condition"]):
+        out.append(Cascade(dataset=str(keys["dataset"]), system=_opt(keys["system"]),
+                           input_condition=_opt(keys["input_condition"]), n_linked=len(rows),
+                           n_flagged=int(rows["flagged"].sum()), n_rejected=int(rows["rejected"].map(len).gt(0).sum()),
+                           n_irrelevant=int(rows["irrelevant"].map(len).gt(0).sum()),
+                           n_failures=int(rows["failure"].sum()),
+                           n_failures_traced=int((rows["failure"] & rows["flagged"]).sum())))
+    flagged = [{"item_id": str(r.item_id), "dataset": str(r.dataset), "system": _opt(r.system),
+                "input_condition": _opt(r.input_condition), "user_id": str(r.user_id),
+                "rejected": [str(a) for a in r.rejected], "irrelevant": [str(a) for a in r.irrelevant]}
+               for r in items[items["flagged"]].itertuples()]
+    return out, flagged
+
+
+def _missing(rows: list[PipelineRow]) -> list[str]:
+    k = labels_needed()
+    return [f"{r.dataset} · {r.system or 'unnamed'} · {r.input_condition or 'input not recorded'}: no human verdict "
+            f"on these {r.n_items:,} answers: label {min(k, r.n_items):,} pairs on the Annotate page for a "
+            f"±{TARGET_HALFWIDTH:g} estimate"
+            for r in rows if r.human is None and r.quantity == HEADLINE[r.stage]]
+
+
+def pipeline_view(con: duckdb.DuckDBPyConnection) -> PipelineView:
+    """The pipeline view of a store: rows per stage and system, the verdict, oracle differences and the cascade.
+
+    Args:
+        con: An open store connection (read-only is enough).
+    """
+    cells = _stage1(con) + _stage2(con) + _stage3(con)
+    verdict, worst, comps = _verdict(cells)
+    rows = [c.row for c in cells]
+    cascade, flagged = _cascade(con)
+    return PipelineView(rows=rows, verdict=verdict, worst_stage=worst, comparisons=comps,
+                        upstream=_upstream(cells), cascade=cascade, flagged=flagged,
+                        missing=_missing(rows))
+
+
+def pipeline_db(db: str | Path) -> PipelineView:
+    """:func:`pipeline_view` of a database file, opened read-only."""
+    from personagap.store import opened
+
+    with opened(db, read_only=True) as con:
+        return pipeline_view(con)

@@ -1,0 +1,238 @@
+"""The pipeline view's reads: per-(dataset, system, condition, user) counts that DuckDB builds from the store.
+
+Nothing here reads one row per label into Python: every query groups by user (and by system, judge and input
+condition), so the result is small at 10^7 labels. Which labels count is :mod:`personagap.analysis.comparable`'s
+rule: the one blind human reference (:func:`~personagap.analysis.comparable.reference_sql`), comparable judges
+(:func:`~personagap.analysis.comparable.comparable_judge_sql`) and a pipeline's own outputs (``SYSTEM_KINDS``).
+
+Linked data (issue 22's contract, stored in ``items.payload``): ``attribute_id`` on stage-1 and stage-2 items,
+``attributes_used`` (attribute ids), ``input_condition`` (``pipeline`` | ``oracle`` | ``none``), ``system`` and
+``prompt_id`` (``<user_id>_<prompt_index>``) on stage-3 items.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import duckdb
+import pandas as pd
+
+from personagap.analysis.comparable import JUDGE_KINDS, SYSTEM_KINDS, comparable_judge_sql, reference_sql
+from personagap.analysis.extraction import VERDICTS
+from personagap.stages.response_records import GVP_KIND, REVERSED
+
+REJECTED = "bad"
+"""The stage-1 verdict that rejects an extracted attribute."""
+UNSURE = "unsure"
+"""The stage-1 verdict reported apart from rejections."""
+SELECTED = "yes"
+"""A selector's (and the human reference's) label for a relevant / selected attribute at stage 2."""
+
+_REF = reference_sql("blind", "l")
+_JUDGE = comparable_judge_sql("j")
+_SELECTOR_KINDS = ("llm", *SYSTEM_KINDS)
+"""Stage-2 selectors: every LLM relevance labeller used as a selector, and every pipeline's own selection."""
+_VERDICTS = ", ".join(f"'{v}'" for v in VERDICTS)
+_KINDS = ", ".join(f"'{k}'" for k in _SELECTOR_KINDS)
+_NOT_REVERSED = f"NOT ends_with(j.condition, '{REVERSED}')"  # a reverse-order run is not a judge of its own
+
+
+def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
+    return cast(pd.DataFrame, con.sql(sql).to_arrow_table().to_pandas())
+
+
+def _system(alias: str) -> str:
+    # The producer of an item: its payload's system, else (Re-Centering's answers) the model that wrote it.
+    return (f"coalesce(json_extract_string({alias}.payload, '$.system'), "
+            f"json_extract_string({alias}.payload, '$.model_tag'))")
+
+
+_STAGE1 = f"""
+    units AS (
+        SELECT i.item_id, i.dataset, {_system('i')} AS system, i.user_id, r.human
+        FROM items i LEFT JOIN reference r USING (item_id)
+        WHERE i.stage = 'extraction'
+    ),
+    verified AS (SELECT dataset FROM units GROUP BY dataset HAVING bool_or(human IN ({_VERDICTS})))
+"""
+
+# A generic-vs-personalised pair: which canonical position holds the personalised answer (GVP items put the generic
+# answer in A and the personalised one in B, stages/response.py load_items); the other position is the generic one.
+_STAGE3 = f"""
+    pairs AS (
+        SELECT i.item_id, i.dataset, {_system('i')} AS system,
+               json_extract_string(i.payload, '$.input_condition') AS input_condition, i.user_id,
+               coalesce(json_extract_string(i.payload, '$.personalized'),
+                        CASE WHEN json_extract_string(i.payload, '$.kind') = '{GVP_KIND}' THEN 'B' END) AS pers
+        FROM items i
+        WHERE i.stage = 'response' AND (json_extract_string(i.payload, '$.kind') = '{GVP_KIND}'
+                                        OR json_extract_string(i.payload, '$.input_condition') IS NOT NULL)
+    ),
+    units AS (
+        SELECT p.*, CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic, r.human
+        FROM pairs p LEFT JOIN reference r USING (item_id) WHERE p.pers IN ('A', 'B')
+    )
+"""
+
+
+def stage1_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 1: per (dataset, extractor, user) extracted attributes, human verdicts, rejections and unsure ones.
+
+    Only datasets whose human reference uses the verification verdicts (ok / bad / unsure) are read.
+
+    Returns:
+        Human counts (``dataset``, ``system``, ``user_id``, ``n_items``, ``n_ref``, ``pos``, ``unsure``) and
+        judge counts (``dataset``, ``system``, ``rater``, ``condition``, ``user_id`` and the six counts of
+        :func:`judge_columns`: positive = a rejection).
+    """
+    human = _frame(con, f"""
+        WITH {_REF}, {_STAGE1}
+        SELECT dataset, system, user_id, count(*) AS n_items, count(human) FILTER (WHERE human IN ({_VERDICTS}))
+               AS n_ref, count(*) FILTER (WHERE human = '{REJECTED}') AS pos,
+               count(*) FILTER (WHERE human = '{UNSURE}') AS unsure
+        FROM units SEMI JOIN verified USING (dataset) GROUP BY ALL
+    """)
+    judges = _frame(con, f"""
+        WITH {_REF}, {_STAGE1}
+        SELECT u.dataset, u.system, j.rater, j.condition, u.user_id, {judge_columns(f"j.label = '{REJECTED}'",
+                                                                                    f"u.human = '{REJECTED}'")}
+        FROM units u SEMI JOIN verified USING (dataset) JOIN labels j USING (item_id)
+        WHERE {_JUDGE} AND j.label IS NOT NULL GROUP BY ALL
+    """)
+    return human, judges
+
+
+def judge_columns(judge_pos: str, human_pos: str, has_ref: str = "u.human IS NOT NULL", *, within: str = "TRUE",
+                  suffix: str = "") -> str:
+    """SQL select list of a judge's per-user counts for a corrected rate (static text of this module's predicates).
+
+    ``j_n`` items the judge labelled, ``j_pos`` of them positive; on items with a human verdict, ``tp``, ``fn``,
+    ``fp``, ``tn`` of the judge's positive against the human's. ``within`` restricts every count to a subgroup;
+    ``suffix`` is appended to every name (several quantities in one query).
+    """
+    cells = {"j_n": "TRUE", "j_pos": judge_pos,
+             "tp": f"{has_ref} AND {human_pos} AND {judge_pos}",
+             "fn": f"{has_ref} AND {human_pos} AND NOT ({judge_pos})",
+             "fp": f"{has_ref} AND NOT ({human_pos}) AND {judge_pos}",
+             "tn": f"{has_ref} AND NOT ({human_pos}) AND NOT ({judge_pos})"}
+    return ", ".join(f"count(*) FILTER (WHERE ({within}) AND {cond}) AS {name}{suffix}" for name, cond in cells.items())
+
+
+_STAGE2 = f"""
+    sel AS (
+        SELECT s.item_id, i.dataset, s.rater AS system, s.rater_kind AS system_kind, i.user_id, s.label = '{SELECTED}'
+               AS selected, r.human
+        FROM labels s JOIN items i USING (item_id) LEFT JOIN reference r USING (item_id)
+        WHERE i.stage = 'relevance' AND s.label IS NOT NULL AND s.rater_kind IN ({_KINDS})
+          AND (s.rater_kind NOT IN ({", ".join(f"'{k}'" for k in JUDGE_KINDS)}) OR s.condition = '')
+    )
+"""
+
+
+def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 2: per (dataset, selector, user) the selector's selection against the human relevance verdict.
+
+    A selector is an LLM relevance labeller (its standard-protocol labels) or a pipeline's own selection (a
+    ``system`` rater). Judges rate the selector's output: for every comparable judge other than the selector, its
+    "relevant" verdicts on the attributes the selector selected (``g1``) and on those it left out (``g0``).
+
+    Returns:
+        Selector counts (``dataset``, ``system``, ``system_kind``, ``user_id``, ``n_items``, ``tp``, ``fp``,
+        ``fn``, ``tn`` against the human reference) and judge counts (``dataset``, ``system``, ``rater``,
+        ``condition``, ``user_id``, then :func:`judge_columns` of "relevant" per group, suffixed ``_g1``/``_g0``).
+    """
+    sel = _frame(con, f"""
+        WITH {_REF}, {_STAGE2}
+        SELECT dataset, system, system_kind, user_id, count(*) AS n_items,
+               count(*) FILTER (WHERE selected AND human = 'yes') AS tp,
+               count(*) FILTER (WHERE selected AND human = 'no') AS fp,
+               count(*) FILTER (WHERE NOT selected AND human = 'yes') AS fn,
+               count(*) FILTER (WHERE NOT selected AND human = 'no') AS tn
+        FROM sel GROUP BY ALL
+    """)
+    relevant = (f"j.label = '{SELECTED}'", f"u.human = '{SELECTED}'", "u.human IN ('yes', 'no')")
+    selects = ", ".join(judge_columns(*relevant, within=flag, suffix=suffix)
+                        for flag, suffix in (("u.selected", "_g1"), ("NOT u.selected", "_g0")))
+    judges = _frame(con, f"""
+        WITH {_REF}, {_STAGE2}
+        SELECT u.dataset, u.system, j.rater, j.condition, u.user_id, {selects}
+        FROM sel u JOIN labels j USING (item_id)
+        WHERE {_JUDGE} AND j.label IS NOT NULL AND j.rater <> u.system GROUP BY ALL
+    """)
+    return sel, judges
+
+
+def stage3_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Stage 3: per (dataset, generator, input condition, user) personalised answers and human verdicts on them.
+
+    Returns:
+        Human counts (``dataset``, ``system``, ``input_condition``, ``user_id``, ``n_items``, ``n_ref``,
+        ``no_better``, ``worse``) and judge counts (``dataset``, ``system``, ``input_condition``, ``rater``,
+        ``condition``, ``user_id`` and :func:`judge_columns` for "no better" then for "worse", suffixed
+        ``_nb`` / ``_w``).
+    """
+    human = _frame(con, f"""
+        WITH {_REF}, {_STAGE3}
+        SELECT dataset, system, input_condition, user_id, count(*) AS n_items,
+               count(human) AS n_ref, count(*) FILTER (WHERE human <> pers) AS no_better,
+               count(*) FILTER (WHERE human = generic) AS worse
+        FROM units GROUP BY ALL
+    """)
+    cols = ", ".join([judge_columns("j.label <> u.pers", "u.human <> u.pers", suffix="_nb"),
+                      judge_columns("j.label = u.generic", "u.human = u.generic", suffix="_w")])
+    judges = _frame(con, f"""
+        WITH {_REF}, {_STAGE3}
+        SELECT u.dataset, u.system, u.input_condition, j.rater, j.condition, u.user_id, {cols}
+        FROM units u JOIN labels j USING (item_id)
+        WHERE {_JUDGE} AND {_NOT_REVERSED} AND j.label IS NOT NULL GROUP BY ALL
+    """)
+    return human, judges
+
+
+def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Stage-3 answers written from linked attributes, with the upstream errors among the attributes they used.
+
+    An attribute used by an answer is an upstream error when humans rejected it at stage 1 (the reference of a
+    stage-1 item with its ``attribute_id`` is ``bad``) or judged it irrelevant for this prompt at stage 2 (the
+    reference of the stage-2 item of the same user, prompt and ``attribute_id`` is ``no``).
+
+    Returns:
+        One row per linked answer: ``item_id``, ``dataset``, ``system``, ``input_condition``, ``user_id``,
+        ``n_used``, ``rejected`` and ``irrelevant`` (sorted lists of attribute ids), ``human`` (the answer's
+        reference verdict) and ``pers`` (the personalised answer's position).
+    """
+    return _frame(con, f"""
+        WITH {_REF}, {_STAGE3},
+        used AS (
+            SELECT i.item_id, i.user_id,
+                   coalesce(json_extract_string(i.payload, '$.prompt_id'), i.user_id || '_' || i.prompt_index)
+                   AS prompt_id,
+                   unnest(from_json(json_extract(i.payload, '$.attributes_used'), '["VARCHAR"]')) AS aid
+            FROM items i
+            WHERE i.stage = 'response' AND json_extract(i.payload, '$.attributes_used') IS NOT NULL
+        ),
+        s1 AS (
+            SELECT i.user_id, json_extract_string(i.payload, '$.attribute_id') AS aid
+            FROM items i JOIN reference r USING (item_id)
+            WHERE i.stage = 'extraction' AND r.human = '{REJECTED}' GROUP BY ALL
+        ),
+        s2 AS (
+            SELECT i.user_id, i.user_id || '_' || i.prompt_index AS prompt_id,
+                   json_extract_string(i.payload, '$.attribute_id') AS aid
+            FROM items i JOIN reference r USING (item_id)
+            WHERE i.stage = 'relevance' AND r.human = 'no' GROUP BY ALL
+        ),
+        traced AS (
+            SELECT u.item_id, count(DISTINCT u.aid) AS n_used,
+                   list_sort(list(DISTINCT u.aid) FILTER (WHERE s1.aid IS NOT NULL)) AS rejected,
+                   list_sort(list(DISTINCT u.aid) FILTER (WHERE s2.aid IS NOT NULL)) AS irrelevant
+            FROM used u
+            LEFT JOIN s1 ON s1.user_id = u.user_id AND s1.aid = u.aid
+            LEFT JOIN s2 ON s2.user_id = u.user_id AND s2.prompt_id = u.prompt_id AND s2.aid = u.aid
+            GROUP BY u.item_id
+        )
+        SELECT t.item_id, n.dataset, n.system, n.input_condition, n.user_id, t.n_used,
+               coalesce(t.rejected, []) AS rejected, coalesce(t.irrelevant, []) AS irrelevant, n.human, n.pers
+        FROM traced t JOIN units n USING (item_id)
+        ORDER BY t.item_id
+    """)
