@@ -11,6 +11,11 @@ Each file holds one LLM judge's run over PRISM conversations; every row carries
 * the judge's ``answer`` (+ ``certainty``; ``acc`` = answer == ground_truth), which may be
   unparseable (``[``, ``N``, ``T`` ...): such rows become recorded failures, never labels.
 
+The ``certainty`` is the judge's stated confidence on the scale its ``prompt`` asked for ("assigning a certainty
+level from 1 to 100"; the ``no_persona`` file asks "from 1 to 5"); files that asked for none hold ``NA``. It is
+stored in the label's meta as :mod:`personagap.confidence` says (``confidence`` + ``confidence_scale``); a certainty
+that does not parse, or lies outside the stated scale, is that field's recorded failure and the label stands.
+
 The file name says the protocol and the judge model, e.g.
 ``prism_all_features_with_tie_all_features_gpt-4o.jsonl`` = model ``gpt-4o``, full profile,
 ties allowed. Items are keyed by (question, asst_A, asst_B): the same pair shared by
@@ -21,10 +26,12 @@ per (judge model, protocol).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from personagap.confidence import UNSTATED, confidence_meta
 from personagap.datasets import record_meta
 from personagap.human_data import _jsonl
 from personagap.human_data._jsonl import (
@@ -48,6 +55,18 @@ HUMAN_RATER = "prism-participant"
 QUESTION = "Which of the two answers did this participant rate higher (or were they tied)?"
 """What PRISM's human label answers: the participant's own rating of two answers to their own prompt."""
 _GROUND_TRUTH = {"A": "A", "B": "B", "C": "tie"}
+_CERTAINTY_SCALE = re.compile(r"certainty level from (\d+) to (\d+)", re.IGNORECASE)
+NO_CERTAINTY = "NA"
+"""The release's ``certainty`` where the judge was asked for none."""
+
+
+def certainty_scale(prompt: str | None) -> str:
+    """The certainty scale a judge prompt asked for (``"1-100"``), or :data:`~personagap.confidence.UNSTATED`.
+
+    Pure: the release's prompts say "assigning a certainty level from LO to HI".
+    """
+    m = _CERTAINTY_SCALE.search(prompt or "")
+    return f"{m[1]}-{m[2]}" if m else UNSTATED
 
 
 @dataclass(frozen=True)
@@ -222,6 +241,8 @@ class _PairBuilder:
         meta: dict[str, Any] = {"swapped": False}
         if certainty is not None:
             meta["certainty"] = certainty
+            if certainty.strip() != NO_CERTAINTY:
+                meta.update(confidence_meta(certainty, certainty_scale(row.get("prompt", str, optional=True))))
         self.batch.labels.append(Label(item_id=iid, rater=protocol.model, rater_kind="llm",
                                        condition=protocol.condition, label=label, raw=answer, error=error,
                                        run_id=run_id, meta=meta))

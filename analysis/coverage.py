@@ -1,0 +1,153 @@
+"""Agreement at coverage: keep a judge's labels where its confidence is at least a threshold, and score what is kept.
+
+For every confidence value the judge stated (its own scale), the curve gives the share of its labelled items kept
+(coverage), their number, and accuracy and kappa against the blind human reference on them, each with the one
+user-clustered CI (:func:`personagap.analysis.agreement.estimates`). At the lowest threshold every item is kept, so
+that point is the judge's overall accuracy on the items with a confidence.
+
+Choosing a threshold is selection: the threshold that reaches a target at the highest coverage is chosen on one
+half of the users and its figures are reported on the other half (:func:`split_users`, a hash of the user id: the
+same split every run, independent of the labels), never on the users it was chosen on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.aggregated import user_tables
+from personagap.analysis.agreement import Estimate, FloatArray, ci_list, estimates
+from personagap.records import DatasetScale
+
+Metric = Literal["accuracy", "kappa"]
+_METRICS: tuple[Metric, ...] = ("accuracy", "kappa")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a threshold must reach: ``metric`` at least ``value``; ``source`` says where the value comes from."""
+
+    metric: Metric
+    value: float
+    source: Literal["human ceiling", "given"]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{metric, value, source}``."""
+        return {"metric": self.metric, "value": self.value, "source": self.source}
+
+
+@dataclass(frozen=True)
+class CoveragePoint:
+    """The judge's labels with confidence >= ``min_confidence``: how many are kept, and how well they agree."""
+
+    min_confidence: float
+    coverage: float
+    n: int
+    accuracy: Estimate
+    kappa: Estimate
+
+    def to_json(self) -> dict[str, Any]:
+        """``{min_confidence, coverage, n, n_users, accuracy, accuracy_ci, kappa, kappa_ci}``."""
+        return {"min_confidence": self.min_confidence, "coverage": self.coverage, "n": self.n,
+                "n_users": self.accuracy.n_clusters, "accuracy": self.accuracy.value,
+                "accuracy_ci": ci_list(self.accuracy), "kappa": self.kappa.value, "kappa_ci": ci_list(self.kappa)}
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """A threshold chosen on some users (``chosen_users``) and reported on the others (``held_out_users``)."""
+
+    target: Target
+    min_confidence: float | None
+    """None: no threshold reaches the target on the choosing users."""
+    chosen_on: CoveragePoint | None
+    held_out: CoveragePoint | None
+    chosen_users: tuple[str, ...]
+    held_out_users: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The target, the threshold, its figures on the choosing users and on the held-out users (counts only)."""
+        return {"target": self.target.to_json(), "min_confidence": self.min_confidence,
+                "chosen_on": None if self.chosen_on is None else self.chosen_on.to_json(),
+                "held_out": None if self.held_out is None else self.held_out.to_json(),
+                "n_users_chosen_on": len(self.chosen_users), "n_users_held_out": len(self.held_out_users),
+                "split": "users by sha256(user id): even first byte choose, odd report"}
+
+
+def split_users(users: list[str] | tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Split users into (choose, report) halves by a hash of their id: deterministic, blind to every label."""
+    choose = tuple(sorted(u for u in set(users) if hashlib.sha256(u.encode("utf-8")).digest()[0] % 2 == 0))
+    report = tuple(sorted(set(users) - set(choose)))
+    return choose, report
+
+
+def _threshold_tables(rows: pd.DataFrame, scale: DatasetScale) -> tuple[FloatArray, FloatArray]:
+    """Thresholds (descending) and per-user tables ``(T, U, K, K)`` of the labels at or above each threshold."""
+    thresholds = np.unique(rows["confidence"].to_numpy(dtype=float))[::-1]
+    users = np.unique(rows["user_id"].astype(str).to_numpy())
+    k = len(scale.categories)
+    at = np.zeros((len(thresholds), len(users), k, k))
+    value_index = {v: i for i, v in enumerate(thresholds)}
+    for value, group in rows.groupby("confidence", sort=False):
+        tables, _ = user_tables(group, scale)
+        at[value_index[float(value)], np.searchsorted(users, np.unique(group["user_id"].astype(str)))] = tables
+    return thresholds, np.cumsum(at, axis=0)
+
+
+def _point(threshold: float, tables: FloatArray, n_all: float, level: float) -> CoveragePoint:
+    kept = tables[tables.sum(axis=(1, 2)) > 0]  # users with no item kept are no cluster of this point
+    n = float(kept.sum())
+    figures = estimates(kept, _METRICS, level=level)
+    return CoveragePoint(min_confidence=float(threshold), coverage=n / n_all, n=int(n),
+                         accuracy=figures["accuracy"], kappa=figures["kappa"])
+
+
+def coverage_curve(rows: pd.DataFrame, scale: DatasetScale, *, level: float = 0.95) -> list[CoveragePoint]:
+    """Coverage, accuracy and kappa at every threshold the judge used, highest threshold first.
+
+    Args:
+        rows: One judge's confidence counts (``user_id``, ``confidence``, ``human``, ``label``, ``n``), on one
+            confidence scale; labels and references on the dataset's scale.
+        scale: The dataset's scale (kappa is scored over its categories, as in every report).
+        level: Confidence level of every interval.
+
+    Returns:
+        One point per distinct confidence; the last keeps every item.
+    """
+    if rows.empty:
+        return []
+    thresholds, tables = _threshold_tables(rows, scale)
+    n_all = float(tables[-1].sum())
+    return [_point(t, tables[i], n_all, level) for i, t in enumerate(thresholds)]
+
+
+def choose_threshold(rows: pd.DataFrame, scale: DatasetScale, target: Target, *,
+                     level: float = 0.95) -> ThresholdChoice:
+    """The lowest threshold (highest coverage) reaching ``target`` on one half of the users, reported on the other.
+
+    Args:
+        rows: As :func:`coverage_curve`.
+        scale: The dataset's scale.
+        target: The figure to reach (its point estimate on the choosing users).
+        level: Confidence level of the held-out figures' intervals.
+    """
+    chosen_users, held_out_users = split_users(rows["user_id"].astype(str).tolist())
+    mine = rows[rows["user_id"].astype(str).isin(chosen_users)]
+    theirs = rows[rows["user_id"].astype(str).isin(held_out_users)]
+    reached = [p for p in coverage_curve(mine, scale, level=level)
+               if getattr(p, target.metric).value >= target.value]
+    if not reached:
+        return ThresholdChoice(target, None, None, None, chosen_users, held_out_users)
+    best = reached[-1]  # the curve runs from the highest threshold down: the last one reached covers most
+    held_out = None
+    if not theirs.empty:
+        thresholds, tables = _threshold_tables(theirs, scale)
+        # The held-out users' labels at or above the chosen threshold (their own values need not include it).
+        at = np.flatnonzero(thresholds >= best.min_confidence)
+        if at.size:
+            held_out = _point(best.min_confidence, tables[at[-1]], float(tables[-1].sum()), level)
+    return ThresholdChoice(target, best.min_confidence, best, held_out, chosen_users, held_out_users)
