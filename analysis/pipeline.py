@@ -178,9 +178,14 @@ class _Cell:
     system_kind: str | None = None
 
 
-def _ci(est: Estimate | None) -> list[float | None]:
-    # NaN bounds (no interval: too few users, an undefined figure) are null, in the model as in JSON.
-    return [None, None] if est is None else [_num(b) for b in ci_list(est)]
+def _ci(est: Estimate | None, low: float = -math.inf, high: float = math.inf) -> list[float | None]:
+    # NaN bounds (no interval: too few users, an undefined figure) are null, in the model as in JSON. A figure that
+    # cannot leave [low, high] (a share) has its symmetric interval cut there: it then covers at least as often.
+    return [None, None] if est is None else [_num(float(np.clip(b, low, high))) for b in ci_list(est)]
+
+
+def _share_ci(est: Estimate | None, quantity: str) -> list[float | None]:
+    return _ci(est, 0.0, math.inf if quantity == "over_selection" else 1.0)
 
 
 def _opt(v: Any) -> str | None:
@@ -200,7 +205,7 @@ def _estimate(stat: Stat, per_user: pd.DataFrame) -> Estimate:
 
 
 def _judges(judges: pd.DataFrame, keys: dict[str, Any], naive: Stat, corrected: Stat,
-            cols: list[str]) -> list[JudgeRate]:
+            cols: list[str], *, clip_one: bool = True) -> list[JudgeRate]:
     """Per judge of a row: naive and corrected rates from its per-user counts ``cols``."""
     mask = np.ones(len(judges), dtype=bool)
     for k, v in keys.items():
@@ -213,7 +218,7 @@ def _judges(judges: pd.DataFrame, keys: dict[str, Any], naive: Stat, corrected: 
         est = _estimate(corrected, per_user) if has_ref else None
         out.append(JudgeRate(judge=judge_display(str(rater), str(condition)), naive=_num(float(naive(totals))),
                              corrected=_num(est.value) if est else None,
-                             corrected_ci=_ci(est),
+                             corrected_ci=_ci(est, 0.0, 1.0 if clip_one else math.inf),
                              n_items=int(per_user.filter(regex="^j_n").to_numpy().sum())))
     return out
 
@@ -223,7 +228,7 @@ def _row(stage: int, keys: dict[str, Any], quantity: str, per_user: pd.DataFrame
     est = _estimate(stat, per_user) if n_human else None
     return PipelineRow(stage=stage, dataset=str(keys["dataset"]), system=_opt(keys.get("system")),
                        input_condition=_opt(keys.get("input_condition")), quantity=quantity,
-                       human=_num(est.value) if est else None, human_ci=_ci(est),
+                       human=_num(est.value) if est else None, human_ci=_share_ci(est, quantity),
                        n_items=n_items, n_human=n_human, n_users=len(per_user), judges=judges)
 
 
@@ -245,7 +250,7 @@ def _stage1(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
         row = _row(1, keys, "rejected_attributes", pu[["pos", "n_ref"]], share(0, 1), n_items=int(pu["n_items"].sum()),
                    n_human=n_ref, judges=js)
         unsure = _estimate(share(0, 1), pu[["unsure", "n_ref"]])
-        row.unsure, row.unsure_ci = _num(unsure.value), _ci(unsure)
+        row.unsure, row.unsure_ci = _num(unsure.value), _ci(unsure, 0.0, 1.0)
         cells.append(_Cell(row, pu[["pos", "n_ref"]].set_axis(["num", "den"], axis=1)))
     return cells
 
@@ -290,7 +295,8 @@ def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
         kind = keys.pop("system_kind")
         for quantity, (num, den) in _S2.items():
             frac = pd.DataFrame({"num": pu[num].sum(axis=1), "den": pu[den].sum(axis=1)})
-            js = _judges(judges, keys, _s2_naive(quantity), _s2_corrected(quantity), cols)
+            js = _judges(judges, keys, _s2_naive(quantity), _s2_corrected(quantity), cols,
+                         clip_one=quantity != "over_selection")
             row = _row(2, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
                        n_human=int(pu[["tp", "fp", "fn", "tn"]].to_numpy().sum()), judges=js)
             cells.append(_Cell(row, frac, str(kind)))
@@ -325,13 +331,13 @@ def labels_needed(halfwidth: float = TARGET_HALFWIDTH, level: float = 0.95) -> i
 def _headline(cells: list[_Cell], stage: int) -> pd.DataFrame | None:
     """The stage's headline failure share's per-user counts (num, den), pooled as the module docstring says."""
     mine = [c for c in cells if c.row.stage == stage and c.row.quantity == HEADLINE[stage] and c.row.n_human]
-    if stage == 2 and any(c.system_kind in SYSTEM_KINDS for c in mine):
-        mine = [c for c in mine if c.system_kind in SYSTEM_KINDS]
+    own = [c for c in mine if c.system_kind in SYSTEM_KINDS and c.per_user["den"].sum() > 0]
+    if stage == 2 and own:
+        mine = own
     if stage == 3:
         mine = [c for c in mine if c.row.input_condition not in ("oracle", "none")]
-    if not mine:
-        return None
-    return pd.concat([c.per_user for c in mine]).groupby(level=0).sum()
+    pooled = pd.concat([c.per_user for c in mine]).groupby(level=0).sum() if mine else None
+    return pooled if pooled is not None and pooled["den"].sum() > 0 else None
 
 
 def _compare(a: pd.DataFrame, b: pd.DataFrame, first: int, second: int) -> Comparison:
@@ -376,8 +382,8 @@ def _verdict(cells: list[_Cell]) -> tuple[str, int | None, list[Comparison]]:
     absent = f" No human verdict on {' or '.join(quiet)}." if quiet else ""
     if worst is None:
         open_ = [c for c in comps if not (beats(c.first, c) or beats(c.second, c))]
-        if all(c.ci[0] is None or math.isnan(c.ci[0]) for c in open_):
-            users = min(c.n_users for c in open_)
+        if all(c.n_users < MIN_USERS_FOR_CI for c in open_):
+            users = max(c.n_users for c in open_)
             return (f"Cannot tell which stage fails most by human verdict ({shares}): too few users for a CI of "
                     f"their differences ({users} users; {MIN_USERS_FOR_CI} needed).{absent}"), None, comps
         why = "; ".join(f"stage {c.first} − stage {c.second} = {_signed(c.difference)} {_ci_pct(c.ci)}"
@@ -441,12 +447,20 @@ def _cascade(con: duckdb.DuckDBPyConnection) -> tuple[list[Cascade], list[dict[s
     return out, flagged
 
 
+_UNITS = {1: ("extracted attributes", "attributes"), 2: ("selections", "attributes"), 3: ("answers", "pairs")}
+
+
 def _missing(rows: list[PipelineRow]) -> list[str]:
     k = labels_needed()
-    return [f"{r.dataset} · {r.system or 'unnamed'} · {r.input_condition or 'input not recorded'}: no human verdict "
-            f"on these {r.n_items:,} answers: label {min(k, r.n_items):,} pairs on the Annotate page for a "
-            f"±{TARGET_HALFWIDTH:g} estimate"
-            for r in rows if r.human is None and r.quantity == HEADLINE[r.stage]]
+    out = []
+    for r in rows:
+        if r.n_human or r.quantity != HEADLINE[r.stage]:
+            continue
+        what, unit = _UNITS[r.stage]
+        where = " · ".join(v for v in (r.dataset, r.system or "unnamed", r.input_condition) if v)
+        out.append(f"{where}: no human verdict on these {r.n_items:,} {what}: label {min(k, r.n_items):,} {unit} on "
+                   f"the Annotate page for a ±{TARGET_HALFWIDTH:g} estimate")
+    return out
 
 
 def pipeline_view(con: duckdb.DuckDBPyConnection) -> PipelineView:

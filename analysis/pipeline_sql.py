@@ -19,6 +19,7 @@ import pandas as pd
 
 from personagap.analysis.comparable import JUDGE_KINDS, SYSTEM_KINDS, comparable_judge_sql, reference_sql
 from personagap.analysis.extraction import VERDICTS
+from personagap.stages.extraction_records import ATTRIBUTE_KINDS
 from personagap.stages.response_records import GVP_KIND, REVERSED
 
 REJECTED = "bad"
@@ -33,6 +34,9 @@ _JUDGE = comparable_judge_sql("j")
 _SELECTOR_KINDS = ("llm", *SYSTEM_KINDS)
 """Stage-2 selectors: every LLM relevance labeller used as a selector, and every pipeline's own selection."""
 _VERDICTS = ", ".join(f"'{v}'" for v in VERDICTS)
+_ATTRIBUTE_KIND = ("(json_extract_string(i.payload, '$.kind') IS NULL OR json_extract_string(i.payload, '$.kind') IN ("
+                   + ", ".join(f"'{k}'" for k in ATTRIBUTE_KINDS if k is not None) + "))")
+"""Stage-1 items that are extracted attributes (not gold preferences, chunks or conversations)."""
 _KINDS = ", ".join(f"'{k}'" for k in _SELECTOR_KINDS)
 _NOT_REVERSED = f"NOT ends_with(j.condition, '{REVERSED}')"  # a reverse-order run is not a judge of its own
 
@@ -42,16 +46,16 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
 
 
 def _system(alias: str) -> str:
-    # The producer of an item: its payload's system, else (Re-Centering's answers) the model that wrote it.
-    return (f"coalesce(json_extract_string({alias}.payload, '$.system'), "
-            f"json_extract_string({alias}.payload, '$.model_tag'))")
+    # The producer of an item: its payload's system, else the extractor or (Re-Centering's answers) the model.
+    return "coalesce(" + ", ".join(f"json_extract_string({alias}.payload, '$.{k}')"
+                                   for k in ("system", "extractor", "model_tag")) + ")"
 
 
 _STAGE1 = f"""
     units AS (
         SELECT i.item_id, i.dataset, {_system('i')} AS system, i.user_id, r.human
         FROM items i LEFT JOIN reference r USING (item_id)
-        WHERE i.stage = 'extraction'
+        WHERE i.stage = 'extraction' AND {_ATTRIBUTE_KIND}
     ),
     verified AS (SELECT dataset FROM units GROUP BY dataset HAVING bool_or(human IN ({_VERDICTS})))
 """
@@ -97,7 +101,7 @@ def stage1_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
         SELECT u.dataset, u.system, j.rater, j.condition, u.user_id, {judge_columns(f"j.label = '{REJECTED}'",
                                                                                     f"u.human = '{REJECTED}'")}
         FROM units u SEMI JOIN verified USING (dataset) JOIN labels j USING (item_id)
-        WHERE {_JUDGE} AND j.label IS NOT NULL GROUP BY ALL
+        WHERE {_JUDGE} AND j.label IN ({_VERDICTS}) GROUP BY ALL
     """)
     return human, judges
 

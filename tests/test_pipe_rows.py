@@ -106,7 +106,7 @@ def test_stage3_by_condition(view: PipelineView) -> None:
     # The missing verdict is one line, sized by the normal interval of a share at its widest.
     z = norm.ppf(0.975)
     assert labels_needed() == math.ceil(z * z * 0.25 / 0.01)
-    assert view.missing == [f"s3 · gen · none: no human verdict on these 1 answers: label 1 pairs on the Annotate "
+    assert view.missing == ["s3 · gen · none: no human verdict on these 1 answers: label 1 pairs on the Annotate "
                             "page for a ±0.1 estimate"]
 
 

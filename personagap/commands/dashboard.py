@@ -17,8 +17,11 @@ import click
 from personagap._cli_base import cli, db_option, demo_step, run_or_exit
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, json_safe
 from personagap.analysis.diagnosis import STAGES, diagnose_db, render_diagnosis
+from personagap.analysis.pipeline import pipeline_db
+from personagap.analysis.pipeline_text import render_pipeline
 
 DB_ENV = "PERSONAGAP_DB"
+JUDGES_TITLE = "Can your judges tell you? (judge–human agreement per stage)"
 
 
 def streamlit_command(db: str | Path, *, host: str = "127.0.0.1", port: int = 8501) -> list[str]:
@@ -127,27 +130,37 @@ def dashboard(db: str, port: int, host: str) -> None:
               help="Bootstrap resamples (whole users) for every 95% CI.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
 def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
-    """Name the stage whose automated evaluation is furthest from humans.
+    """Which stage of your pipeline fails by human verdict, then whether your judges can tell you.
 
-    Per stage: the best and worst judge against humans (with 95% CIs), the prevalence-robust panel, the human
-    ceiling of the same dataset and the gap to it; then, for each stage's best judge, the alternative-annotator
-    test (can it replace a human?) and the corrected estimate of the human rate. The dashboard's Overview shows
-    the same diagnosis.
+    First, per stage and system, the share of outputs humans judge failed (rejected attributes, irrelevant
+    selections, personalised answers no better than generic), what each judge says (naive and corrected), which
+    stage fails most, the part caused upstream and the over-personalised answers. Then, per stage: the best and
+    worst judge against humans (with 95% CIs), the prevalence-robust panel, the human ceiling of the same dataset
+    and the gap to it; then, for each stage's best judge, the alternative-annotator test (can it replace a
+    human?) and the corrected estimate of the human rate. The dashboard's Overview shows the same diagnosis.
     """
     from personagap.analysis.aggregated import diagnose_from_store
     from personagap.analysis.panel import extras_lines
 
     # From DuckDB's aggregates (per-user counts counted once): memory does not grow with the number of labels.
     result, tests = run_or_exit(lambda: diagnose_from_store(db, n_resamples=resamples, seed=seed))
+    view = run_or_exit(lambda: pipeline_db(db))
     if as_json:
-        click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
+        click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}
+                              | view.to_json_dict(), indent=2))
         return
-    lines = [render_diagnosis(result)]
+    lines = [render_pipeline(view), "", JUDGES_TITLE, "", render_diagnosis(result)]
     for stage, extras in tests.items():
         body = extras_lines(extras["alt_test"], extras["estimates"])
         if body:
             lines += ["", f"Can stage {STAGES.index(stage) + 1}'s best judge replace the humans?"] + body[1:]
     click.echo("\n".join(lines))
+
+
+@demo_step("Pipeline — which stage fails, by human verdict")
+def demo_pipeline(workdir: Path, db: Path) -> str:
+    """The pipeline view of the demo's sample data: failure shares with CIs, judges beside them, the cascade."""
+    return render_pipeline(pipeline_db(db))
 
 
 @demo_step("Diagnosis — which stage fails")
