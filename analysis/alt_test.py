@@ -1,27 +1,20 @@
-"""The alternative-annotator test: can this judge replace the human annotators? (Calderon et al., ACL 2025).
+"""The alternative-annotator test with an honest verdict: can this judge replace the human annotators?
 
-Calderon, Reichart & Dror, "The Alternative Annotator Test for LLM-as-a-Judge: How to Statistically
-Justify Replacing Human Annotators with LLMs" (ACL 2025). The procedure, as the paper defines it:
+The statistics are the paper's (Calderon, Reichart & Dror, ACL 2025), in :mod:`~personagap.analysis.alt_test_stats`.
+A bare "winning rate >= 0.5" can pass for reasons that say nothing about the judge, so every result also carries:
 
-1. Keep the items labelled by at least ``min_humans_per_item`` humans (default 2) and by the judge.
-2. For every human annotator ``j`` with at least ``min_items_per_annotator`` such items (default 30;
-   fewer and the t-test's normality assumption fails, so ``j`` is skipped), leave ``j`` out. On each
-   of ``j``'s items, score the judge and ``j`` by their alignment with the *remaining* humans:
-   accuracy (share of the others' labels matched) for categories, negative RMSE for ordinal scores.
-3. ``W_judge = 1[judge scores >= j]`` and ``W_human = 1[j scores >= judge]`` (both 1 on a tie). The
-   advantage probability of ``j`` is the mean of ``W_judge``.
-4. One-sided one-sample t-test of ``d = W_judge - W_human`` against the cost–benefit margin
-   ``-epsilon`` (H0: mean(d) <= -epsilon; H1: mean(d) > -epsilon — the judge is at least as good as
-   ``j`` once ``j`` is charged ``epsilon`` for being a costly human). This is the paper's
-   ``ttest_1samp(W_human - W_judge, epsilon, alternative='less')`` with the sign flipped.
-5. Benjamini–Yekutieli over the annotators' p-values at ``q`` (default 0.05); the judge "wins" against
-   the annotators whose null it rejects.
-6. **Winning rate** = share of annotators won; **advantage probability** = mean over annotators of their
-   advantage probability; **passed** = winning rate >= 0.5.
-
-One degenerate case the paper leaves open: if every ``d`` of an annotator is equal, the t statistic is
-undefined (scipy returns NaN). We take its limit as the variance goes to 0: p = 0 if the mean exceeds
-``-epsilon``, else 1.
+* **A constant judge.** The humans' majority class, given on every item the judge labelled, goes through the
+  same test. When it passes too, the data cannot tell a judge from a constant: the verdict is
+  "uninformative on this data", never "passed" (on a skewed yes/no task most items are ties, and a margin
+  ``epsilon`` then does all the work).
+* **Anchored humans give no verdict.** Humans who saw an LLM's label before answering (the comparability rule,
+  :mod:`personagap.analysis.comparable`) are tested apart and never produce a "passed": a judge that matches
+  them may only match the LLM they were shown.
+* **An epsilon sweep** (:data:`SWEEP_EPSILONS`): the winning rate at each margin. The authors' guidance
+  (:data:`EPSILON_GUIDANCE`) ties the margin to who the annotators are and how well they agree, so each result
+  shows the humans' own agreement beside it. The default margin stays :data:`DEFAULT_EPSILON` (0.2, experts).
+* **The unit of the test** (``cluster_unit``): items of one user are averaged per annotator before the t-test.
+* **Warnings**: fewer than three blind annotators sharing items (the authors ask for three or more).
 
 Which humans count comes from :mod:`personagap.analysis.comparable`: blind humans by default; anchored
 humans (who saw an LLM's label first) only when asked, and the result says so in ``humans``.
@@ -29,25 +22,54 @@ humans (who saw an LLM's label first) only when asked, and the result says so in
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 from pydantic import BaseModel, Field
-from scipy import stats
 
-from personagap.analysis.agreement import json_safe_dict
+from personagap.analysis.agreement import json_safe_dict, krippendorff_alpha
+from personagap.analysis.alt_test_stats import (
+    CLUSTER_UNIT_ITEM,
+    CLUSTER_UNIT_USER,
+    DEFAULT_EPSILON,
+    DEFAULT_Q,
+    MIN_HUMANS_PER_ITEM,
+    MIN_ITEMS_PER_ANNOTATOR,
+    SCORERS,
+    AnnotatorIndicators,
+    Indicators,
+    Scoring,
+    benjamini_yekutieli,
+    decide,
+    indicators,
+    judged_mask,
+    one_sided_p,
+    one_sided_p_rows,
+)
 from personagap.analysis.robust import HumanSet, individual_humans, judge_labels
 
-Scoring = Literal["accuracy", "neg_rmse"]
-DEFAULT_EPSILON = 0.2
-DEFAULT_Q = 0.05
-MIN_HUMANS_PER_ITEM = 2
-MIN_ITEMS_PER_ANNOTATOR = 30
+__all__ = [
+    "CLUSTER_UNIT_ITEM", "CLUSTER_UNIT_USER", "CONSTANT_JUDGE", "DEFAULT_EPSILON", "DEFAULT_Q", "EPSILON_GUIDANCE",
+    "MIN_BLIND_ANNOTATORS", "MIN_HUMANS_PER_ITEM", "MIN_ITEMS_PER_ANNOTATOR", "SCORERS", "SWEEP_EPSILONS",
+    "AltTestNotApplicable", "AltTestOutcome", "AltTestResult", "AnnotatorIndicators", "Indicators", "Scoring",
+    "alt_test", "alt_test_rows", "benjamini_yekutieli", "decide", "indicators", "one_sided_p", "one_sided_p_rows",
+]
+
+SWEEP_EPSILONS: tuple[float, ...] = (0.05, 0.10, 0.15, 0.20)
+"""Margins every result is also tested at, so a reader can apply the guidance to their own annotators."""
+EPSILON_GUIDANCE = ("choose epsilon by who the annotators are (Calderon et al.): crowd workers 0.10, skilled "
+                    "0.15, experts 0.20; smaller when the humans agree little")
+MIN_BLIND_ANNOTATORS = 3
+"""The authors recommend at least three annotators: with two, the test asks which one the judge resembles."""
+CONSTANT_JUDGE = "constant (majority class)"
+"""Display name of the constant judge run beside every judge."""
+BASELINE_KIND = "baseline"
+
+Verdict = Literal["passed", "not passed", "uninformative on this data", "no verdict: anchored humans",
+                  "not applicable"]
 
 
 class AltTestResult(BaseModel):
@@ -65,11 +87,28 @@ class AltTestResult(BaseModel):
     n_annotators: int = Field(description="Annotators tested (those with enough items).")
     winning_rate: float = Field(description="Share of annotators the judge beats (BY-corrected at q).")
     advantage_probability: float = Field(description="Mean over annotators of P(judge aligns at least as well).")
-    passed: bool = Field(description="winning_rate >= 0.5: the judge may replace these annotators.")
-    p_values: dict[str, float] = Field(description="Annotator -> one-sided t-test p-value (uncorrected).")
+    passed: bool = Field(description="winning_rate >= 0.5: the paper's criterion alone; read ``verdict``.")
+    p_values: dict[str, float] = Field(description="Annotator -> one-sided t-test p-value (uncorrected; NaN when "
+                                                   "the annotator's differences are constant).")
     won: list[str] = Field(default_factory=list, description="Annotators whose null BY rejects.")
     advantage_by_annotator: dict[str, float] = Field(default_factory=dict)
     items_by_annotator: dict[str, int] = Field(default_factory=dict)
+    verdict: Verdict = Field(description="What the result says: passed only when a constant judge does not pass "
+                                         "and the humans are blind.")
+    verdict_reason: str = Field(description="Why, in one line.")
+    epsilon_sweep: list[dict[str, Any]] = Field(
+        default_factory=list, description="Per margin in SWEEP_EPSILONS: epsilon, winning_rate, passed (and the "
+                                          "constant judge's constant_winning_rate, constant_passed).")
+    constant_judge: dict[str, Any] | None = Field(
+        default=None, description="The constant majority-class judge on the same items: label, winning_rate, "
+                                  "advantage_probability, passed, won (None on the constant judge's own row).")
+    cluster_unit: str = Field(description="Unit of the t-test: 'user' (items averaged per user) or 'item'.")
+    clusters_by_annotator: dict[str, int] = Field(default_factory=dict)
+    human_agreement: float | None = Field(default=None, description="The tested humans' own agreement on the "
+                                                                    "items (Krippendorff's alpha).")
+    human_agreement_measure: str | None = None
+    n_blind_annotators: int | None = Field(default=None, description="Blind annotators sharing judged items.")
+    warnings: list[str] = Field(default_factory=list)
 
 
 class AltTestNotApplicable(BaseModel):
@@ -81,227 +120,75 @@ class AltTestNotApplicable(BaseModel):
     humans: HumanSet = "blind"
     rater_kind: str = ""
     reason: str
+    verdict: Verdict = "not applicable"
 
 
 AltTestOutcome = AltTestResult | AltTestNotApplicable
 
 
-# --------------------------------------------------------------------------- statistics
+def majority_class(labels: pd.Series) -> str:
+    """The most frequent label (ties: the first in sorted order), as the constant judge gives it.
 
-def benjamini_yekutieli(p_values: npt.ArrayLike, q: float = DEFAULT_Q) -> npt.NDArray[np.bool_]:
-    """Which hypotheses the Benjamini–Yekutieli step-up procedure rejects at FDR ``q``.
-
-    Sort the m p-values; find the largest rank k with ``p_(k) <= k / m * q / H_m`` where
-    ``H_m = 1 + 1/2 + ... + 1/m``; reject the k smallest. Valid under any dependence (the annotators
-    share items). NaN p-values are never rejected.
+    Raises:
+        ValueError: No label.
     """
-    p = np.asarray(p_values, dtype=float)
-    m = p.size
-    rejected = np.zeros(m, dtype=bool)
-    if m == 0:
-        return rejected
-    order = np.argsort(np.where(np.isnan(p), np.inf, p), kind="stable")
-    harmonic = float(np.sum(1.0 / np.arange(1, m + 1)))
-    thresholds = np.arange(1, m + 1) / m * q / harmonic
-    below = np.nonzero(p[order] <= thresholds)[0]
-    if below.size:
-        rejected[order[: below[-1] + 1]] = True
-    return rejected
+    counts = Counter(labels.astype(str).tolist())
+    if not counts:
+        raise ValueError("no human label to take the majority class of")
+    top = max(counts.values())
+    return str(min(label for label, n in counts.items() if n == top))
 
 
-def one_sided_p(d: npt.ArrayLike, epsilon: float) -> float:
-    """p-value of H0 mean(d) <= -epsilon against H1 mean(d) > -epsilon (one-sample t-test).
-
-    With zero variance the t statistic is undefined; its limit is used (0 above the margin, else 1).
-    """
-    x = np.asarray(d, dtype=float)
-    if x.size < 2:
-        return float("nan")
-    return float(one_sided_p_rows(x[None, :], epsilon)[0])
+def _outcome(ind: Indicators, epsilon: float, q: float) -> dict[str, Any]:
+    p_values, won, winning_rate, advantage = decide(ind, epsilon=epsilon, q=q)
+    return {"p_values": p_values, "won": won, "winning_rate": winning_rate, "advantage_probability": advantage,
+            "passed": bool(winning_rate >= 0.5)}
 
 
-def one_sided_p_rows(d: npt.ArrayLike, epsilon: float) -> npt.NDArray[np.float64]:
-    """:func:`one_sided_p` of every row of ``d`` (samples x items), for power simulations."""
-    x = np.asarray(d, dtype=float)
-    n = x.shape[-1]
-    mean = x.mean(axis=-1)
-    sd = x.std(axis=-1, ddof=1)
-    constant = np.all(x == x[..., :1], axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = (mean + epsilon) / (sd / math.sqrt(n))
-    p: npt.NDArray[np.float64] = np.where(constant, np.where(mean > -epsilon, 0.0, 1.0), stats.t.sf(t, n - 1))
-    return p
-
-
-def _accuracy(pred: Any, others: list[Any]) -> float:
-    return float(np.mean([pred == o for o in others]))
-
-
-def _neg_rmse(pred: Any, others: list[Any]) -> float:
-    return -math.sqrt(float(np.mean([(float(pred) - float(o)) ** 2 for o in others])))
-
-
-SCORERS: dict[str, Callable[[Any, list[Any]], float]] = {"accuracy": _accuracy, "neg_rmse": _neg_rmse}
-"""Alignment of one label with the remaining humans' labels of the item (higher = better aligned)."""
-
-
-@dataclass(frozen=True)
-class AnnotatorIndicators:
-    """Per-item indicators of one left-out annotator: does the judge (does the human) align at least as well?"""
-
-    annotator: str
-    items: list[str]
-    judge_wins: npt.NDArray[np.float64]
-    human_wins: npt.NDArray[np.float64]
-
-    @property
-    def difference(self) -> npt.NDArray[np.float64]:
-        """``W_judge - W_human`` per item (-1, 0 or 1)."""
-        d: npt.NDArray[np.float64] = self.judge_wins - self.human_wins
-        return d
-
-
-@dataclass(frozen=True)
-class Indicators:
-    """Leave-one-annotator-out indicators of one judge, before any test."""
-
-    annotators: list[AnnotatorIndicators]
-    """Annotators with at least the minimum number of items, in name order."""
-    n_items: int
-    skipped: dict[str, int]
-    """Annotators left out for too few items -> their item count."""
-
-
-def indicators(judge: Mapping[str, Any], humans: pd.DataFrame, *, scoring: Scoring = "accuracy",
-               min_humans_per_item: int = MIN_HUMANS_PER_ITEM,
-               min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR) -> Indicators:
-    """Steps 1–3 of the test: per annotator, per item, who aligns at least as well with the other humans.
-
-    Args:
-        judge: Item id -> the judge's label.
-        humans: One row per (item, annotator): columns ``item_id``, ``rater``, ``label``.
-        scoring: ``accuracy`` (categories) or ``neg_rmse`` (ordinal scores; labels must be numbers).
-        min_humans_per_item: Items with fewer human labels are dropped.
-        min_items_per_annotator: Annotators with fewer remaining items are not tested.
-    """
-    rows = humans[_judged(humans, judge)].drop_duplicates(["item_id", "rater"])
-    per_item = rows.groupby("item_id")["rater"].transform("size")
-    rows = rows[per_item >= min_humans_per_item]
-    # Array operations over every (annotator, item) pair at once: a Python loop per pair took over a minute
-    # at 10^6 labels. Pairs in (annotator, item) order, as the test's per-annotator lists.
-    item = rows["item_id"].astype(str).to_numpy()
-    rater = rows["rater"].astype(str).to_numpy()
-    pred = np.array([judge[i] for i in rows["item_id"].to_numpy(dtype=object)], dtype=object)
-    item_code = pd.factorize(item)[0]
-    human_score, judge_score = _pair_scores(item_code, rows["label"].to_numpy(dtype=object), pred, scoring)
-    order = np.lexsort((item, rater))
-    names, starts, sizes = np.unique(rater[order], return_index=True, return_counts=True)
-    tested: list[AnnotatorIndicators] = []
-    skipped: dict[str, int] = {}
-    used: set[str] = set()
-    for annotator, first, size in zip(names.tolist(), starts.tolist(), sizes.tolist(), strict=True):
-        if size < min_items_per_annotator:
-            skipped[annotator] = size
-            continue
-        pick = order[first:first + size]
-        items = item[pick].tolist()
-        s_judge, s_human = judge_score[pick], human_score[pick]
-        tested.append(AnnotatorIndicators(annotator, items, (s_judge >= s_human).astype(float),
-                                          (s_human >= s_judge).astype(float)))
-        used.update(items)
-    return Indicators(tested, len(used), skipped)
-
-
-def _judged(humans: pd.DataFrame, judge: Mapping[str, Any]) -> npt.NDArray[np.bool_]:
-    """Rows of ``humans`` on an item the judge labelled.
-
-    Membership by the mapping's own hashing: pandas' ``isin`` on Arrow-backed strings took ~0.5 s per call at
-    10^6 labels.
-    """
-    items = humans["item_id"].to_numpy(dtype=object)
-    return np.fromiter((i in judge for i in items), dtype=bool, count=len(items))
-
-
-def _pair_scores(item_code: npt.NDArray[np.intp], labels: npt.NDArray[Any], pred: npt.NDArray[Any],
-                 scoring: Scoring) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
-    """Per row (one annotator's label of an item), its own and the judge's alignment with the item's other rows.
-
-    Returns values that order as :data:`SCORERS`' scores do, exactly: for accuracy the number of other labels
-    matched (the score is that count over the same number of others), for ``neg_rmse`` the score itself,
-    computed as :func:`_neg_rmse` computes it (the others in row order, numpy's sum of one row).
-    """
-    n = len(item_code)
-    if n == 0:
-        return np.zeros(0), np.zeros(0)
-    if scoring == "accuracy":
-        codes = pd.factorize(np.concatenate([labels, pred]))[0].astype(np.int64)
-        # A missing label (NaN) equals nothing, itself included, as in ``==``: each gets a code of its own.
-        missing = codes < 0
-        codes[missing] = codes.max() + 1 + np.arange(int(missing.sum()))
-        own, judged = codes[:n], codes[n:]
-        width = int(codes.max()) + 1
-        base = item_code.astype(np.int64) * width
-        # How often each (item, label) occurs; the judge's label of the item is looked up among them.
-        uniq, inverse, counts = np.unique(base + own, return_inverse=True, return_counts=True)
-        at = np.minimum(np.searchsorted(uniq, base + judged), len(uniq) - 1)
-        judge_count = np.where(uniq[at] == base + judged, counts[at], 0)
-        return counts[inverse.ravel()] - 1, judge_count - (own == judged)
-    values = np.array([float(v) for v in labels], dtype=float)
-    guess = np.array([float(v) for v in pred], dtype=float)
-    size = np.bincount(item_code)[item_code]
-    # Rows grouped by their item's size, then item, then row order: each item's labels are one matrix row.
-    order = np.lexsort((np.arange(n), item_code, size))
-    human_score, judge_score = np.empty(n), np.empty(n)
-    for m in np.unique(size).tolist():
-        block = order[size[order] == m].reshape(-1, m)
-        matrix = values[block]
-        for slot in range(m):
-            others = np.ascontiguousarray(np.delete(matrix, slot, axis=1))
-            rows = block[:, slot]
-            human_score[rows] = -np.sqrt(np.mean((matrix[:, slot:slot + 1] - others) ** 2, axis=1))
-            judge_score[rows] = -np.sqrt(np.mean((guess[rows][:, None] - others) ** 2, axis=1))
-    return human_score, judge_score
-
-
-def decide(ind: Indicators, *, epsilon: float = DEFAULT_EPSILON,
-                    q: float = DEFAULT_Q) -> tuple[dict[str, float], list[str], float, float]:
-    """Steps 4–6: p-values, BY over annotators, winning rate and advantage probability.
-
-    Returns:
-        ``(p_values, won, winning_rate, advantage_probability)``; NaN rates without annotators.
-    """
-    names = [a.annotator for a in ind.annotators]
-    p = [one_sided_p(a.difference, epsilon) for a in ind.annotators]
-    rejected = benjamini_yekutieli(p, q)
-    won = [n for n, r in zip(names, rejected, strict=True) if r]
-    if not names:
-        return {}, [], float("nan"), float("nan")
-    advantage = float(np.mean([a.judge_wins.mean() for a in ind.annotators]))
-    return dict(zip(names, p, strict=True)), won, len(won) / len(names), advantage
+def _verdict(humans_kind: HumanSet, passed: bool, winning_rate: float, epsilon: float,
+             constant: dict[str, Any] | None, baseline_label: str | None) -> tuple[Verdict, str]:
+    if humans_kind == "anchored":
+        also = "" if constant is None or not constant["passed"] else "; a constant judge passes too"
+        return "no verdict: anchored humans", ("these humans saw an LLM's label before answering: matching them "
+                                               f"may only be matching that LLM{also}")
+    if constant is not None and constant["passed"]:
+        return "uninformative on this data", (f"a constant judge that always says {constant['label']!r} passes "
+                                              f"too at epsilon {epsilon:g}")
+    reason = f"winning rate {winning_rate:.2f} {'>=' if passed else '<'} 0.5 at epsilon {epsilon:g}"
+    if baseline_label is not None:
+        reason = f"always says {baseline_label!r} (the humans' majority class); {reason}"
+    elif constant is not None:
+        reason += "; the constant judge does not pass"
+    return ("passed" if passed else "not passed"), reason
 
 
 def alt_test(judge: Mapping[str, Any], humans: pd.DataFrame, *, judge_name: str, dataset: str,
              humans_kind: HumanSet = "blind", rater_kind: str = "", scoring: Scoring = "accuracy",
              epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q,
              min_humans_per_item: int = MIN_HUMANS_PER_ITEM,
-             min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR) -> AltTestOutcome:
-    """Run the alternative-annotator test of one judge against per-annotator human labels.
+             min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR, baseline: bool = False) -> AltTestOutcome:
+    """Run the alternative-annotator test of one judge, and of a constant judge on the same items, against humans.
 
     Args:
         judge: Item id -> the judge's (parsed) label.
-        humans: Per-annotator labels: ``item_id``, ``rater``, ``label`` (one row per item and annotator).
+        humans: Per-annotator labels: ``item_id``, ``rater``, ``label`` (one row per item and annotator), and
+            optionally ``user_id`` (items then cluster by user: see :mod:`~personagap.analysis.alt_test_stats`).
         judge_name: Display name of the judge.
         dataset: Dataset key (for the record).
-        humans_kind: ``blind`` or ``anchored`` (recorded; the caller chose the rows).
+        humans_kind: ``blind`` or ``anchored`` (the caller chose the rows; anchored humans give no verdict).
         rater_kind: The judge's kind (llm, trained, baseline), recorded.
         scoring: ``accuracy`` for categories, ``neg_rmse`` for ordinal scores.
-        epsilon: Cost–benefit margin (the paper's default 0.2, for expert annotators).
+        epsilon: Cost–benefit margin (default 0.2, the authors' value for expert annotators).
         q: False discovery rate of the Benjamini–Yekutieli correction.
         min_humans_per_item: Items need this many human labels (at least 2).
         min_items_per_annotator: Annotators need this many items to be tested.
+        baseline: ``judge`` is itself the constant judge (no constant judge is run beside it).
 
     Returns:
         :class:`AltTestResult`, or :class:`AltTestNotApplicable` with the reason.
+
+    Raises:
+        ValueError: ``min_humans_per_item`` below 2.
     """
     if min_humans_per_item < 2:
         raise ValueError("the alt-test needs at least 2 humans per item (one left out, one to compare with)")
@@ -312,34 +199,76 @@ def alt_test(judge: Mapping[str, Any], humans: pd.DataFrame, *, judge_name: str,
 
     if not judge:
         return not_applicable("the judge labelled no item")
-    shared = humans[_judged(humans, judge)]
+    shared = humans[judged_mask(humans, judge)]
     counts = shared.groupby("item_id")["rater"].nunique()
     if counts.empty or counts.max() < min_humans_per_item:
         most = int(counts.max()) if not counts.empty else 0
         return not_applicable(f"no item the judge labelled has {min_humans_per_item} {humans_kind} human labels "
                               f"(at most {most} per item)")
-    ind = indicators(judge, humans, scoring=scoring, min_humans_per_item=min_humans_per_item,
-                     min_items_per_annotator=min_items_per_annotator)
+    settings: dict[str, Any] = {"scoring": scoring, "min_humans_per_item": min_humans_per_item,
+                                "min_items_per_annotator": min_items_per_annotator}
+    ind = indicators(judge, humans, **settings)
     if not ind.annotators:
         best = max(ind.skipped.values(), default=0)
         return not_applicable(f"no annotator has {min_items_per_annotator} items with {min_humans_per_item}+ "
                               f"{humans_kind} humans and a judge label (most: {best}, over {len(ind.skipped)} "
                               "annotators)")
-    p_values, won, winning_rate, advantage = decide(ind, epsilon=epsilon, q=q)
+    main = _outcome(ind, epsilon, q)
+    sweep = [{"epsilon": e, "winning_rate": at["winning_rate"], "passed": at["passed"]}
+             for e, at in ((e, _outcome(ind, e, q)) for e in SWEEP_EPSILONS)]
+    constant: dict[str, Any] | None = None
+    if not baseline:
+        # The humans' majority class over the items the test uses, given on every item this judge labelled.
+        tested = shared[shared["item_id"].isin(counts.index[counts >= min_humans_per_item])]
+        label = majority_class(tested["label"])
+        fixed = indicators(dict.fromkeys(judge, label), humans, **settings)
+        constant = {"label": label, **_outcome(fixed, epsilon, q)}
+        for row in sweep:
+            at = _outcome(fixed, row["epsilon"], q)
+            row.update(constant_winning_rate=at["winning_rate"], constant_passed=at["passed"])
+    verdict, reason = _verdict(humans_kind, main["passed"], main["winning_rate"], epsilon, constant,
+                               str(next(iter(judge.values()))) if baseline else None)
     return AltTestResult(
         judge=judge_name, dataset=dataset, humans=humans_kind, rater_kind=rater_kind, scoring=scoring,
-        epsilon=epsilon, q=q, n_items=ind.n_items, n_annotators=len(ind.annotators),
-        winning_rate=winning_rate, advantage_probability=advantage, passed=winning_rate >= 0.5,
-        p_values=p_values, won=won,
+        epsilon=epsilon, q=q, n_items=ind.n_items, n_annotators=len(ind.annotators), **main,
         advantage_by_annotator={a.annotator: float(a.judge_wins.mean()) for a in ind.annotators},
-        items_by_annotator={a.annotator: len(a.items) for a in ind.annotators})
+        items_by_annotator={a.annotator: len(a.items) for a in ind.annotators},
+        verdict=verdict, verdict_reason=reason, epsilon_sweep=sweep,
+        constant_judge=None if constant is None else {k: v for k, v in constant.items() if k != "p_values"},
+        cluster_unit=ind.cluster_unit, clusters_by_annotator={a.annotator: a.n_clusters for a in ind.annotators})
+
+
+def human_agreement(people: pd.DataFrame, items: set[str], scoring: Scoring) -> float:
+    """Krippendorff's alpha of the humans on ``items`` (nominal for categories, ordinal for scores).
+
+    Alpha does not need to know who rated what, only each item's labels, so the reliability matrix has one row
+    per label slot (at most the most humans on an item), not one per person.
+    """
+    rows = people[people["item_id"].isin(items)]
+    if rows.empty:
+        return float("nan")
+    if scoring == "neg_rmse":
+        values = rows["label"].astype(float).to_numpy()
+    else:
+        values = pd.factorize(rows["label"].astype(str))[0].astype(float)
+    item_code = pd.factorize(rows["item_id"])[0]
+    slot = pd.Series(item_code).groupby(item_code).cumcount().to_numpy()
+    data = np.full((int(slot.max()) + 1, int(item_code.max()) + 1), np.nan)
+    data[slot, item_code] = values
+    return krippendorff_alpha(data, "ordinal" if scoring == "neg_rmse" else "nominal")
+
+
+def _multi_rater_items(people: pd.DataFrame, judged: set[str], min_humans: int) -> set[str]:
+    rows = people[people["item_id"].isin(judged)]
+    per_item = rows.groupby("item_id")["rater"].nunique()
+    return set(per_item.index[per_item >= min_humans].astype(str))
 
 
 def alt_test_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind", scoring: Scoring = "accuracy",
                   epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q,
                   min_humans_per_item: int = MIN_HUMANS_PER_ITEM,
                   min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR) -> list[dict[str, Any]]:
-    """The test for every comparable judge of ``dataset``, as report rows (JSON-safe dicts).
+    """The test for every comparable judge of ``dataset``, and for the constant judge, as report rows.
 
     Args:
         labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
@@ -353,17 +282,37 @@ def alt_test_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "bli
         min_items_per_annotator: Annotators need this many items.
 
     Returns:
-        One dict per judge (``applicable`` true with the figures, or false with ``reason``); empty when
-        the dataset has no judge labels.
+        One JSON-safe dict per judge (``applicable`` true with the figures and ``verdict``, or false with
+        ``reason``), preceded, when some judge could be tested, by the constant judge's row
+        (:data:`CONSTANT_JUDGE`, ``rater_kind`` ``baseline``) on every item some judge labelled; empty when the
+        dataset has no judge labels.
     """
     frame = labels[labels["dataset"] == dataset]
     people = individual_humans(frame, humans)
-    out = []
+    blind = people if humans == "blind" else individual_humans(frame, "blind")
+    settings: dict[str, Any] = {"dataset": dataset, "humans_kind": humans, "scoring": scoring, "epsilon": epsilon,
+                                "q": q, "min_humans_per_item": min_humans_per_item,
+                                "min_items_per_annotator": min_items_per_annotator}
+    results: list[AltTestOutcome] = []
+    every: dict[str, Any] = {}
     for j in judge_labels(frame):
         # The same dict as Series.to_dict(), built from plain lists (a tenth of the time on Arrow-backed strings).
         judged = dict(zip(j.labels.index.tolist(), j.labels.tolist(), strict=True))
-        result = alt_test(judged, people, judge_name=j.judge, dataset=dataset, humans_kind=humans,
-                          rater_kind=j.rater_kind, scoring=scoring, epsilon=epsilon, q=q,
-                          min_humans_per_item=min_humans_per_item, min_items_per_annotator=min_items_per_annotator)
-        out.append(json_safe_dict(result.model_dump()))
-    return out
+        every.update(judged)
+        results.append(alt_test(judged, people, judge_name=j.judge, rater_kind=j.rater_kind, **settings))
+    if any(r.applicable for r in results):
+        tested = _multi_rater_items(people, set(every), min_humans_per_item)
+        label = majority_class(people[people["item_id"].isin(tested)]["label"])
+        results.insert(0, alt_test(dict.fromkeys(every, label), people, judge_name=CONSTANT_JUDGE,
+                                   rater_kind=BASELINE_KIND, baseline=True, **settings))
+        shared = _multi_rater_items(blind, set(every), min_humans_per_item)
+        n_blind = int(blind[blind["item_id"].isin(shared)]["rater"].nunique())
+        level = "ordinal" if scoring == "neg_rmse" else "nominal"
+        context = {"human_agreement": human_agreement(people, tested, scoring),
+                   "human_agreement_measure": f"Krippendorff's alpha ({level})",
+                   "n_blind_annotators": n_blind,
+                   "warnings": [] if n_blind >= MIN_BLIND_ANNOTATORS else [
+                       f"fewer than {MIN_BLIND_ANNOTATORS} blind annotators share items ({n_blind}): the authors ask "
+                       "for three or more"]}
+        results = [r.model_copy(update=context) if isinstance(r, AltTestResult) else r for r in results]
+    return [json_safe_dict(r.model_dump()) for r in results]

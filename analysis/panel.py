@@ -16,9 +16,9 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 import personagap.analysis.robust as robust  # registers the panel's table metrics
-from personagap.analysis.agreement import Estimate, ci_list, resample_weights
+from personagap.analysis.agreement import Estimate, ci_list
 from personagap.analysis.agreement import estimates as agreement_estimates
-from personagap.analysis.alt_test import Scoring, alt_test_rows
+from personagap.analysis.alt_test import DEFAULT_EPSILON, EPSILON_GUIDANCE, Scoring, alt_test_rows
 from personagap.analysis.robust import HumanSet
 from personagap.records import DatasetScale
 
@@ -115,15 +115,15 @@ def _level_text(text: str, level_of: Mapping[float, str]) -> str:
 
 
 def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, scale: DatasetScale | list[str],
-                    metrics: tuple[str, ...] | None = None, *, n_resamples: int, seed: int,
+                    metrics: tuple[str, ...] | None = None, *, n_resamples: int | None = None, seed: int | None = None,
                     level: float = 0.95) -> dict[str, Estimate]:
     """Registered metrics of a judge against the reference over the dataset's whole scale.
 
     What :func:`~personagap.analysis.agreement.agreement` computes (same per-user tables, users in sorted id
-    order, same ``resample_weights`` draw), except that the tables span the dataset's scale
-    (:func:`personagap.datasets.dataset_records`), in the scale's order, instead of the labels this one judge
-    happened to give: AC1 and PABAK depend on the number of categories, so every report scores a judge over the
-    same K, and ordinal figures read the levels' values.
+    order, the one CI rule :func:`~personagap.analysis.agreement.cluster_estimate`), except that the tables span
+    the dataset's scale (:func:`personagap.datasets.dataset_records`), in the scale's order, instead of the labels
+    this one judge happened to give: AC1 and PABAK depend on the number of categories, so every report scores a
+    judge over the same K, and ordinal figures read the levels' values.
 
     Args:
         human: Reference labels.
@@ -131,15 +131,14 @@ def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, sca
         clusters: User of each item.
         scale: The dataset's scale (a bare category list is read as nominal); every label must be on it.
         metrics: Registered metric names; None: :func:`scale_metrics` of the scale.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples); to be removed with the callers'.
+        seed: Deprecated and ignored, as ``n_resamples``.
         level: Confidence level.
     """
     s = as_scale(scale)
     tables, _ = robust.user_tables(on_scale(human, s), on_scale(judge, s), clusters, list(s.categories))
-    return agreement_estimates(tables, scale_metrics(s) if metrics is None else metrics,
-                               resample_weights(tables.shape[0], n_resamples, seed), level,
-                               s.levels() if s.ordinal else None)
+    return agreement_estimates(tables, scale_metrics(s) if metrics is None else metrics, level=level,
+                               levels=s.levels() if s.ordinal else None)
 
 
 def alt_test_scoring(scale: DatasetScale) -> Scoring:
@@ -252,15 +251,10 @@ def extras_lines(alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]]
     """Text for a report's alternative-annotator test and corrected estimates."""
     lines: list[str] = []
     if alt_test:
-        lines += ["", "Alternative-annotator test (can the judge replace a human? Calderon et al. 2025):"]
-        for t in alt_test:
-            who = f"{t['judge']} on {t['dataset']} ({t.get('humans', 'blind')} humans)"
-            if not t.get("applicable", True):
-                lines.append(f"  {who}: not applicable: {t.get('reason', '')}")
-            else:
-                lines.append(f"  {who}: {'PASSED' if t['passed'] else 'not passed'} at epsilon {t['epsilon']}: "
-                             f"winning rate {_f(t['winning_rate'])}, advantage probability "
-                             f"{_f(t['advantage_probability'])}, {t['n_items']} items, {t['n_annotators']} annotators")
+        lines += ["", f"Alternative-annotator test (can the judge replace a human? Calderon et al. 2025; epsilon "
+                      f"{DEFAULT_EPSILON:g} unless stated):", f"  {EPSILON_GUIDANCE}"]
+        for (dataset, humans), rows in _groups(alt_test).items():
+            lines += alt_test_group_lines(dataset, humans, rows)
     if estimates:
         lines += ["", "Corrected estimates of the human rate (a judge's naive rate, then corrected with human labels):"]
         for e in estimates:
@@ -269,6 +263,53 @@ def extras_lines(alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]]
                          f"PPI {_f(e['ppi'])}{_ci(e['ppi_ci'])}, human only {_f(e['human_only'])}"
                          f"{_ci(e['human_only_ci'])} (n human {e['n_human']}, n judge {e['n_judge']}, "
                          f"{e.get('n_users', '?')} users)" + (f"; {e['ci_note']}" if e.get("ci_note") else ""))
+    return lines
+
+
+def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for t in rows:
+        out.setdefault((str(t["dataset"]), str(t["humans"])), []).append(t)
+    return out
+
+
+def _sweep(values: list[Any]) -> str:
+    return "/".join(_f(v) for v in values)
+
+
+def alt_test_group_lines(dataset: str, humans: str, rows: list[dict[str, Any]]) -> list[str]:
+    """One dataset's alternative-annotator rows (one kind of humans) as text: context, then one line per judge.
+
+    The context line gives the humans' own agreement (to choose epsilon by) and the unit of the t-test; the
+    constant judge's row (``rater_kind`` baseline) is shown like any judge; PASSED appears only for the verdict
+    ``passed`` (a constant judge that passes too, or anchored humans, give another verdict).
+    """
+    lines = []
+    tested = [t for t in rows if t.get("applicable")]
+    if tested:
+        first = tested[0]
+        lines.append(f"  {dataset}, {humans} humans: {first['human_agreement_measure']} "
+                     f"{_f(first['human_agreement'])}; unit of the t-test: {first['cluster_unit']}"
+                     + (" (each annotator's items averaged per user)" if first["cluster_unit"] == "user" else "")
+                     + ("; no verdict: these humans saw an LLM's label first" if humans == "anchored" else ""))
+        lines += [f"    warning: {w}" for w in first["warnings"]]
+    for t in rows:
+        if not t.get("applicable"):
+            lines.append(f"  {t['judge']} on {dataset} ({humans} humans): not applicable: {t['reason']}")
+            continue
+        name = t["judge"] + (" [baseline]" if t["rater_kind"] == "baseline" else "")
+        verdict = "PASSED" if t["verdict"] == "passed" else t["verdict"]
+        # Anchored rows share one reason, given on the context line; only whether the constant passes differs.
+        constant_passes = bool(t.get("constant_judge") and t["constant_judge"]["passed"])
+        why = t["verdict_reason"] if humans != "anchored" else "a constant judge passes too" if constant_passes else ""
+        sweep = t["epsilon_sweep"]
+        eps = "/".join(f"{e['epsilon']:.2f}" for e in sweep)
+        constant = ("" if t.get("constant_judge") is None else
+                    f" (constant judge {_sweep([e['constant_winning_rate'] for e in sweep])})")
+        lines.append(f"    {name}: {verdict} at epsilon {t['epsilon']:g}{f' ({why})' if why else ''}: winning rate "
+                     f"{_f(t['winning_rate'])}, advantage probability {_f(t['advantage_probability'])}, "
+                     f"{t['n_items']} items, {t['n_annotators']} annotators; winning rate at epsilon {eps}: "
+                     f"{_sweep([e['winning_rate'] for e in sweep])}{constant}")
     return lines
 
 

@@ -99,11 +99,11 @@ def test_reports_score_an_ordinal_dataset_by_negative_rmse() -> None:
     scale = DatasetScale(kind="ordinal", categories=("1", "2", "3", "4", "5"))
     tests, rates = report_extras(labels, ["ratings"], positive="yes", n_resamples=20, seed=0,
                                  scales={"ratings": scale})
-    (row,) = tests
-    assert row["scoring"] == "neg_rmse"
+    constant, row = tests  # the constant judge's row first, scored the same way
+    assert constant["rater_kind"] == "baseline" and constant["scoring"] == row["scoring"] == "neg_rmse"
     assert row["advantage_probability"] == pytest.approx(_by_the_paper(labels)["advantage_probability"])
     assert rates == []  # no "yes" rate on a 1-5 scale
     report = relevance_report(labels.assign(dataset="ratings"), n_resamples=20, seed=0, scales={"ratings": scale})
-    assert [t["scoring"] for t in report.alt_test] == ["neg_rmse"]
+    assert [t["scoring"] for t in report.alt_test] == ["neg_rmse", "neg_rmse"]
     (judge,) = report.judges
     assert judge.scale == "ordinal" and judge.weighted_kappa is not None and judge.over_selection is None
