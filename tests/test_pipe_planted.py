@@ -1,0 +1,100 @@
+"""A linked pipeline dataset with planted failure rates and a planted cascade: the view gets them back.
+
+The generator draws each stage's human verdicts at known rates; the truth checked is the generating rate (not
+the drawn sample's), so a CI that missed it would fail the test. The over-personalisation flags are computed here
+from the generator's own records (which answer used which attribute, what humans said of it), not by the view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from personagap.analysis.pipeline import PipelineView, pipeline_db
+from tests.pipe_store import item, label, write_store
+
+USERS, ATTRS, PROMPTS = 40, 6, 2
+P_BAD = 0.2  # stage 1: humans reject an extracted attribute
+P_RELEVANT, SEL_IF_REL, SEL_IF_NOT = 0.3, 0.8, 0.45  # stage 2: human relevance, the pipeline's selection
+NO_BETTER = {"pipeline": 0.75, "oracle": 0.3}  # stage 3: humans judge the personalised answer no better
+TRUTH = {
+    "rejected_attributes": P_BAD,
+    "irrelevant_selected": (1 - P_RELEVANT) * SEL_IF_NOT / (P_RELEVANT * SEL_IF_REL + (1 - P_RELEVANT) * SEL_IF_NOT),
+    "missed_relevant": 1 - SEL_IF_REL,
+    "over_selection": (P_RELEVANT * SEL_IF_REL + (1 - P_RELEVANT) * SEL_IF_NOT) / P_RELEVANT,
+}
+
+
+def _planted(seed: int = 7) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
+    rng = np.random.default_rng(seed)
+    items, labels, flagged = [], [], set()
+    for u in range(USERS):
+        user = f"u{u:02d}"
+        bad = {f"{user}-a{k}": bool(rng.random() < P_BAD) for k in range(ATTRS)}
+        for aid, is_bad in bad.items():
+            items.append(item(f"s1-{aid}", "plant-s1", "extraction", user, system="extractor-x", attribute_id=aid))
+            labels.append(label(f"s1-{aid}", "hm", "human_majority", "bad" if is_bad else "ok"))
+        for p in range(PROMPTS):
+            relevant, selected = [], []
+            for aid in bad:
+                rel = bool(rng.random() < P_RELEVANT)
+                sel = bool(rng.random() < (SEL_IF_REL if rel else SEL_IF_NOT))
+                iid = f"s2-{aid}-{p}"
+                items.append(item(iid, "plant-s2", "relevance", user, prompt_index=p, attribute=aid, attribute_id=aid))
+                labels += [label(iid, "hm", "human_majority", "yes" if rel else "no"),
+                           label(iid, "plant-pipeline", "system", "yes" if sel else "no")]
+                relevant += [aid] if rel else []
+                selected += [aid] if sel else []
+            for cond, used in (("pipeline", selected), ("oracle", relevant)):
+                iid = f"s3-{user}-{p}-{cond}"
+                items.append(item(iid, "plant-s3", "response", user, prompt_index=p, kind="generic_vs_personalized",
+                                  system="writer-w", input_condition=cond, attributes_used=used,
+                                  prompt_id=f"{user}_{p}"))
+                verdict = rng.choice(["A", "tie"]) if rng.random() < NO_BETTER[cond] else "B"
+                labels.append(label(iid, "hm", "human_majority", str(verdict)))
+                if any(bad[a] or a not in relevant for a in used):
+                    flagged.add(iid)
+    return items, labels, flagged
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[PipelineView, set[str]]:
+    items, labels, flagged = _planted()
+    return pipeline_db(write_store(tmp_path_factory.mktemp("plant") / "p.duckdb", items, labels)), flagged
+
+
+def _inside(row: Any, truth: float) -> bool:
+    lo, hi = row.human_ci
+    return lo is not None and lo <= truth <= hi
+
+
+def test_planted_rates_within_their_cis(planted: tuple[PipelineView, set[str]]) -> None:
+    view, _ = planted
+    for quantity, truth in TRUTH.items():
+        (row,) = [r for r in view.rows if r.quantity == quantity]
+        assert row.n_users == USERS
+        assert _inside(row, truth), (quantity, truth, row.human, row.human_ci)
+    for cond, truth in NO_BETTER.items():
+        (row,) = [r for r in view.rows if r.quantity == "no_better_than_generic" and r.input_condition == cond]
+        assert _inside(row, truth), (cond, truth, row.human, row.human_ci)
+    (up,) = [u for u in view.upstream if u.quantity == "no_better_than_generic"]
+    lo, hi = up.human_ci
+    assert lo is not None and hi is not None and lo <= NO_BETTER["pipeline"] - NO_BETTER["oracle"] <= hi
+
+
+def test_verdict_names_the_planted_worst_stage(planted: tuple[PipelineView, set[str]]) -> None:
+    view, _ = planted
+    # Planted: stage 3 (0.75 with the pipeline's input) > stage 2 (~0.57) > stage 1 (0.2), far apart at 40 users.
+    assert view.worst_stage == 3
+    assert view.verdict.startswith("Stage 3 (personalised response) fails most by human verdict")
+
+
+def test_over_personalisation_flags_exactly_the_planted_ones(planted: tuple[PipelineView, set[str]]) -> None:
+    view, flagged = planted
+    assert {f["item_id"] for f in view.flagged} == flagged
+    assert flagged  # the generator planted some
+    oracle = next(c for c in view.cascade if c.input_condition == "oracle")
+    # Oracle answers use only human-relevant attributes: flagged only through a stage-1 rejection.
+    assert oracle.n_irrelevant == 0 and oracle.n_flagged == oracle.n_rejected
