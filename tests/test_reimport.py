@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from personagap.api import import_recenter, report_relevance
 from personagap.cli import cli
-from personagap.human_data.recenter import STAGE2
+from personagap.human_data.recenter import PIPELINE_RATER, STAGE2
 from personagap.stages.response import import_prism
 from personagap.store import ImportBatch, write_batch
 from tests.release_builders import IMPORTERS, write_release
@@ -75,12 +75,14 @@ def test_shortened_llm_file_leaves_no_stale_label(stage2_copy: Path, tmp_path: P
     n_short, judged_short = _judge_n(db)
     assert judged_short == short and n_short < n_full
     assert first.written["labels"].inserted == _labels_of(db, LLM, STAGE2) + (full - short) + (
-        _labels_of(db, "human_majority", STAGE2) + _labels_of(db, "google_gemma-4-31b-it", STAGE2))
+        _labels_of(db, "human_majority", STAGE2) + _labels_of(db, "google_gemma-4-31b-it", STAGE2)
+        + _labels_of(db, PIPELINE_RATER, STAGE2))
     labels = again.written["labels"]
     assert labels.removed == full - short
     assert labels.inserted == 0 and labels.updated == 0
     assert labels.unchanged == (_labels_of(db, LLM, STAGE2) + _labels_of(db, "human_majority", STAGE2)
-                                + _labels_of(db, "google_gemma-4-31b-it", STAGE2))
+                                + _labels_of(db, "google_gemma-4-31b-it", STAGE2)
+                                + _labels_of(db, PIPELINE_RATER, STAGE2))
     assert f"{full - short:,} removed" in again.render()
     cov = {c.rater: c for c in again.coverage if c.dataset == STAGE2}
     assert cov[LLM].llm_pairs == short

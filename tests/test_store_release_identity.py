@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from personagap.api import import_recenter, report_relevance
-from personagap.human_data import recenter
+from personagap.human_data import recenter, recenter_build
 from personagap.human_data._jsonl import Release, import_run, run_id_for
 from personagap.human_data.recenter import STAGE2
 from tests.release_builders import IMPORTERS, write_release
@@ -57,7 +57,7 @@ def _report_pairs(db: Path) -> int:
 def moved_copy(shared_data: Path, tmp_path: Path) -> tuple[Path, int]:
     """A copy of the release elsewhere whose LLM file holds only its first rows, and those rows' pair count."""
     root = tmp_path / "elsewhere" / "recenter"
-    for part in ("stage2", "pilot"):
+    for part in ("stage2", "stage3_responses", "pilot"):
         shutil.copytree(shared_data / "recenter" / part, root / part)
     return root, _cut(root / "stage2" / "llm_relevance" / f"{LLM}.jsonl", KEPT)
 
@@ -88,7 +88,7 @@ def test_store_written_with_path_identities_follows_a_moved_release(
     db = tmp_path / "db.duckdb"
     with monkeypatch.context() as m:
         # What earlier PersonaGap wrote: run ids from the absolute path, no release identity, no release scope.
-        m.setattr(recenter, "import_run", lambda path, data, rater, parameters=None, *, release=None:
+        m.setattr(recenter_build, "import_run", lambda path, data, rater, parameters=None, *, release=None:
                   import_run(path, data, rater, parameters))
         m.setattr(recenter.Release, "scope", property(lambda self: "\x00none"))
         import_recenter(shared_data / "recenter", db)
