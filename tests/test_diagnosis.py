@@ -31,8 +31,7 @@ def _pairs(stage: str, rater: str, table: dict[tuple[str, str], int], users: int
 def test_judge_score_matches_hand_worked_kappa():
     # 2x2 table: tp=40, fp=20, fn=0, tn=40 -> po = 0.8; pe = 0.6*0.4 + 0.4*0.6 = 0.48; kappa = 0.32/0.52.
     rows = _pairs("relevance", "j", {("yes", "yes"): 40, ("no", "yes"): 20, ("no", "no"): 40})
-    s = judge_score(rows, stage="relevance", dataset="ds", rater="j", rater_kind="llm", condition="", failures=3,
-                    n_resamples=200, seed=1)
+    s = judge_score(rows, stage="relevance", dataset="ds", rater="j", rater_kind="llm", condition="", failures=3)
     assert s.binary and s.categories == ["no", "yes"]
     assert s.confusion == [[40, 20], [0, 40]]
     assert s.kappa == pytest.approx(0.32 / 0.52)
@@ -46,7 +45,7 @@ def test_judge_score_matches_hand_worked_kappa():
 def test_judge_score_multiclass_has_no_yes_rates():
     rows = _pairs("response", "j", {("A", "A"): 10, ("B", "B"): 10, ("A", "B"): 5, ("tie", "A"): 5})
     s = judge_score(rows, stage="response", dataset="ds", rater="j", rater_kind="llm", condition="no-profile",
-                    failures=0, n_resamples=100, seed=0)
+                    failures=0)
     assert not s.binary and s.categories == ["A", "B", "tie"]
     assert s.over_selection is None and s.human_yes_rate is None
     assert s.judge == "j [no-profile]"

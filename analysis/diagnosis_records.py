@@ -1,0 +1,217 @@
+"""The diagnosis's records: what ``personagap diagnose --json`` and the dashboard's Overview read.
+
+Pure data (pydantic models and the constants their figures rest on); the analysis is in
+:mod:`personagap.analysis.diagnosis` and :mod:`personagap.analysis.diagnosis_ceiling`, the text in
+:mod:`personagap.analysis.diagnosis_text`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from personagap.analysis.agreement import MIN_USERS_FOR_CI, json_safe_dict
+from personagap.analysis.origins import OriginField
+from personagap.analysis.panel import PanelFields
+
+STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
+STAGE_TITLES: dict[str, str] = {
+    "extraction": "Stage 1 — attribute extraction",
+    "relevance": "Stage 2 — relevance selection",
+    "response": "Stage 3 — personalised response",
+}
+#: Judges with fewer shared items than this are listed but not eligible as best/worst, nor chosen for a gap.
+MIN_ITEMS_FOR_RANKING = 20
+#: Rater pairs sharing fewer items are left out of every mean pairwise kappa (ceiling and judge–human).
+MIN_PAIR_OVERLAP = 10
+#: A rater pair enters a mean pairwise kappa only when its shared items span at least this many users: leaving
+#: one user out (the CI rule) then never removes a pair, so every recomputation averages the same pairs.
+MIN_PAIR_USERS = 2
+
+
+class JudgeScore(PanelFields, OriginField):
+    """One judge's labels on one dataset of one stage, compared with the human reference."""
+
+    stage: str
+    dataset: str
+    judge: str = Field(description="Display name: rater, plus [condition] when the protocol is not the default.")
+    rater: str
+    rater_kind: str
+    condition: str
+    n: int = Field(description="Items with both a parsed judge label and a human reference.")
+    n_users: int
+    failures: int = Field(description="Judge answers that could not be parsed (never counted as labels).")
+    categories: list[str]
+    confusion: list[list[int]] = Field(description="Rows: human label, columns: judge label (order: categories).")
+    kappa: float
+    kappa_ci: list[float]
+    accuracy: float
+    accuracy_ci: list[float]
+    binary: bool = Field(description="Labels are yes/no, so yes-rates and over-selection are defined.")
+    human_yes_rate: float | None = None
+    judge_yes_rate: float | None = None
+    over_selection: float | None = None
+    over_selection_ci: list[float] | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (left out of its CI).")
+
+    @property
+    def headline(self) -> float:
+        """The scale's headline agreement: quadratic-weighted kappa on ordinal scales, else Cohen's kappa."""
+        return self.weighted_kappa if self.scale == "ordinal" and self.weighted_kappa is not None else self.kappa
+
+
+class HumanCeiling(OriginField):
+    """Mean pairwise agreement among blind humans who labelled the same items of one dataset.
+
+    Cohen's kappa, or quadratic-weighted kappa on ordinal scales (``metric``), over one fixed set of pairs (those
+    sharing at least :data:`MIN_PAIR_OVERLAP` items over at least :data:`MIN_PAIR_USERS` users), each weighted by
+    its shared items: the interval recomputes exactly this figure on every leave-one-user-out total.
+    """
+
+    dataset: str
+    metric: str = Field(default="kappa", description="The pairwise figure: 'kappa', or 'weighted_kappa' on "
+                                                     "ordinal scales.")
+    mean_kappa: float = Field(description="Mean pairwise kappa (``metric``), pairs weighted by their shared items.")
+    ci: list[float]
+    n_raters: int
+    n_pairs: int
+    n_items: int
+    n_users: int = Field(default=0, description="Users the interval is over (no CI below MIN_USERS_FOR_CI).")
+    undefined_resamples: int = Field(default=0, description="Leave-one-user-out figures that were undefined "
+                                                            "(then no CI).")
+    alpha: float | None = Field(default=None, description="Krippendorff's alpha (ordinal) among these humans; "
+                                                          "ordinal scales only.")
+    alpha_ci: list[float] | None = None
+
+
+class CeilingGap(OriginField):
+    """How far one judge falls below the human ceiling of the same dataset, with a paired user-clustered CI.
+
+    One judge's own gap: for the stage's best judge it is picked on the data it is measured on, so the verdict
+    ranks stages by :class:`SelectedGap` instead.
+    """
+
+    stage: str
+    dataset: str
+    judge: str
+    rater: str
+    rater_kind: str
+    condition: str
+    metric: str = Field(default="kappa", description="The pairwise figure of both sides: 'kappa', or "
+                                                     "'weighted_kappa' on ordinal scales.")
+    judge_kappa: float = Field(description="Mean kappa (``metric``) of the judge with each blind human (same items), "
+                                           "pairs weighted by their shared items.")
+    judge_kappa_ci: list[float]
+    ceiling: float = Field(description="Mean pairwise kappa (``metric``) among those blind humans.")
+    ceiling_ci: list[float]
+    gap: float = Field(description="ceiling - judge_kappa (> 0: the judge agrees with humans less than they do).")
+    gap_ci: list[float] = Field(description="Paired: every leave-one-user-out total recomputes both sides.")
+    n_items: int = Field(description="Items the judge labelled among those the humans share.")
+    n_users: int
+    n_judge_pairs: int
+    n_human_pairs: int
+    undefined_resamples: int = Field(description="Leave-one-user-out gaps that were undefined (then no CI).")
+
+
+class SelectedGap(OriginField):
+    """A stage's best-judge gap with the choice of the judge accounted for (what the verdict ranks).
+
+    With several eligible judges of one dataset, the users are split in two fixed halves (by a seeded hash of their
+    id): the judge with the smallest gap on one half is measured on the other, both ways, and ``gap`` is the mean
+    of the two measurements, so no figure is measured on the data that chose it. The interval is the one CI rule
+    with the choice remade on every leave-one-user-out total. With one eligible judge there is nothing to choose:
+    its gap on all users.
+    """
+
+    stage: str
+    dataset: str
+    metric: str = Field(description="'kappa', or 'weighted_kappa' on ordinal scales.")
+    method: str = Field(description="'cross-fit' (several judges) or 'single judge'.")
+    gap: float = Field(description="Ceiling minus the chosen judge's mean kappa with the humans, measured on users "
+                                   "that did not choose it.")
+    gap_ci: list[float]
+    chosen: list[str] = Field(description="Cross-fit: the judge chosen on each half (measured on the other); "
+                                          "single judge: that judge.")
+    n_judges: int = Field(description="Eligible judges the choice was among (at least MIN_ITEMS_FOR_RANKING items).")
+    n_users: int
+    undefined_resamples: int = Field(default=0, description="Leave-one-user-out figures that were undefined "
+                                                            "(then no CI).")
+
+
+class StageComparison(BaseModel):
+    """The difference of two stages' selection-aware gaps, paired over the users they share."""
+
+    stage: str = Field(description="The stage with the larger gap.")
+    other: str
+    difference: float = Field(description="stage's gap minus other's gap.")
+    ci: list[float]
+    n_users: int = Field(description="Users of either stage (the interval's clusters).")
+    n_shared_users: int = Field(description="Users (by id) in both stages' datasets: their items move together.")
+    undefined_resamples: int = 0
+
+
+class StageDiagnosis(BaseModel):
+    """What the store says about one stage."""
+
+    stage: str
+    title: str
+    status: str = Field(description="'no_data' | 'no_reference' | 'no_judges' | 'ok'.")
+    message: str
+    n_items: int
+    n_labels: int
+    n_human_labels: int
+    n_judge_labels: int
+    judges: list[JudgeScore] = Field(description="Sorted by kappa, best first (NaN last).")
+    best: JudgeScore | None
+    worst: JudgeScore | None
+    ceiling: HumanCeiling | None = Field(
+        description="The ceiling of the dataset the stage is ranked on (the gap's, else the best judge's); None "
+                    "when that dataset has none. Never a ceiling of another dataset: draw it only beside judges "
+                    "of ceiling.dataset.")
+    ceilings: list[HumanCeiling] = Field(default_factory=list, description="Every dataset's blind human ceiling.")
+    gaps: list[CeilingGap] = Field(default_factory=list, description="Every judge's gap to its dataset's ceiling, "
+                                                                     "smallest gap first.")
+    gap: CeilingGap | None = Field(default=None, description="The judge with the smallest gap on the stage's "
+                                                             "ranked dataset (its own gap: chosen on these data).")
+    selected_gap: SelectedGap | None = Field(default=None, description="The stage's selection-aware best-judge gap "
+                                                                       "(what the verdict ranks).")
+    notes: list[str] = Field(default_factory=list, description="Why a ceiling or a gap is missing.")
+
+
+class Diagnosis(BaseModel):
+    """Per stage, the best and worst judge against humans, the human ceiling, the gap and the verdict."""
+
+    stages: list[StageDiagnosis]
+    worst_stage: str | None = Field(description="The stage whose best judge is furthest below its own dataset's "
+                                                "human ceiling (selection-aware gap), when the CI of its difference "
+                                                "with every other ranked stage excludes 0; else None.")
+    verdict: str
+    ranking: list[str] = Field(default_factory=list, description="Stages with a selection-aware gap, largest first.")
+    comparisons: list[StageComparison] = Field(default_factory=list, description="The largest gap's stage against "
+                                                                                 "every other ranked stage.")
+    next_steps: list[str] = Field(default_factory=list, description="When the verdict cannot tell: per stage, what "
+                                                                    "data would let it (also the verdict's last part).")
+    n_resamples: int
+    seed: int
+    ci_level: float = 0.95
+    min_users_for_ci: int = MIN_USERS_FOR_CI
+
+    def stage(self, name: str) -> StageDiagnosis:
+        """Return the diagnosis of one stage by name ('extraction', 'relevance', 'response')."""
+        return next(s for s in self.stages if s.stage == name)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Return JSON-safe data (NaN becomes null)."""
+        return json_safe_dict(self.model_dump())
+
+
+
+
+def finite(x: float | None) -> bool:
+    """A figure that is there: not None and not NaN."""
+    return x is not None and not math.isnan(x)
