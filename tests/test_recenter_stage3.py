@@ -196,3 +196,37 @@ def test_bad_stage3_input_is_one_located_line(tmp_path: Path, case: str, expecte
         load_recenter(root)
     message = str(info.value)
     assert expected in message and "\n" not in message
+
+
+def test_an_llm_judge_runs_on_the_condition_pairs(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from personagap.cli import cli
+    from tests.llm_server import ScriptedOpenAIServer
+
+    root = _tiny(tmp_path)
+    db = str(tmp_path / "db.duckdb")
+    import_recenter(root, db)
+    with duckdb.connect(db, read_only=True) as con:
+        pairs = {json.loads(p)["answer_a"] + "|" + json.loads(p)["answer_b"] for (p,) in con.execute(
+            "SELECT payload FROM items WHERE dataset = ?", [STAGE3]).fetchall()}
+    seen: list[str] = []
+
+    def answer(body: dict[str, Any]) -> str:
+        seen.append(json.dumps(body["messages"]))
+        return json.dumps({"reason": "r", "verdict": "B"})
+
+    with ScriptedOpenAIServer(answer) as server:
+        result = CliRunner().invoke(cli, ["judge", "response", "--judge", "pairwise", "--model", "openai/scripted",
+                                          "--api-base", server.base_url, "--dataset", STAGE3, "--no-progress",
+                                          "--db", db])
+        assert result.exit_code == 0, result.output
+    # Each pair reached the model with both of its answers.
+    for pair in pairs:
+        a, b = pair.split("|")
+        assert any(a in text and b in text for text in seen)
+    with duckdb.connect(db, read_only=True) as con:
+        judged = con.execute("SELECT count(DISTINCT l.item_id) FROM labels l JOIN items i USING (item_id) "
+                             "WHERE i.dataset = ? AND l.rater_kind = 'llm' AND l.label IS NOT NULL",
+                             [STAGE3]).fetchall()[0][0]
+    assert judged == len(pairs)
