@@ -46,7 +46,13 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.comparable import SYSTEM_KINDS, judge_display
 from personagap.analysis.estimates import rogan_gladen
-from personagap.analysis.pipeline_sql import cascade_items, stage1_counts, stage2_counts, stage3_counts
+from personagap.analysis.pipeline_sql import (
+    cascade_items,
+    reference_table,
+    stage1_counts,
+    stage2_counts,
+    stage3_counts,
+)
 
 STAGE_OF = {"extraction": 1, "relevance": 2, "response": 3}
 HEADLINE = {1: "rejected_attributes", 2: "irrelevant_selected", 3: "no_better_than_generic"}
@@ -204,19 +210,23 @@ def _estimate(stat: Stat, per_user: pd.DataFrame) -> Estimate:
     return interval(stat, per_user.to_numpy(dtype=float))
 
 
-def _judges(judges: pd.DataFrame, keys: dict[str, Any], naive: Stat, corrected: Stat,
-            cols: list[str], *, clip_one: bool = True) -> list[JudgeRate]:
-    """Per judge of a row: naive and corrected rates from its per-user counts ``cols``."""
-    mask = np.ones(len(judges), dtype=bool)
-    for k, v in keys.items():
-        mask &= (judges[k].isna() if v is None else judges[k] == v).to_numpy()
+def _by_keys(judges: pd.DataFrame, keys: list[str]) -> dict[tuple[Any, ...], pd.DataFrame]:
+    """Judge counts split once by a row's keys (missing keys as None), so each row finds its judges by lookup."""
+    return {tuple(k.values()): rows for k, rows in _groups(judges, keys)} if not judges.empty else {}
+
+
+def _judges(judges: pd.DataFrame | None, naive: Stat, corrected: Stat, cols: list[str], *,
+            clip_one: bool = True) -> list[JudgeRate]:
+    """Per judge of a row (its judge counts, or None): naive and corrected rates from its per-user counts ``cols``."""
+    if judges is None:
+        return []
     out = []
-    for (rater, condition), rows in judges[mask].groupby(["rater", "condition"], sort=True):
+    for (rater, condition), rows in judges.groupby(["rater", "condition"], sort=True):
         per_user = _users(rows, cols)
-        totals = per_user.to_numpy().sum(axis=0)
         has_ref = per_user.filter(regex="^(tp|fn|fp|tn)").to_numpy().sum() > 0
         est = _estimate(corrected, per_user) if has_ref else None
-        out.append(JudgeRate(judge=judge_display(str(rater), str(condition)), naive=_num(float(naive(totals))),
+        out.append(JudgeRate(judge=judge_display(str(rater), str(condition)),
+                             naive=_num(float(naive(per_user.to_numpy().sum(axis=0)))),
                              corrected=_num(est.value) if est else None,
                              corrected_ci=_ci(est, 0.0, 1.0 if clip_one else math.inf),
                              n_items=int(per_user.filter(regex="^j_n").to_numpy().sum())))
@@ -240,13 +250,14 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[dict[str, An
 
 def _stage1(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
     human, judges = stage1_counts(con)
+    of = _by_keys(judges, ["dataset", "system"])
     cells = []
     for keys, rows in _groups(human, ["dataset", "system"]):
         pu = _users(rows, ["pos", "n_ref", "unsure", "n_items"])
         n_ref = int(pu["n_ref"].sum())
         if not n_ref:
             continue
-        js = _judges(judges, keys, share(1, 0), corrected_rate, _JUDGE_COLS)
+        js = _judges(of.get(tuple(keys.values())), share(1, 0), corrected_rate, _JUDGE_COLS)
         row = _row(1, keys, "rejected_attributes", pu[["pos", "n_ref"]], share(0, 1), n_items=int(pu["n_items"].sum()),
                    n_human=n_ref, judges=js)
         unsure = _estimate(share(0, 1), pu[["unsure", "n_ref"]])
@@ -287,6 +298,7 @@ _S2 = {  # quantity -> (numerator columns, denominator columns) of the selector'
 def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
     sel, judges = stage2_counts(con)
     cols = [f"{c}_g1" for c in _JUDGE_COLS] + [f"{c}_g0" for c in _JUDGE_COLS]
+    of = _by_keys(judges, ["dataset", "system"])
     cells = []
     for keys, rows in _groups(sel, ["dataset", "system", "system_kind"]):
         pu = _users(rows, ["tp", "fp", "fn", "tn", "n_items"])
@@ -295,7 +307,7 @@ def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
         kind = keys.pop("system_kind")
         for quantity, (num, den) in _S2.items():
             frac = pd.DataFrame({"num": pu[num].sum(axis=1), "den": pu[den].sum(axis=1)})
-            js = _judges(judges, keys, _s2_naive(quantity), _s2_corrected(quantity), cols,
+            js = _judges(of.get(tuple(keys.values())), _s2_naive(quantity), _s2_corrected(quantity), cols,
                          clip_one=quantity != "over_selection")
             row = _row(2, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
                        n_human=int(pu[["tp", "fp", "fn", "tn"]].to_numpy().sum()), judges=js)
@@ -305,13 +317,14 @@ def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
 
 def _stage3(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
     human, judges = stage3_counts(con)
+    of = _by_keys(judges, ["dataset", "system", "input_condition"])
     cells = []
     for keys, rows in _groups(human, ["dataset", "system", "input_condition"]):
         pu = _users(rows, ["no_better", "worse", "n_ref", "n_items"])
         for quantity, col, suffix in (("no_better_than_generic", "no_better", "_nb"), ("worse_than_generic", "worse",
                                                                                        "_w")):
             cols = [c + suffix for c in _JUDGE_COLS]
-            js = _judges(judges, keys, share(1, 0), corrected_rate, cols)
+            js = _judges(of.get(tuple(keys.values())), share(1, 0), corrected_rate, cols)
             frac = pu[[col, "n_ref"]].set_axis(["num", "den"], axis=1)
             row = _row(3, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
                        n_human=int(pu["n_ref"].sum()), judges=js)
@@ -469,10 +482,11 @@ def pipeline_view(con: duckdb.DuckDBPyConnection) -> PipelineView:
     Args:
         con: An open store connection (read-only is enough).
     """
-    cells = _stage1(con) + _stage2(con) + _stage3(con)
+    with reference_table(con):
+        cells = _stage1(con) + _stage2(con) + _stage3(con)
+        cascade, flagged = _cascade(con)
     verdict, worst, comps = _verdict(cells)
     rows = [c.row for c in cells]
-    cascade, flagged = _cascade(con)
     return PipelineView(rows=rows, verdict=verdict, worst_stage=worst, comparisons=comps,
                         upstream=_upstream(cells), cascade=cascade, flagged=flagged,
                         missing=_missing(rows))

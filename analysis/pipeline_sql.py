@@ -12,6 +12,8 @@ Linked data (issue 22's contract, stored in ``items.payload``): ``attribute_id``
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import cast
 
 import duckdb
@@ -29,7 +31,8 @@ UNSURE = "unsure"
 SELECTED = "yes"
 """A selector's (and the human reference's) label for a relevant / selected attribute at stage 2."""
 
-_REF = reference_sql("blind", "l")
+REFERENCE_TABLE = "_pipeline_reference"
+"""The blind reference per item, computed once per view (:func:`reference_table`) and read by every query here."""
 _JUDGE = comparable_judge_sql("j")
 _SELECTOR_KINDS = ("llm", *SYSTEM_KINDS)
 """Stage-2 selectors: every LLM relevance labeller used as a selector, and every pipeline's own selection."""
@@ -39,6 +42,21 @@ _ATTRIBUTE_KIND = ("(json_extract_string(i.payload, '$.kind') IS NULL OR json_ex
 """Stage-1 items that are extracted attributes (not gold preferences, chunks or conversations)."""
 _KINDS = ", ".join(f"'{k}'" for k in _SELECTOR_KINDS)
 _NOT_REVERSED = f"NOT ends_with(j.condition, '{REVERSED}')"  # a reverse-order run is not a judge of its own
+
+
+@contextlib.contextmanager
+def reference_table(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Hold the blind reference of every item in a temporary table while the view's queries run.
+
+    Every query of the view reads it: computed once (at 10^6 labels the reference is most of a query's time), and
+    dropped afterwards. A temporary table is private to the connection, and allowed on a read-only one.
+    """
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {REFERENCE_TABLE} AS WITH {reference_sql('blind', 'l')} "
+                "SELECT item_id, human FROM reference")
+    try:
+        yield
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {REFERENCE_TABLE}")
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
@@ -54,7 +72,7 @@ def _system(alias: str) -> str:
 _STAGE1 = f"""
     units AS (
         SELECT i.item_id, i.dataset, {_system('i')} AS system, i.user_id, r.human
-        FROM items i LEFT JOIN reference r USING (item_id)
+        FROM items i LEFT JOIN {REFERENCE_TABLE} r USING (item_id)
         WHERE i.stage = 'extraction' AND {_ATTRIBUTE_KIND}
     ),
     verified AS (SELECT dataset FROM units GROUP BY dataset HAVING bool_or(human IN ({_VERDICTS})))
@@ -74,7 +92,7 @@ _STAGE3 = f"""
     ),
     units AS (
         SELECT p.*, CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic, r.human
-        FROM pairs p LEFT JOIN reference r USING (item_id) WHERE p.pers IN ('A', 'B')
+        FROM pairs p LEFT JOIN {REFERENCE_TABLE} r USING (item_id) WHERE p.pers IN ('A', 'B')
     )
 """
 
@@ -90,14 +108,14 @@ def stage1_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
         :func:`judge_columns`: positive = a rejection).
     """
     human = _frame(con, f"""
-        WITH {_REF}, {_STAGE1}
+        WITH {_STAGE1}
         SELECT dataset, system, user_id, count(*) AS n_items, count(human) FILTER (WHERE human IN ({_VERDICTS}))
                AS n_ref, count(*) FILTER (WHERE human = '{REJECTED}') AS pos,
                count(*) FILTER (WHERE human = '{UNSURE}') AS unsure
         FROM units SEMI JOIN verified USING (dataset) GROUP BY ALL
     """)
     judges = _frame(con, f"""
-        WITH {_REF}, {_STAGE1}
+        WITH {_STAGE1}
         SELECT u.dataset, u.system, j.rater, j.condition, u.user_id, {judge_columns(f"j.label = '{REJECTED}'",
                                                                                     f"u.human = '{REJECTED}'")}
         FROM units u SEMI JOIN verified USING (dataset) JOIN labels j USING (item_id)
@@ -126,7 +144,7 @@ _STAGE2 = f"""
     sel AS (
         SELECT s.item_id, i.dataset, s.rater AS system, s.rater_kind AS system_kind, i.user_id, s.label = '{SELECTED}'
                AS selected, r.human
-        FROM labels s JOIN items i USING (item_id) LEFT JOIN reference r USING (item_id)
+        FROM labels s JOIN items i USING (item_id) LEFT JOIN {REFERENCE_TABLE} r USING (item_id)
         WHERE i.stage = 'relevance' AND s.label IS NOT NULL AND s.rater_kind IN ({_KINDS})
           AND (s.rater_kind NOT IN ({", ".join(f"'{k}'" for k in JUDGE_KINDS)}) OR s.condition = '')
     )
@@ -137,8 +155,10 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
     """Stage 2: per (dataset, selector, user) the selector's selection against the human relevance verdict.
 
     A selector is an LLM relevance labeller (its standard-protocol labels) or a pipeline's own selection (a
-    ``system`` rater). Judges rate the selector's output: for every comparable judge other than the selector, its
-    "relevant" verdicts on the attributes the selector selected (``g1``) and on those it left out (``g0``).
+    ``system`` rater). Judges rate a pipeline's selection: for every comparable judge, its "relevant" verdicts on
+    the attributes the pipeline selected (``g1``) and on those it left out (``g0``). An LLM selector's rows get no
+    judges: the other LLMs are selectors beside it, not judges of it (and the cross join of every LLM with every
+    other is most of the cost at 10^6 labels).
 
     Returns:
         Selector counts (``dataset``, ``system``, ``system_kind``, ``user_id``, ``n_items``, ``tp``, ``fp``,
@@ -146,7 +166,7 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
         ``condition``, ``user_id``, then :func:`judge_columns` of "relevant" per group, suffixed ``_g1``/``_g0``).
     """
     sel = _frame(con, f"""
-        WITH {_REF}, {_STAGE2}
+        WITH {_STAGE2}
         SELECT dataset, system, system_kind, user_id, count(*) AS n_items,
                count(*) FILTER (WHERE selected AND human = 'yes') AS tp,
                count(*) FILTER (WHERE selected AND human = 'no') AS fp,
@@ -157,11 +177,12 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
     relevant = (f"j.label = '{SELECTED}'", f"u.human = '{SELECTED}'", "u.human IN ('yes', 'no')")
     selects = ", ".join(judge_columns(*relevant, within=flag, suffix=suffix)
                         for flag, suffix in (("u.selected", "_g1"), ("NOT u.selected", "_g0")))
+    own = ", ".join(f"'{k}'" for k in SYSTEM_KINDS)
     judges = _frame(con, f"""
-        WITH {_REF}, {_STAGE2}
+        WITH {_STAGE2}, own AS (SELECT * FROM sel WHERE system_kind IN ({own}))
         SELECT u.dataset, u.system, j.rater, j.condition, u.user_id, {selects}
-        FROM sel u JOIN labels j USING (item_id)
-        WHERE {_JUDGE} AND j.label IS NOT NULL AND j.rater <> u.system GROUP BY ALL
+        FROM own u JOIN labels j USING (item_id)
+        WHERE {_JUDGE} AND j.label IS NOT NULL GROUP BY ALL
     """)
     return sel, judges
 
@@ -176,7 +197,7 @@ def stage3_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
         ``_nb`` / ``_w``).
     """
     human = _frame(con, f"""
-        WITH {_REF}, {_STAGE3}
+        WITH {_STAGE3}
         SELECT dataset, system, input_condition, user_id, count(*) AS n_items,
                count(human) AS n_ref, count(*) FILTER (WHERE human <> pers) AS no_better,
                count(*) FILTER (WHERE human = generic) AS worse
@@ -185,7 +206,7 @@ def stage3_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
     cols = ", ".join([judge_columns("j.label <> u.pers", "u.human <> u.pers", suffix="_nb"),
                       judge_columns("j.label = u.generic", "u.human = u.generic", suffix="_w")])
     judges = _frame(con, f"""
-        WITH {_REF}, {_STAGE3}
+        WITH {_STAGE3}
         SELECT u.dataset, u.system, u.input_condition, j.rater, j.condition, u.user_id, {cols}
         FROM units u JOIN labels j USING (item_id)
         WHERE {_JUDGE} AND {_NOT_REVERSED} AND j.label IS NOT NULL GROUP BY ALL
@@ -206,7 +227,7 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         reference verdict) and ``pers`` (the personalised answer's position).
     """
     return _frame(con, f"""
-        WITH {_REF}, {_STAGE3},
+        WITH {_STAGE3},
         used AS (
             SELECT i.item_id, i.user_id,
                    coalesce(json_extract_string(i.payload, '$.prompt_id'), i.user_id || '_' || i.prompt_index)
@@ -217,13 +238,13 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         ),
         s1 AS (
             SELECT i.user_id, json_extract_string(i.payload, '$.attribute_id') AS aid
-            FROM items i JOIN reference r USING (item_id)
+            FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
             WHERE i.stage = 'extraction' AND r.human = '{REJECTED}' GROUP BY ALL
         ),
         s2 AS (
             SELECT i.user_id, i.user_id || '_' || i.prompt_index AS prompt_id,
                    json_extract_string(i.payload, '$.attribute_id') AS aid
-            FROM items i JOIN reference r USING (item_id)
+            FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
             WHERE i.stage = 'relevance' AND r.human = 'no' GROUP BY ALL
         ),
         traced AS (
