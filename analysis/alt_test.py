@@ -156,6 +156,10 @@ def _verdict(humans_kind: HumanSet, passed: bool, winning_rate: float, epsilon: 
                                               f"too at epsilon {epsilon:g}")
     reason = f"winning rate {winning_rate:.2f} {'>=' if passed else '<'} 0.5 at epsilon {epsilon:g}"
     if baseline_label is not None:
+        # The constant judge passing is the sign of a test that cannot tell judges apart, never a headline.
+        if passed:
+            return "uninformative on this data", (f"a judge that always says {baseline_label!r} (the humans' "
+                                                  f"majority class) passes at epsilon {epsilon:g}")
         reason = f"always says {baseline_label!r} (the humans' majority class); {reason}"
     elif constant is not None:
         reason += "; the constant judge does not pass"
