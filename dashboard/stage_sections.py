@@ -1,4 +1,4 @@
-"""A stage's page: judges vs humans, robust panel, replace-the-humans tests, yes-rates, confusion heatmaps, biases."""
+"""A stage's page: judges vs humans, robust panel, replace-the-humans tests, calibration, yes-rates, biases."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import streamlit as st
 
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.diagnosis import STAGE_TITLES, JudgeScore
-from personagap.dashboard import charts, data
+from personagap.dashboard import charts, confidence, data
 from personagap.dashboard.data import db_path
 from personagap.dashboard.display import MISSING, ci, md, missing, num, text
 from personagap.dashboard.shell import require_data
@@ -74,6 +74,8 @@ def stage_page(stage: str) -> None:
         _origin_section(s.judges)
         _robust_section(db, stage, tuple(sorted({j.dataset for j in s.judges})))
         _replace_humans_section(db, stage)
+        # Only a Cohen's-kappa ceiling is a kappa target (an ordinal dataset's ceiling is a weighted kappa).
+        _calibration_section(db, stage, {c.dataset: c.mean_kappa for c in s.ceilings if c.metric == "kappa"})
         binary = [j for j in s.judges if j.binary]
         if binary:
             st.subheader("Human vs judge yes-rates (same items)")
@@ -97,6 +99,57 @@ def stage_page(stage: str) -> None:
     with st.expander("What is stored for this stage"):
         inventory = data.stage_inventory(db, stage)
         st.dataframe(inventory.astype(object).where(inventory.notna(), MISSING), hide_index=True, width="stretch")
+
+
+def _calibration_section(db: str, stage: str, kappa_ceilings: dict[str, float]) -> None:
+    target = st.number_input("Target accuracy for the threshold (optional; else the dataset's human ceiling)",
+                             min_value=0.0, max_value=1.0, value=None, step=0.01, key=f"conf-target-{stage}")
+    entries = confidence.confidence_entries(db, stage, tuple(sorted(kappa_ceilings.items())), target)
+    if not entries:
+        return
+    st.subheader("Calibration: where may the judge decide? (judges that state a confidence)")
+    for e in entries:
+        st.markdown(f"**{md(e['judge'])}** · {md(e['dataset'])}: {e['with_confidence']:,} of {e['labels']:,} labels "
+                    f"carry a confidence (scale {md(str(e['confidence_scale']))})"
+                    + (f"; {e['confidence_failures']:,} stated confidences did not parse" if e["confidence_failures"]
+                       else ""))
+        if e["confidence_note"]:
+            st.caption(md(e["confidence_note"]))
+        left, right = st.columns(2)
+        cal = e["calibration"]
+        if cal is not None:
+            left.markdown(f"Brier {num(cal['brier'])} {ci(cal['brier_ci'])} · ECE {num(cal['ece'])} "
+                          f"{ci(cal['ece_ci'])} · {cal['n_users']:,} users")
+            left.altair_chart(confidence.reliability_chart(confidence.reliability_frame(cal["bins"])),
+                              width="stretch")
+        threshold = e["threshold"]
+        held = (threshold or {}).get("held_out") or None
+        curve = confidence.coverage_frame(e["coverage_curve"])
+        right.markdown(_threshold_text(threshold, kappa_ceilings.get(e["dataset"])))
+        right.altair_chart(confidence.coverage_chart(
+            curve, ceiling=kappa_ceilings.get(e["dataset"]), chosen_coverage=held["coverage"] if held else None,
+            metric="kappa" if threshold is None or threshold["target"]["metric"] == "kappa" else "accuracy"),
+            width="stretch")
+    st.caption("Left: agreement with the blind human reference per confidence bin (95% CI, whole users left out), "
+               "against the diagonal of a perfectly calibrated judge. Right: keep only the labels at or above a "
+               "confidence; red dashed line: the dataset's human ceiling (kappa); black dotted line: the chosen "
+               "threshold's coverage on held-out users. A threshold is chosen on half the users (by a hash of "
+               "their id) and reported on the other half, never on the users it was chosen on.")
+
+
+def _threshold_text(threshold: dict[str, Any] | None, ceiling: float | None) -> str:
+    if threshold is None:
+        return ("No human ceiling on this dataset and no target given: no threshold chosen." if ceiling is None
+                else "No threshold chosen.")
+    target = threshold["target"]
+    goal = f"{target['metric']} ≥ {num(target['value'])} ({target['source']})"
+    held = threshold["held_out"]
+    if threshold["min_confidence"] is None or held is None:
+        return f"No confidence threshold reaches {goal} on the choosing users."
+    return (f"Confidence ≥ {num(threshold['min_confidence'])} reaches {goal} on "
+            f"{threshold['n_users_chosen_on']:,} users; on {held['n_users']:,} held-out users it keeps "
+            f"{held['coverage']:.0%} of items ({held['n']:,}) with accuracy {num(held['accuracy'])} "
+            f"{ci(held['accuracy_ci'])}, kappa {num(held['kappa'])} {ci(held['kappa_ci'])}.")
 
 
 def _origin_section(judges: list[JudgeScore]) -> None:

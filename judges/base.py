@@ -85,6 +85,9 @@ class Judge(ABC):
     item_kind: ClassVar[ItemKind | None] = None
     """The kind of dataset item one of its labels answers (None: its labels are not scored on a dataset's scale,
     e.g. the extractor's attributes)."""
+    answer_field: ClassVar[str | None] = None
+    """The output field holding its one answer (whose tokens' probability is its ``--confidence logprobs``); None
+    for judges whose one answer labels several items (a batched list) or is no label."""
     categories: ClassVar[tuple[str, ...]] = ()
     """Every label it can give. It fits a dataset only when they are exactly the dataset's categories
     (:func:`fits`): scoring a yes/no judge on a 1-5 scale would be meaningless."""
@@ -165,9 +168,27 @@ def describe_fit(record: DatasetRecord) -> str:
     return f"{record.dataset} ({record.item_kind} items, {record.scale.kind} scale {scale}): {use}"
 
 
-def rater_name(judge: Judge, model: str) -> str:
-    """The ``rater`` key of a judge's labels: judge, version and model, so a new version is a new rater."""
-    return f"{judge.name}/v{judge.version}/{model}"
+VERBAL_CONFIDENCE = "verbal-confidence"
+"""Marks the rater of a judge asked for a verbalised confidence: its prompt differs, so it is another rater."""
+VERBAL_SCALE = "0-100"
+"""The scale the verbalised confidence field asks for."""
+
+
+def rater_name(judge: Judge, model: str, confidence: str = "none") -> str:
+    """The ``rater`` key of a judge's labels: judge, version and model, so a new version is a new rater.
+
+    A judge asked for a verbalised confidence answers another prompt (:func:`verbal_program`), so its labels are
+    another rater's (``pairwise+verbal-confidence/v1/MODEL``); log-probabilities change no prompt and keep the name.
+    """
+    name = f"{judge.name}+{VERBAL_CONFIDENCE}" if confidence == "verbal" else judge.name
+    return f"{name}/v{judge.version}/{model}"
+
+
+def verbal_program(program: Program) -> Program:
+    """``program`` with one more output field, ``confidence``: how sure the judge is that its answer is right."""
+    field = dspy.OutputField(desc="How sure you are that your answer is right, as a number from 0 (a guess) to "
+                                  "100 (certain).")
+    return Program(program.signature.append("confidence", field, type_=str), program.demos)
 
 
 def normalise_choice(text: object, choices: Mapping[str, str]) -> str | None:

@@ -207,6 +207,7 @@ class Verify(Judge):
     categories = ("bad", "ok", "unsure")
     stage = "extraction"
     signature = VerifyAttribute
+    answer_field = "answer"
 
     def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
         """Read OK/BAD/UNSURE; anything else is an unparseable failure."""
@@ -229,6 +230,7 @@ class Match(Judge):
     version = 1
     stage = "extraction"
     signature = MatchPreference
+    answer_field = "answer"
 
     def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
         """Read SAME/DIFFERENT; anything else is an unparseable failure."""

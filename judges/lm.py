@@ -10,6 +10,10 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+ConfidenceMode = Literal["none", "verbal", "logprobs"]
+"""How a judge's confidence is captured: not at all; a verbalised ``confidence`` output field (0-100) in the
+prompt; or the probability of the answer tokens from the server's log-probabilities."""
+CONFIDENCE_MODES: tuple[ConfidenceMode, ...] = ("none", "verbal", "logprobs")
 
 @dataclass(frozen=True)
 class LMConfig:
@@ -29,6 +33,8 @@ class LMConfig:
         structured: Send the judge's JSON schema as ``response_format`` (constrained decoding; what makes
             small local models answer parseably): 'json_schema' in OpenAI's shape (OpenAI, vLLM),
             'json_object' as ``{"type": "json_object", "schema": ...}`` (llama.cpp's server), or 'off'.
+        confidence: :data:`ConfidenceMode`. Part of the cache key like every setting: a verbal confidence changes
+            the prompt, and log-probabilities are only in answers that asked for them.
     """
 
     model: str
@@ -39,6 +45,7 @@ class LMConfig:
     timeout: float = 60.0
     adapter: Literal["json", "chat"] = "json"
     structured: Literal["off", "json_schema", "json_object"] = "off"
+    confidence: ConfidenceMode = "none"
 
     def public(self) -> dict[str, Any]:
         """The settings safe to store (no key: only the name of its variable)."""

@@ -58,6 +58,7 @@ class RelevancePerAttribute(Judge):
     categories = ("no", "yes")
     stage = "relevance"
     signature = AttributeRelevance
+    answer_field = "answer"
 
     def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
         """Read ``answer`` as yes/no; anything else is an unparseable failure."""

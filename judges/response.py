@@ -100,6 +100,7 @@ class PairwiseJudge(Judge):
     categories = PAIRWISE_LABELS
     stage = "response"
     signature = PairwisePreference
+    answer_field = "verdict"
 
     def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
         """Read ``verdict`` and undo the task's position swap; anything unreadable is a failure."""
@@ -128,6 +129,7 @@ class PersonaUseJudge(Judge):
     categories = ("no", "yes")
     stage = "response"
     signature = PersonaUse
+    answer_field = "uses_persona"
 
     def parse(self, outputs: Mapping[str, Any], task: JudgeTask) -> dict[str, Verdict]:
         """Read ``uses_persona`` as yes/no; anything else is a failure."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import sys
 import time
@@ -41,7 +42,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,8 +53,9 @@ from tqdm import tqdm
 
 from personagap.judges.base import Judge, JudgeTask, Program, Verdict, rater_name
 from personagap.judges.cache import answer_key, call_identity, plain_demo, request_extra
+from personagap.judges.confidence import TokenLogprob, confidence_entries, parse_fields, program_for, token_logprobs
 from personagap.judges.journal import Journal, recover_journals, store_answers
-from personagap.judges.lm import LMConfig, TokenPrices, token_prices
+from personagap.judges.lm import ConfidenceMode, LMConfig, TokenPrices, token_prices
 from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
 from personagap.judges.summary import RunSummary
 from personagap.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
@@ -74,6 +76,20 @@ class _Outcome:
     usage: dict[str, Any] | None = None
     cacheable: bool = False
     """Fresh from the provider and fully parsed: worth caching (cached answers are already stored)."""
+    confidence: dict[str, Any] = field(default_factory=dict)
+    """The answer's confidence entries for its labels' meta (:mod:`personagap.judges.confidence`)."""
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """How a run reads answers: the judge's parser, the program prompts were built from, and the confidence mode."""
+
+    judge: Judge
+    program: Program
+    base: Program
+    """The judge's own program (without the verbal confidence field): an answer missing only that field parses."""
+    adapter: dspy.Adapter
+    mode: ConfidenceMode
 
 
 @dataclass
@@ -124,8 +140,8 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
     keys = {t.key for t in chosen}
     if len(keys) != len(chosen):
         raise ValueError("task keys must be unique within a run")
-    rater = rater_name(judge, lm.model)
-    program = judge.program()
+    rater = rater_name(judge, lm.model, lm.confidence)
+    program = program_for(judge, lm.confidence)
     identity = call_identity(judge, lm, program)
     run = Run(run_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", source=source, rater=rater,
               judge_version=judge.version, git_sha=git_sha(), started_at=now(), status="running",
@@ -141,24 +157,26 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
         summary.interrupted_runs = mark_interrupted_runs(con)
         upsert(con, "runs", [run.model_dump()])
         cached_raw = _cached(con, list(set(task_keys.values())))
-    adapter = adapter_for(lm.adapter)
+    reader = _Reader(judge, program, judge.program(), adapter_for(lm.adapter), lm.confidence)
     notes = _Notes(summary, db)
 
     # Cached answers are re-parsed locally (no request) so their labels are exact even if rows were lost.
     cached_answers, pending = [], []
     for t in chosen:
-        raw = cached_raw.get(task_keys[t.key])
-        if raw is None:
+        hit = cached_raw.get(task_keys[t.key])
+        if hit is None:
             pending.append(t)
         else:
-            outcome = _outcome(judge, program, adapter, t, task_keys[t.key], raw, None, fresh=False)
+            raw, stored = hit
+            outcome = _outcome(reader, t, task_keys[t.key], raw, None, fresh=False,
+                               cached_confidence=stored.get("confidence") if stored else None)
             cached_answers.append(_answer(outcome, run.run_id, rater))
     summary.cached = len(cached_answers)
 
     try:
         _store_patiently(lambda: _write(db, cached_answers, summary), notes, len(cached_answers))
         if pending:
-            asyncio.run(_run_pending(db, judge, program, adapter, lm, pending, task_keys, run.run_id, rater,
+            asyncio.run(_run_pending(db, reader, lm, pending, task_keys, run.run_id, rater,
                                      summary, notes, concurrency=concurrency, max_retries=max_retries,
                                      backoff_base=backoff_base, backoff_cap=backoff_cap, flush_every=flush_every,
                                      flush_seconds=flush_seconds, progress=progress, rng=random.Random(seed)))
@@ -250,18 +268,23 @@ def _store_patiently(write: Callable[[], None], notes: _Notes, count: int, journ
         return
 
 
-def _cached(con: Any, keys: list[str]) -> dict[str, str]:
+def _cached(con: Any, keys: list[str]) -> dict[str, tuple[str, dict[str, Any] | None]]:
     if not keys:
         return {}
-    rows = con.execute("SELECT key, raw FROM judge_cache WHERE key IN (SELECT unnest(?))", [keys]).fetchall()
-    return {k: r for k, r in rows if r is not None}
+    rows = con.execute("SELECT key, raw, usage FROM judge_cache WHERE key IN (SELECT unnest(?))", [keys]).fetchall()
+    return {k: (r, json.loads(u) if isinstance(u, str) else u) for k, r, u in rows if r is not None}
 
 
-def _outcome(judge: Judge, program: Program, adapter: dspy.Adapter, task: JudgeTask, key: str, raw: str,
-             usage: dict[str, Any] | None, *, fresh: bool) -> _Outcome:
-    """Parse one raw answer into verdicts: adapter split first, then the judge's pure parser."""
+def _outcome(reader: _Reader, task: JudgeTask, key: str, raw: str, usage: dict[str, Any] | None, *, fresh: bool,
+             tokens: list[TokenLogprob] | None = None, cached_confidence: dict[str, Any] | None = None) -> _Outcome:
+    """Parse one raw answer into verdicts: adapter split first, then the judge's pure parser, then its confidence.
+
+    A cached answer has no log-probabilities: its confidence is the one computed when it was fresh (kept in the
+    cache row), so a rerun stores the same meta.
+    """
+    judge = reader.judge
     try:
-        fields = adapter.parse(program.signature, raw)
+        fields, had_confidence = parse_fields(reader.adapter, reader.program, reader.base, raw)
     except Exception as exc:  # DSPy raises AdapterParseError (and others) on malformed text
         error = f"unparseable: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
         return _Outcome(task, key, raw, {t: Verdict(None, None, error) for t in task.targets}, usage)
@@ -270,7 +293,11 @@ def _outcome(judge: Judge, program: Program, adapter: dspy.Adapter, task: JudgeT
     if missing:
         raise RuntimeError(f"judge {judge.name} returned no verdict for {len(missing)} targets")
     ok = all(v.label is not None for v in verdicts.values())
-    return _Outcome(task, key, raw, verdicts, usage, cacheable=ok and fresh)
+    if reader.mode == "logprobs" and not fresh and cached_confidence is not None:
+        confidence = dict(cached_confidence)
+    else:
+        confidence = confidence_entries(reader.mode, judge, fields, had_confidence, raw, tokens)
+    return _Outcome(task, key, raw, verdicts, usage, cacheable=ok and fresh, confidence=confidence)
 
 
 def _failed(task: JudgeTask, key: str, error: str) -> _Outcome:
@@ -279,28 +306,33 @@ def _failed(task: JudgeTask, key: str, error: str) -> _Outcome:
 
 def _answer(o: _Outcome, run_id: str, rater: str) -> _Answer:
     """The rows one outcome writes (built once: the journal and the database get the same)."""
+    # A confidence belongs to a label; a failed label carries none.
     labels = [Label(item_id=target, rater=rater, rater_kind="llm", condition=o.task.condition, label=v.label,
-                    raw=o.raw, reason=v.reason, error=v.error, run_id=run_id, meta=o.task.meta or None)
+                    raw=o.raw, reason=v.reason, error=v.error, run_id=run_id,
+                    meta=({**o.task.meta, **o.confidence} if v.label is not None else o.task.meta) or None)
               for target, v in o.verdicts.items()]
     cache_row = None
     if o.cacheable:
         name, version, model = rater.split("/", 2)
+        # The confidence rides along: log-probabilities are not in the cached text, and a rerun must store it.
+        usage = (o.usage or {}) | ({"confidence": o.confidence} if o.confidence else {})
         cache_row = {"key": o.key, "judge": name, "judge_version": int(version.lstrip("v")), "model": model,
-                     "label": None, "raw": o.raw, "reason": None, "error": None, "usage": o.usage,
+                     "label": None, "raw": o.raw, "reason": None, "error": None, "usage": usage or None,
                      "created_at": now()}
     return _Answer(o, labels, cache_row)
 
 
-async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: dspy.Adapter, lm: LMConfig,
-                       pending: list[JudgeTask], task_keys: dict[str, str], run_id: str, rater: str,
-                       summary: RunSummary, notes: _Notes, *, concurrency: int, max_retries: int,
+async def _run_pending(db: str | Path, reader: _Reader, lm: LMConfig, pending: list[JudgeTask],
+                       task_keys: dict[str, str], run_id: str, rater: str, summary: RunSummary, notes: _Notes,
+                       *, concurrency: int, max_retries: int,
                        backoff_base: float, backoff_cap: float, flush_every: int, flush_seconds: float,
                        progress: bool, rng: random.Random) -> None:
+    judge, program, adapter = reader.judge, reader.program, reader.adapter
     memoize_pricing_lookup()  # per-call CPU: see judges/lm_overhead.py
     prices = token_prices(lm.model)
     client = dspy.LM(lm.model, api_base=lm.api_base, api_key=lm.api_key(), cache=False, num_retries=0,
                      timeout=lm.timeout, temperature=lm.temperature, max_tokens=lm.max_tokens)
-    extra = request_extra(judge, lm)
+    extra = request_extra(judge, lm) | ({"logprobs": True} if lm.confidence == "logprobs" else {})
     demos = [plain_demo(d) for d in program.demos]
     todo: asyncio.Queue[JudgeTask] = asyncio.Queue()
     for t in pending:
@@ -346,7 +378,7 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
         for attempt in range(max_retries + 1):
             summary.requests += 1
             try:
-                raw, usage = await _one_call(client, messages, extra, lm.timeout, prices)
+                raw, usage, tokens = await _one_call(client, messages, extra, lm.timeout, prices)
             except _Retryable as exc:
                 if attempt == max_retries:
                     return _failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)")
@@ -358,7 +390,7 @@ async def _run_pending(db: str | Path, judge: Judge, program: Program, adapter: 
                 continue
             except _Fatal as exc:
                 return _failed(task, key, f"request: {exc}")
-            return _outcome(judge, program, adapter, task, key, raw, usage, fresh=True)
+            return _outcome(reader, task, key, raw, usage, fresh=True, tokens=tokens)
         raise AssertionError("unreachable: the last attempt returns")
 
     async def flush(batch: list[_Answer]) -> bool:
@@ -433,8 +465,9 @@ class _Fatal(Exception):
 
 
 async def _one_call(client: dspy.LM, messages: list[dict[str, Any]], extra: dict[str, Any],
-                    timeout: float, prices: TokenPrices | None) -> tuple[str, dict[str, Any] | None]:
-    """One HTTP attempt. Returns (text, usage) or raises _Retryable / _Fatal."""
+                    timeout: float, prices: TokenPrices | None
+                    ) -> tuple[str, dict[str, Any] | None, list[TokenLogprob] | None]:
+    """One HTTP attempt. Returns (text, usage, token log-probabilities if sent) or raises _Retryable / _Fatal."""
     try:
         # aforward returns the OpenAI-shaped response, whose usage we need per call.
         response = await asyncio.wait_for(client.aforward(messages=messages, **extra), timeout=timeout + 5)
@@ -458,7 +491,7 @@ async def _one_call(client: dspy.LM, messages: list[dict[str, Any]], extra: dict
         completion_tokens = _get(usage, "completion_tokens")
         usage_dict = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "cost": prices.cost(prompt_tokens, completion_tokens) if prices else None}
-    return text, usage_dict
+    return text, usage_dict, token_logprobs(choice)
 
 
 def _get(usage: Any, name: str) -> int:

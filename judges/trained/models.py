@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
+from personagap.confidence import probability_meta
 from personagap.judges.trained.features import (
     EMBED_DENSE,
     EMBED_TYPE_DIMS,
@@ -128,6 +129,20 @@ class TrainedModel:
         p = self.predict_proba(items) if probabilities is None else np.asarray(probabilities, dtype=float)
         yes, no = {"relevance": ("yes", "no"), "preference": ("A", "B"), "verifier": ("ok", "bad")}[self.kind]
         return [yes if v >= self.threshold else no for v in p]
+
+    def label_confidences(self, items: pd.DataFrame, probabilities: npt.ArrayLike | None = None
+                          ) -> list[dict[str, Any]]:
+        """Each label's confidence, as label meta entries: the predicted probability of the label it gives.
+
+        ``p`` for a "yes"/"A"/"ok" label, ``1 - p`` for the other (:func:`personagap.confidence.probability_meta`,
+        scale ``probability``), aligned with :meth:`predict`'s labels.
+
+        Args:
+            items: The items.
+            probabilities: :meth:`predict_proba` of ``items``, when already computed.
+        """
+        p = self.predict_proba(items) if probabilities is None else np.asarray(probabilities, dtype=float)
+        return [probability_meta(v if v >= self.threshold else 1.0 - v) for v in p]
 
 
 def _scale_relevance(x: sp.csr_matrix, scaler: StandardScaler) -> sp.csr_matrix:
