@@ -53,8 +53,9 @@ from personagap.analysis.pipeline_sql import (
     stage2_counts,
     stage3_counts,
 )
+from personagap.linking import INPUT_CONDITIONS
 
-STAGE_OF = {"extraction": 1, "relevance": 2, "response": 3}
+PIPELINE, ORACLE, NO_INPUT = INPUT_CONDITIONS
 HEADLINE = {1: "rejected_attributes", 2: "irrelevant_selected", 3: "no_better_than_generic"}
 """The failure share each stage is compared on."""
 STAGE_NAMES = {1: "attribute extraction", 2: "relevance selection", 3: "personalised response"}
@@ -348,7 +349,7 @@ def _headline(cells: list[_Cell], stage: int) -> pd.DataFrame | None:
     if stage == 2 and own:
         mine = own
     if stage == 3:
-        mine = [c for c in mine if c.row.input_condition not in ("oracle", "none")]
+        mine = [c for c in mine if c.row.input_condition not in (ORACLE, NO_INPUT)]
     pooled = pd.concat([c.per_user for c in mine]).groupby(level=0).sum() if mine else None
     return pooled if pooled is not None and pooled["den"].sum() > 0 else None
 
@@ -422,8 +423,8 @@ def _upstream(cells: list[_Cell]) -> list[Upstream]:
     rows = {(c.row.dataset, c.row.system, c.row.input_condition, c.row.quantity): c for c in cells
             if c.row.stage == 3}
     for (ds, system, cond, quantity), pipe in sorted(rows.items(), key=lambda kv: str(kv[0])):
-        oracle = rows.get((ds, system, "oracle", quantity))
-        if cond != "pipeline" or oracle is None:
+        oracle = rows.get((ds, system, ORACLE, quantity))
+        if cond != PIPELINE or oracle is None:
             continue
         human = None
         if pipe.row.n_human and oracle.row.n_human:

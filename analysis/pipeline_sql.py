@@ -21,6 +21,7 @@ import pandas as pd
 
 from personagap.analysis.comparable import JUDGE_KINDS, SYSTEM_KINDS, comparable_judge_sql, reference_sql
 from personagap.analysis.extraction import VERDICTS
+from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, PROMPT_ID, SYSTEM
 from personagap.stages.extraction_records import ATTRIBUTE_KINDS
 from personagap.stages.response_records import GVP_KIND, REVERSED
 
@@ -66,7 +67,7 @@ def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:
 def _system(alias: str) -> str:
     # The producer of an item: its payload's system, else the extractor or (Re-Centering's answers) the model.
     return "coalesce(" + ", ".join(f"json_extract_string({alias}.payload, '$.{k}')"
-                                   for k in ("system", "extractor", "model_tag")) + ")"
+                                   for k in (SYSTEM, "extractor", "model_tag")) + ")"
 
 
 _STAGE1 = f"""
@@ -83,12 +84,12 @@ _STAGE1 = f"""
 _STAGE3 = f"""
     pairs AS (
         SELECT i.item_id, i.dataset, {_system('i')} AS system,
-               json_extract_string(i.payload, '$.input_condition') AS input_condition, i.user_id,
-               coalesce(json_extract_string(i.payload, '$.personalized'),
+               json_extract_string(i.payload, '$.{INPUT_CONDITION}') AS input_condition, i.user_id,
+               coalesce(json_extract_string(i.payload, '$.{PERSONALIZED}'),
                         CASE WHEN json_extract_string(i.payload, '$.kind') = '{GVP_KIND}' THEN 'B' END) AS pers
         FROM items i
         WHERE i.stage = 'response' AND (json_extract_string(i.payload, '$.kind') = '{GVP_KIND}'
-                                        OR json_extract_string(i.payload, '$.input_condition') IS NOT NULL)
+                                        OR json_extract_string(i.payload, '$.{INPUT_CONDITION}') IS NOT NULL)
     ),
     units AS (
         SELECT p.*, CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic, r.human
@@ -230,20 +231,20 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         WITH {_STAGE3},
         used AS (
             SELECT i.item_id, i.user_id,
-                   coalesce(json_extract_string(i.payload, '$.prompt_id'), i.user_id || '_' || i.prompt_index)
+                   coalesce(json_extract_string(i.payload, '$.{PROMPT_ID}'), i.user_id || '_' || i.prompt_index)
                    AS prompt_id,
-                   unnest(from_json(json_extract(i.payload, '$.attributes_used'), '["VARCHAR"]')) AS aid
+                   unnest(from_json(json_extract(i.payload, '$.{ATTRIBUTES_USED}'), '["VARCHAR"]')) AS aid
             FROM items i
-            WHERE i.stage = 'response' AND json_extract(i.payload, '$.attributes_used') IS NOT NULL
+            WHERE i.stage = 'response' AND json_extract(i.payload, '$.{ATTRIBUTES_USED}') IS NOT NULL
         ),
         s1 AS (
-            SELECT i.user_id, json_extract_string(i.payload, '$.attribute_id') AS aid
+            SELECT i.user_id, json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid
             FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
             WHERE i.stage = 'extraction' AND r.human = '{REJECTED}' GROUP BY ALL
         ),
         s2 AS (
             SELECT i.user_id, i.user_id || '_' || i.prompt_index AS prompt_id,
-                   json_extract_string(i.payload, '$.attribute_id') AS aid
+                   json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid
             FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
             WHERE i.stage = 'relevance' AND r.human = 'no' GROUP BY ALL
         ),
