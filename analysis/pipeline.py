@@ -105,6 +105,8 @@ class PipelineRow(BaseModel):
     stage: int
     dataset: str
     system: str | None = Field(description="Extractor, selector or generator; null where the data does not say.")
+    system_kind: str | None = Field(default=None, description="Stage 2: the selector's rater kind (``system`` = a "
+                                                              "pipeline's own selection, ``llm`` = an LLM labeller).")
     input_condition: str | None = Field(description="Stage 3: pipeline | oracle | none; null elsewhere or unknown.")
     quantity: str
     human: float | None = Field(description="By the blind human reference; null where no human verdict exists.")
@@ -192,6 +194,10 @@ def _ci(est: Estimate | None, low: float = -math.inf, high: float = math.inf) ->
 
 
 def _share_ci(est: Estimate | None, quantity: str) -> list[float | None]:
+    # A share of 0 or 1 has no spread over users to measure (the jackknife gives a zero-width interval, which would
+    # claim certainty 0/n items cannot give): no interval.
+    if est is not None and quantity != "over_selection" and est.value in (0.0, 1.0):
+        return [None, None]
     return _ci(est, 0.0, math.inf if quantity == "over_selection" else 1.0)
 
 
@@ -262,7 +268,7 @@ def _stage1(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
         row = _row(1, keys, "rejected_attributes", pu[["pos", "n_ref"]], share(0, 1), n_items=int(pu["n_items"].sum()),
                    n_human=n_ref, judges=js)
         unsure = _estimate(share(0, 1), pu[["unsure", "n_ref"]])
-        row.unsure, row.unsure_ci = _num(unsure.value), _ci(unsure, 0.0, 1.0)
+        row.unsure, row.unsure_ci = _num(unsure.value), _share_ci(unsure, "unsure")
         cells.append(_Cell(row, pu[["pos", "n_ref"]].set_axis(["num", "den"], axis=1)))
     return cells
 
@@ -312,6 +318,7 @@ def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
                          clip_one=quantity != "over_selection")
             row = _row(2, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
                        n_human=int(pu[["tp", "fp", "fn", "tn"]].to_numpy().sum()), judges=js)
+            row.system_kind = str(kind)
             cells.append(_Cell(row, frac, str(kind)))
     return cells
 

@@ -1,22 +1,72 @@
-"""The Overview page: the verdict, a per-stage scorecard, and every judge against its dataset's human ceiling."""
+"""The Overview page: which stage of the pipeline fails by human verdict, then whether the judges can tell.
+
+The judges' part: the diagnosis verdict, a per-stage scorecard, and every judge against its dataset's human ceiling.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
 import streamlit as st
 
-from personagap.dashboard import charts, data
+from personagap.analysis.comparable import SYSTEM_KINDS
+from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, PipelineRow, PipelineView, pipeline_db
+from personagap.analysis.pipeline_text import TITLE, figure
+from personagap.dashboard import access, charts, data
 from personagap.dashboard.display import ci, ci_phrase, md, num
 from personagap.dashboard.shell import require_data
 from personagap.dashboard.tables import forest_frames, forest_title, judges_table, stage_ceilings
 
+JUDGES_TITLE = "Can your judges tell you? Judge–human agreement per stage"
+_ROWS_SHOWN = 4
+"""Systems listed per stage on the first screen (every row is in ``personagap diagnose --json``)."""
+_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="personagap-pipeline")
+
+
+_lock = threading.Lock()
+_views: dict[str, tuple[tuple[int, int], float, Future[PipelineView]]] = {}
+
+
+def _stamp(db: str) -> tuple[int, int]:
+    # A write changes the file or its WAL: a view computed before it is stale.
+    return tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in (Path(db), Path(db + ".wal")))  # type: ignore[return-value]
+
+
+def _compute(db: str) -> PipelineView:
+    with access.reading():
+        return pipeline_db(db)
+
+
+def pipeline(db: str) -> Future[PipelineView]:
+    """The pipeline view of ``db``, computing in a worker thread.
+
+    Reused for :data:`data.TTL_SECONDS` while the file is unchanged (a failed computation is retried on the next
+    call). Started before the diagnosis is read: its DuckDB queries run off the interpreter lock, so the two overlap.
+    """
+    stamp, now = _stamp(db), time.monotonic()
+    with _lock:
+        hit = _views.get(db)
+        if hit is not None and hit[0] == stamp and now - hit[1] < data.TTL_SECONDS and not (
+                hit[2].done() and hit[2].exception() is not None):
+            return hit[2]
+        future = _POOL.submit(_compute, db)
+        _views[db] = (stamp, now, future)
+        return future
+
 
 def overview() -> None:
-    """Overview: the verdict, a per-stage scorecard, and every judge against its dataset's human ceiling."""
-    st.title("Overview — where does automated evaluation part from humans?")
+    """Overview: which stage fails by human verdict, then the judges against humans."""
+    st.title("Overview — which stage of your pipeline fails?")
     state = require_data()
     if state is None:
         return
+    view = pipeline(data.db_path())
     d = data.diag()
+    pipeline_section(view.result())
+    st.header(JUDGES_TITLE)
     (st.error if d.worst_stage else st.info)(md(d.verdict))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
                f"95% CIs: user-clustered bootstrap ({d.n_resamples} resamples, seed {d.seed}); "
@@ -58,3 +108,57 @@ def overview() -> None:
                    "fewer than two humans labelled the same items have none.")
         st.dataframe(judges_table([j for s in d.stages for j in s.judges], full=False), hide_index=True,
                      width="stretch")
+
+
+_MEASURE = {"rejected_attributes": "rejected by humans", "irrelevant_selected": "selected but irrelevant",
+            "no_better_than_generic": "no better than generic"}
+
+
+def _order(r: PipelineRow) -> tuple[bool, int, str]:
+    # A pipeline's own outputs first, then the systems with most users: an order fixed before any figure is read.
+    return (r.system_kind not in SYSTEM_KINDS if r.stage == 2 else False, -r.n_users, r.system or "")
+
+
+def _cells(r: PipelineRow) -> str:
+    system = " · ".join(v for v in (r.system or "unnamed", r.input_condition) if v)
+    judges = "; ".join(f"{md(j.judge)} {figure(j.naive, None)}"
+                       + (f" (corrected {figure(j.corrected, None)})" if j.corrected is not None else "")
+                       for j in r.judges[:2]) or "—"
+    return f"{md(system)} ({md(r.dataset)}) | {figure(r.human, r.human_ci)} | {r.n_users} | {judges}"
+
+
+def pipeline_section(view: PipelineView) -> None:
+    """Which stage fails by human verdict: the verdict, then the stages' headline shares in one compact table.
+
+    Per stage and system: the humans' share with its CI, the users, what judges say; then one line per set of
+    outputs without a human verdict, and the over-personalised answers. The verdict is a warning box whatever it
+    says (the error and info boxes below are the judges' diagnosis).
+    """
+    st.subheader(TITLE)
+    st.warning(md(view.verdict))
+    if not view.rows:
+        st.caption("No pipeline outputs are stored yet: stage-1 verifications, stage-2 selections or stage-3 "
+                   "generic-vs-personalised pairs.")
+        return
+    lines = ["| stage | system (dataset) | humans (95% CI) | users | judges say |", "|---|---|---|---|---|"]
+    for stage in (1, 2, 3):
+        rows = [r for r in view.rows if r.stage == stage and r.quantity == HEADLINE[stage]]
+        judged = sorted((r for r in rows if r.n_human), key=_order)
+        cells = [_cells(r) for r in judged[:_ROWS_SHOWN]]
+        if len(judged) > _ROWS_SHOWN:
+            cells.append(f"+{len(judged) - _ROWS_SHOWN} more (personagap diagnose --json) | | |")
+        quiet = [r for r in rows if not r.n_human]
+        if quiet:
+            cells.append(f"{len(quiet)} without a human verdict ({sum(r.n_items for r in quiet):,} outputs; one line "
+                         "each below) | no human verdict | |")
+        name = f"{stage}. {STAGE_NAMES[stage]}: {_MEASURE[HEADLINE[stage]]}"
+        for k, cell in enumerate(cells or ["no outputs stored | | |"]):
+            lines.append(f"| {name if k == 0 else ''} | {cell} |")
+    st.markdown("\n".join(lines))
+    for line in view.missing:
+        st.caption(md(line))
+    for c in view.cascade:
+        if c.n_flagged:
+            st.caption(md(f"Over-personalisation: {c.n_flagged} of {c.n_linked} answers of {c.system or 'unnamed'} "
+                          f"({c.input_condition or 'input not recorded'}) used an attribute humans rejected or judged "
+                          "irrelevant — filter them on the Disagreements page."))
