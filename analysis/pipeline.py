@@ -463,7 +463,9 @@ def _cascade(con: duckdb.DuckDBPyConnection) -> tuple[list[Cascade], list[dict[s
                            n_failures_traced=int((rows["failure"] & rows["flagged"]).sum())))
     flagged = [{"item_id": str(r.item_id), "dataset": str(r.dataset), "system": _opt(r.system),
                 "input_condition": _opt(r.input_condition), "user_id": str(r.user_id),
-                "rejected": [str(a) for a in r.rejected], "irrelevant": [str(a) for a in r.irrelevant]}
+                "rejected": [str(a) for a in r.rejected], "irrelevant": [str(a) for a in r.irrelevant],
+                "rejected_text": [str(a) for a in r.rejected_text],
+                "irrelevant_text": [str(a) for a in r.irrelevant_text]}
                for r in items[items["flagged"]].itertuples()]
     return out, flagged
 

@@ -224,7 +224,8 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
     Returns:
         One row per linked answer: ``item_id``, ``dataset``, ``system``, ``input_condition``, ``user_id``,
-        ``n_used``, ``rejected`` and ``irrelevant`` (sorted lists of attribute ids), ``human`` (the answer's
+        ``n_used``, ``rejected`` and ``irrelevant`` (sorted lists of attribute ids; ``*_text``: the attributes'
+        texts, the id where no text is stored), ``human`` (the answer's
         reference verdict) and ``pers`` (the personalised answer's position).
     """
     return _frame(con, f"""
@@ -238,27 +239,33 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             WHERE i.stage = 'response' AND json_extract(i.payload, '$.{ATTRIBUTES_USED}') IS NOT NULL
         ),
         s1 AS (
-            SELECT i.user_id, json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid
+            SELECT i.user_id, json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid,
+                   any_value(coalesce(i.attribute, aid)) AS text
             FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
             WHERE i.stage = 'extraction' AND r.human = '{REJECTED}' GROUP BY ALL
         ),
         s2 AS (
             SELECT i.user_id, i.user_id || '_' || i.prompt_index AS prompt_id,
-                   json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid
+                   json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid,
+                   any_value(coalesce(i.attribute, aid)) AS text
             FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
             WHERE i.stage = 'relevance' AND r.human = 'no' GROUP BY ALL
         ),
         traced AS (
             SELECT u.item_id, count(DISTINCT u.aid) AS n_used,
                    list_sort(list(DISTINCT u.aid) FILTER (WHERE s1.aid IS NOT NULL)) AS rejected,
-                   list_sort(list(DISTINCT u.aid) FILTER (WHERE s2.aid IS NOT NULL)) AS irrelevant
+                   list_sort(list(DISTINCT u.aid) FILTER (WHERE s2.aid IS NOT NULL)) AS irrelevant,
+                   list_sort(list(DISTINCT s1.text) FILTER (WHERE s1.aid IS NOT NULL)) AS rejected_text,
+                   list_sort(list(DISTINCT s2.text) FILTER (WHERE s2.aid IS NOT NULL)) AS irrelevant_text
             FROM used u
             LEFT JOIN s1 ON s1.user_id = u.user_id AND s1.aid = u.aid
             LEFT JOIN s2 ON s2.user_id = u.user_id AND s2.prompt_id = u.prompt_id AND s2.aid = u.aid
             GROUP BY u.item_id
         )
         SELECT t.item_id, n.dataset, n.system, n.input_condition, n.user_id, t.n_used,
-               coalesce(t.rejected, []) AS rejected, coalesce(t.irrelevant, []) AS irrelevant, n.human, n.pers
+               coalesce(t.rejected, []) AS rejected, coalesce(t.irrelevant, []) AS irrelevant,
+               coalesce(t.rejected_text, []) AS rejected_text, coalesce(t.irrelevant_text, []) AS irrelevant_text,
+               n.human, n.pers
         FROM traced t JOIN units n USING (item_id)
         ORDER BY t.item_id
     """)

@@ -13,6 +13,7 @@ from personagap.analysis.comparable import JUDGE_KINDS, judge_display
 from personagap.dashboard import charts, data, queries
 from personagap.dashboard.data import db_path
 from personagap.dashboard.display import MISSING, md, missing, text
+from personagap.dashboard.overview import pipeline
 from personagap.dashboard.shell import PAGE_SIZE, require_data
 
 
@@ -45,6 +46,9 @@ def disagreements() -> None:
     if require_data() is None:
         return
     db = db_path()
+    if st.toggle(OVER_PERSONALISED, key="dis_overp"):
+        over_personalised(db)
+        return
     opts = data.filter_options(db)
     any_ = "(all)"
     c1, c2, c3 = st.columns(3)
@@ -82,6 +86,51 @@ def disagreements() -> None:
     # The widget key follows the filter and page: a new list of cases starts at its first case, never showing
     # the previous list's choice beside another case's panel.
     key = "dis_case_" + hashlib.blake2b(repr((f, page)).encode(), digest_size=6).hexdigest()
+    picked = st.selectbox("Open a case", list(labels), format_func=labels.__getitem__, key=key)
+    show_case(db, ids[int(str(picked).split(":", 1)[0])])
+
+
+OVER_PERSONALISED = ("Over-personalised answers only: written from an attribute humans rejected (stage 1) or judged "
+                     "irrelevant for the prompt (stage 2)")
+
+
+def over_personalised(db: str) -> None:
+    """Stage-3 answers the cascade flags (:func:`personagap.analysis.pipeline.pipeline_view`), filtered and paged."""
+    flagged = pd.DataFrame(pipeline(db).result().flagged,
+                           columns=["item_id", "dataset", "system", "input_condition", "user_id", "rejected_text",
+                                    "irrelevant_text"])
+    any_ = "(all)"
+    c1, c2, c3 = st.columns(3)
+    dataset = c1.selectbox("Dataset", [any_, *sorted(flagged["dataset"].unique())], key="op_dataset")
+    systems = sorted(str(v) for v in flagged["system"].dropna().unique())
+    system = c2.selectbox("Generator", [any_, *systems], key="op_system")
+    user = c3.text_input("User id (exact)", key="op_user").strip()
+    shown = flagged
+    if dataset != any_:
+        shown = shown[shown["dataset"] == dataset]
+    if system != any_:
+        shown = shown[shown["system"] == system]
+    if user:
+        shown = shown[shown["user_id"] == user]
+    pages = max(1, math.ceil(len(shown) / PAGE_SIZE))
+    page = int(st.number_input(f"Page (of {pages})", min_value=1, max_value=pages, value=1, step=1, key="op_page"))
+    st.markdown(f"**{len(shown):,}** over-personalised answers")
+    if shown.empty:
+        st.info("Nothing matches these filters." if not flagged.empty else
+                "No answer is flagged: no stored stage-3 answer records attributes humans rejected or judged "
+                "irrelevant (the linked keys are described in docs/formats.md).")
+        return
+    rows = shown.iloc[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+    table = pd.DataFrame({
+        "dataset": rows["dataset"], "generator": rows["system"].map(text), "input": rows["input_condition"].map(text),
+        "user_id": rows["user_id"], "rejected at stage 1": rows["rejected_text"].map("; ".join),
+        "irrelevant at stage 2": rows["irrelevant_text"].map("; ".join)}).astype(object)
+    st.dataframe(table.where(table != "", MISSING), hide_index=True, width="stretch")
+    ids = [str(i) for i in rows["item_id"]]
+    labels = {f"{i}:{iid}": f"{(page - 1) * PAGE_SIZE + i + 1}. {r.system or MISSING} · user {r.user_id} — "
+              f"{'; '.join([*r.irrelevant_text, *r.rejected_text])[:90]}"
+              for i, (iid, r) in enumerate(zip(ids, rows.itertuples(), strict=True))}
+    key = "op_case_" + hashlib.blake2b(repr((dataset, system, user, page)).encode(), digest_size=6).hexdigest()
     picked = st.selectbox("Open a case", list(labels), format_func=labels.__getitem__, key=key)
     show_case(db, ids[int(str(picked).split(":", 1)[0])])
 

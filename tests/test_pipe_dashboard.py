@@ -1,0 +1,71 @@
+"""The Overview leads with which stage fails (by human verdict); Disagreements filters over-personalised answers.
+
+Streamlit's AppTest on a store with planted rates and cascade (tests/test_pipe_planted.py's generator): what the
+pages say is checked against :func:`personagap.analysis.pipeline.pipeline_db` of the same store.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from personagap.analysis.pipeline import PipelineView, pipeline_db
+from personagap.analysis.pipeline_text import TITLE, figure
+from personagap.dashboard.explore import OVER_PERSONALISED
+from tests.pipe_store import write_store
+from tests.test_pipe_planted import _planted
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+
+
+@pytest.fixture(scope="module")
+def planted_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, PipelineView]:
+    items, labels, _ = _planted()
+    db = write_store(tmp_path_factory.mktemp("dash") / "p.duckdb", items, labels)
+    return db, pipeline_db(db)
+
+
+def _open(db: Path, page: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("PERSONAGAP_DB", str(db))
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    if page != "page_overview.py":
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_overview_opens_with_the_failing_stage(planted_db: tuple[Path, PipelineView],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    db, view = planted_db
+    at = _open(db, "page_overview.py", monkeypatch)
+    assert at.subheader[0].value == TITLE  # the first section of the page
+    assert view.worst_stage == 3 and at.warning[0].value.replace("\\", "") == view.verdict
+    table = next(m.value for m in at.markdown if m.value.startswith("| stage |"))
+    for row in view.rows:
+        if row.quantity in ("rejected_attributes", "irrelevant_selected") or (
+                row.quantity == "no_better_than_generic" and row.input_condition == "pipeline"):
+            assert figure(row.human, row.human_ci) in table, row
+    assert not re.search(r"\b(None|nan|NaN)\b", table)
+    # Then the judges: the section heading comes after the pipeline section.
+    assert [h.value for h in at.header] == ["Can your judges tell you? Judge–human agreement per stage"]
+
+
+def test_disagreements_filters_over_personalised_answers(planted_db: tuple[Path, PipelineView],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    db, view = planted_db
+    at = _open(db, "page_disagreements.py", monkeypatch)
+    at.toggle(key="dis_overp").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert f"**{len(view.flagged):,}** over-personalised answers" in [m.value for m in at.markdown]
+    shown = at.dataframe[0].value
+    assert set(shown["user_id"]) <= {f["user_id"] for f in view.flagged}
+    # Filtering by user keeps exactly that user's flagged answers.
+    user = view.flagged[0]["user_id"]
+    at.text_input(key="op_user").set_value(user).run()
+    mine = [f for f in view.flagged if f["user_id"] == user]
+    assert f"**{len(mine):,}** over-personalised answers" in [m.value for m in at.markdown]
+    assert len(at.dataframe[0].value) == len(mine)
+    assert at.toggle(key="dis_overp").label == OVER_PERSONALISED
