@@ -1,0 +1,257 @@
+"""Stage 2 from every label (pandas): judges vs the human majority, and the pilot's agreement among raters.
+
+The per-label path, the reference the store path (:mod:`personagap.stages.relevance`) is tested against, and
+what the pilot's per-annotator agreement is computed with.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.agreement import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    NAN_ESTIMATE,
+    Level,
+    ci_list,
+    fleiss_kappa_ci,
+    json_safe,
+    krippendorff_alpha_ci,
+)
+from personagap.analysis.comparable import (
+    SHOWN_LLM_RATING,
+    YES_NO,
+    Reference,
+    anchored_human_mask,
+    blind_human_mask,
+    categories_for,
+    comparable_judge_mask,
+    judge_display,
+    one_vote_per_rater,
+    rater_group,
+    reference_labels,
+)
+from personagap.analysis.origins import tag_and_compare
+from personagap.analysis.pairwise import pairwise_agreement
+from personagap.analysis.panel import (
+    on_scale,
+    panel_values,
+    report_extras,
+    scale_estimates,
+)
+from personagap.records import DatasetScale
+from personagap.stages.relevance_records import (
+    ANCHORED_TITLE,
+    GroupRow,
+    JudgeAgreement,
+    MultiRaterReport,
+    RelevanceReport,
+    judge_metrics,
+    selection_fields,
+)
+from personagap.stages.response_pairwise import reason_kind
+
+
+def _humans(frame: pd.DataFrame, which: Reference, scale: DatasetScale) -> pd.DataFrame:
+    """Individual human labels of one protocol on the dataset's scale, one per (item, annotator).
+
+    The anchored three-way rating answers another question than the scale's and is never one of them.
+    """
+    mask = blind_human_mask(frame) if which == "blind" else anchored_human_mask(frame)
+    rows = frame[mask & (frame["rater_kind"] == "human") & (frame["condition"] != SHOWN_LLM_RATING)]
+    rows = rows.assign(label=on_scale(rows["label"], scale, strict=False))
+    return one_vote_per_rater(rows[rows["label"].notna()])
+
+
+def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, DatasetScale] | None) -> DatasetScale:
+    """The dataset's stored scale (:func:`personagap.datasets.dataset_records`), else its inferred one.
+
+    Inferred as the reader infers it: nominal over :func:`~personagap.analysis.comparable.categories_for` of its
+    labels.
+    """
+    if scales and dataset in scales:
+        return scales[dataset]
+    return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
+
+
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
+                     which: Reference = "blind", scale: DatasetScale | None = None) -> list[JudgeAgreement]:
+    """Compare every comparable judge of ``dataset`` with its human majority, over the dataset's scale.
+
+    Args:
+        labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
+        dataset: Dataset key.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        which: The blind reference (the default, what judges are scored against) or the anchored one.
+        scale: The dataset's scale (:func:`personagap.datasets.dataset_records`); None: :func:`dataset_scale`.
+    """
+    frame = labels[labels["dataset"] == dataset]
+    scale = scale or dataset_scale(labels, dataset, None)
+    reference = reference_labels(frame, which)
+    reference = on_scale(reference, scale, strict=False).dropna()
+    if reference.empty:
+        return []
+    out = []
+    judges = frame[comparable_judge_mask(frame)]
+    for (rater, kind, condition), rows in judges.groupby(["rater", "rater_kind", "condition"], sort=True):
+        failed = rows[rows["label"].isna()]
+        parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
+        joined = parsed.merge(reference.rename("label_human"), left_on="item_id", right_index=True, how="inner")
+        if joined.empty and failed.empty:
+            continue
+        # A judge whose every answer failed still gets a row: its failures are the finding.
+        est = scale_estimates(joined["label_human"], joined["label"], joined["user_id"], scale,
+                              judge_metrics(scale), n_resamples=n_resamples, seed=seed)
+        reasons = Counter(reason_kind(e) for e in failed["error"])
+        out.append(JudgeAgreement(
+            judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
+            condition=str(condition), reference=which, n=len(joined),
+            n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
+            unmatched=len(parsed) - len(joined),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+        ))
+    return out
+
+
+
+def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
+                       which: Reference = "blind", scale: DatasetScale | None = None) -> MultiRaterReport | None:
+    """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
+
+    Args:
+        labels: Stage-2 labels (:func:`personagap.store.load_labels`).
+        dataset: Dataset key.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
+        scale: The dataset's scale; None: :func:`dataset_scale`.
+
+    Returns:
+        None when fewer than two humans gave labels of that protocol.
+    """
+    scale = scale or dataset_scale(labels, dataset, None)
+    frame = labels[(labels["dataset"] == dataset) & labels["label"].notna()]
+    human_rows = _humans(frame, which, scale)
+    humans = sorted(human_rows["rater"].unique())
+    if len(humans) < 2:
+        return None
+    # Judges under their default protocol, each kind its own group (a trained model is never an LLM).
+    judge_rows = frame[comparable_judge_mask(frame) & (frame["condition"] == "")].drop_duplicates(["item_id", "rater"])
+    judge_kind = dict(zip(judge_rows["rater"], judge_rows["rater_kind"], strict=False))
+    groups = {r: "human" for r in humans} | {str(r): rater_group(str(k)) for r, k in judge_kind.items()
+                                               if r not in humans}
+    judge_rows = judge_rows[~judge_rows["rater"].isin(humans)]
+    # A judge's label off the scale can only be on an item no human labelled (the scale holds every label given
+    # on human-labelled items), where no pair compares it.
+    judge_rows = judge_rows.assign(label=on_scale(judge_rows["label"], scale, strict=False)).dropna(subset=["label"])
+    long = pd.concat([human_rows, judge_rows], ignore_index=True).rename(columns={"user_id": "cluster"})
+    # Labels as codes in the scale's order, so that an ordinal metric reads the levels in order.
+    long = long.assign(label=pd.Categorical(long["label"], categories=scale.categories).codes.astype(np.int64))
+    ordinal = scale.levels() if scale.ordinal else None
+    result = pairwise_agreement(long[["item_id", "rater", "label", "cluster"]], groups,
+                                n_resamples=n_resamples, seed=seed,
+                                metric="weighted_kappa" if scale.ordinal else "kappa", levels=ordinal)
+
+    human_long = long[long["rater"].isin(humans)]
+    wide = human_long.pivot(index="item_id", columns="rater", values="label").astype(float)
+    cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
+    level: Level = "ordinal" if scale.ordinal else "nominal"
+    alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level,
+                                  n_resamples=n_resamples, seed=seed)
+    n_rated = wide.notna().sum(axis=1)
+    multi = n_rated[n_rated >= 2]
+    modal = int(multi.mode().max()) if not multi.empty else 0
+    keep = n_rated == modal
+    counts = np.column_stack([(wide[keep] == v).sum(axis=1) for v in range(len(scale.categories))])
+    fleiss = (fleiss_kappa_ci(counts, cluster[keep].to_numpy(), n_resamples=n_resamples, seed=seed)
+              if modal >= 2 else NAN_ESTIMATE)
+
+    def as_dict(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+        return {str(r): {str(c): json_safe(df.loc[r, c].item()) for c in df.columns} for r in df.index}
+
+    return MultiRaterReport(
+        dataset=dataset, protocol="blind" if which == "blind" else ANCHORED_TITLE, raters=groups,
+        n_users=int(cluster.nunique()),
+        groups=[GroupRow(pair_type=k, mean_kappa=g.mean_kappa.value, ci=ci_list(g.mean_kappa), n_pairs=g.n_pairs,
+                         n_users=g.n_users, undefined_resamples=g.mean_kappa.n_undefined)
+                for k, g in result.groups.items()],
+        human_alpha=alpha.value, human_alpha_ci=ci_list(alpha), alpha_level=level, human_fleiss=fleiss.value,
+        human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
+        fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
+        matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
+        judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed, which=which, scale=scale),
+    )
+
+
+def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
+                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                     origins: Mapping[str, str] | None = None,
+                     scales: Mapping[str, DatasetScale] | None = None) -> RelevanceReport:
+    """Build the stage-2 report from stored relevance labels.
+
+    Args:
+        labels: Output of :func:`personagap.store.load_labels` with ``stage='relevance'``.
+        pilot_dataset: The dataset with per-annotator labels for the agreement table.
+        n_resamples: Bootstrap resamples for every CI.
+        seed: Bootstrap seed (the same seed gives the same CIs).
+        origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
+            missing from it are real.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
+            scored over it. Datasets missing from it: :func:`dataset_scale`.
+
+    Returns:
+        The report; ``judges`` covers every dataset but the pilot.
+    """
+    datasets = sorted(set(labels["dataset"])) if not labels.empty else []
+    scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
+    judges = [j for ds in datasets if ds != pilot_dataset
+              for j in judge_agreements(labels, ds, n_resamples=n_resamples, seed=seed, scale=scale_of[ds])]
+    pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
+                                             n_resamples=n_resamples, seed=seed)
+                              if pilot_dataset in datasets else (None, None, []))
+    # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
+    alt_test, estimates = report_extras(labels, datasets, positive="yes",
+                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
+                                        rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
+                                        n_resamples=n_resamples, seed=seed, scales=scale_of)
+    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
+                   origins=origins)
+
+
+def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,
+                   seed: int) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
+    """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart."""
+    kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale}
+    pilot = multi_rater_report(labels, pilot_dataset, **kw)
+    anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
+    notes = []
+    if pilot is None:
+        blind = _humans(labels[labels["dataset"] == pilot_dataset], "blind", scale)
+        notes.append(f"{pilot_dataset}: too few blind labels for human–human agreement or a human ceiling "
+                     f"({blind['rater'].nunique()} blind annotator(s), {len(blind)} blind labels).")
+    if anchored is not None:
+        n_anchored = sum(g == "human" for g in anchored.raters.values())
+        notes.append(f"{pilot_dataset}: {n_anchored} annotators' labels "
+                     "given after seeing an LLM's label are reported apart as anchored; they are never blind "
+                     "figures or a ceiling.")
+    return pilot, anchored, notes
+
+
+def assemble_report(judges: list[JudgeAgreement], pilot: MultiRaterReport | None,
+                    anchored: MultiRaterReport | None, notes: list[str], alt_test: list[dict[str, Any]],
+                    estimates: list[dict[str, Any]], *, n_resamples: int, seed: int,
+                    origins: Mapping[str, str] | None) -> RelevanceReport:
+    """The report from its parts (both paths), each judge row tagged with its dataset's origin."""
+    report = RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
+                             estimates=estimates, n_resamples=n_resamples, seed=seed)
+    report.origin_comparison = tag_and_compare(
+        report, origins or {}, lambda: ((j.judge, j) for j in [*report.judges, *(pilot.judges if pilot else [])]))
+    return report
+
