@@ -201,21 +201,15 @@ def indicators(judge: Mapping[str, Any], humans: pd.DataFrame, *, scoring: Scori
     return Indicators(tested, len(used), skipped, CLUSTER_UNIT_ITEM if clusters is None else CLUSTER_UNIT_USER)
 
 
-def _clusters(rows: pd.DataFrame, item: npt.NDArray[Any]) -> npt.NDArray[Any] | None:
-    """Each row's cluster: its user, or the item itself where the user is missing; None without a user column."""
+def _clusters(rows: pd.DataFrame, item: npt.NDArray[Any]) -> npt.NDArray[np.int64] | None:
+    """Each row's cluster code: its user's, or its item's own where the user is missing; None without users."""
     if "user_id" not in rows.columns or not rows["user_id"].notna().any():
         return None
-    users = rows["user_id"].astype(object)
-    missing = users.isna().to_numpy()
-    # A prefix keeps a user id from ever equalling an item id used as a cluster of its own.
-    user_key = np.array(["u:" + str(u) for u in users.to_numpy()], dtype=object)
-    item_key = np.array(["i:" + str(i) for i in item], dtype=object)
-    out: npt.NDArray[Any] = np.where(missing, item_key, user_key)
+    user_code = pd.factorize(rows["user_id"])[0]  # -1 where missing
+    # An item without a user is a cluster of its own, numbered after every user.
+    item_code = pd.factorize(item)[0] + int(user_code.max()) + 1
+    out: npt.NDArray[np.int64] = np.where(user_code >= 0, user_code, item_code).astype(np.int64)
     return out
-    # A prefix keeps a user id from ever equalling an item id used as a cluster of its own.
-    return np.array([f"u:{u}" if isinstance(u, str) or not pd.isna(u) else f"i:{i}" for u, i in zip(users, item,
-                                                                                                   strict=True)],
-                    dtype=object)
 
 
 def judged_mask(humans: pd.DataFrame, judge: Mapping[str, Any]) -> npt.NDArray[np.bool_]:
