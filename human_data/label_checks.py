@@ -10,6 +10,7 @@ import orjson
 
 from personagap.human_data._jsonl import DataError
 from personagap.human_data.label_format import (
+    CONFIDENCE,
     CONTEXT,
     RATER_KINDS,
     ROW_ORDER,
@@ -21,6 +22,7 @@ from personagap.human_data.label_format import (
 )
 from personagap.human_data.label_rows import item_hash
 from personagap.human_data.label_sources import row_place, variable
+from personagap.linking import ATTRIBUTES_USED, INPUT_CONDITION, INPUT_CONDITIONS, PERSONALIZED
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, ItemKind
 
 
@@ -92,6 +94,20 @@ def check_rows(check: Checker, spec: LabelSpec) -> None:
                                                    f"(one of {', '.join(RATER_KINDS)})")
     if problem == "response_kind":
         raise check.error(file, row, "response_kind", f"{echo(response_kind)} is not personalised or generic")
+    if problem == ATTRIBUTES_USED:
+        raise check.error(file, row, ATTRIBUTES_USED, "expected a list of attribute ids: a JSON list of strings, "
+                                                      "or ids separated by ';'")
+    if problem == PERSONALIZED:
+        raise check.error(file, row, PERSONALIZED, "expected A or B: the side holding the personalised answer")
+    if problem in (CONFIDENCE, INPUT_CONDITION):
+        check.at(file, row)  # raises Unlocated on a row read without its number, before the lookup below
+        (value,) = check.con.execute(f"SELECT {problem} FROM vl WHERE _file = ? AND _row = ?",
+                                     [file, row]).fetchall()[0]
+        if problem == CONFIDENCE:
+            raise check.error(file, row, CONFIDENCE, f"{echo(value)} is not a number (any numeric scale: 0-1, "
+                                                     "1-100, ...)")
+        raise check.error(file, row, INPUT_CONDITION, f"unknown input condition {echo(value)} "
+                                                      f"(one of {', '.join(INPUT_CONDITIONS)})")
     if problem == "(scale)":
         cats = PAIRWISE_LABELS if is_pair else spec_categories(spec)
         expected = f"one of {', '.join(cats)}" if cats is not None else "a number"

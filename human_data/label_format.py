@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from personagap.datasets import default_question
 from personagap.human_data._jsonl import DataError
+from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, SYSTEM, SYSTEM_KIND
 from personagap.records import (
     PAIRWISE_LABELS,
     RELEVANCE_LABELS,
@@ -30,13 +31,22 @@ Origin = Literal["real", "synthetic"]
 
 STAGES: tuple[Stage, ...] = ("extraction", "relevance", "response")
 REQUIRED: tuple[str, ...] = ("item_id", "rater", "label")
-OPTIONAL: tuple[str, ...] = ("rater_kind", "user_id", "condition", "reason")
+OPTIONAL: tuple[str, ...] = ("rater_kind", "user_id", "condition", "reason", "confidence", "confidence_scale")
+"""Per-label columns. ``confidence`` (any numeric scale) and ``confidence_scale`` (what that scale is, e.g. ``0-1``)
+are stored in the label's meta (:data:`CONFIDENCE`, :data:`CONFIDENCE_SCALE`)."""
 CONTEXT: dict[str, tuple[str, ...]] = {
-    "extraction": ("conversation", "attribute"),
-    "relevance": ("prompt", "attribute", "profile"),
-    "response": ("prompt", "profile", "response_a", "response_b", "response", "response_kind"),
+    "extraction": ("conversation", "attribute", ATTRIBUTE_ID, SYSTEM),
+    "relevance": ("prompt", "attribute", "profile", ATTRIBUTE_ID, SYSTEM),
+    "response": ("prompt", "profile", "response_a", "response_b", "response", "response_kind", ATTRIBUTES_USED,
+                 INPUT_CONDITION, SYSTEM, PERSONALIZED),
 }
-RATER_KINDS: tuple[str, ...] = ("human", "llm", "trained")
+"""Per-item columns: the item's context and its links across stages (:mod:`personagap.linking`)."""
+LINK_COLUMNS: tuple[str, ...] = (ATTRIBUTE_ID, SYSTEM, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED)
+"""Item columns that link stages: stored in the item's payload under their own names when a file fills them."""
+CONFIDENCE = "confidence"
+CONFIDENCE_SCALE = "confidence_scale"
+RATER_KINDS: tuple[str, ...] = ("human", "llm", "trained", SYSTEM_KIND)
+"""``system``: a pipeline's own output (e.g. a selector's stage-2 choices), scored against people, never a judge."""
 #: The stage's question fixes its categories (its report and judges read exactly these); ``--categories``
 #: changes them except for pairwise items, whose labels always say which answer won.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {"extraction": VERIFICATION_LABELS, "relevance": RELEVANCE_LABELS}
@@ -52,7 +62,8 @@ KEY_SAMPLE = 20_480
 #: A row's place across all sources (file, then row), computed where needed rather than stored per row.
 ROW_ORDER = "(_file::BIGINT * 4294967296 + _row)"
 #: Columns that must be plain text or numbers: a JSON list or object there is a format error.
-ID_COLUMNS = ("item_id", "rater", "label", "rater_kind", "user_id", "condition")
+ID_COLUMNS = ("item_id", "rater", "label", "rater_kind", "user_id", "condition", "confidence", "confidence_scale",
+              ATTRIBUTE_ID, SYSTEM, INPUT_CONDITION, PERSONALIZED)
 _MAX_ECHO = 60
 
 

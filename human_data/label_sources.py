@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from personagap.human_data._jsonl import DataError, read_jsonl
 from personagap.human_data.label_format import (
+    CONFIDENCE,
     ID_COLUMNS,
     KEY_SAMPLE,
     RATER_KINDS,
@@ -21,6 +22,13 @@ from personagap.human_data.label_format import (
     known_columns,
     spec_categories,
     stored_categories,
+)
+from personagap.linking import (
+    ATTRIBUTES_USED,
+    ATTRIBUTES_USED_SEPARATOR,
+    INPUT_CONDITION,
+    INPUT_CONDITIONS,
+    PERSONALIZED,
 )
 from personagap.records import PAIRWISE_LABELS, Stage
 
@@ -108,7 +116,7 @@ def source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage
         nested = kind is not None and (kind.endswith("]") or kind.startswith(("STRUCT", "MAP", "UNION", "JSON")))
         if kind is None:
             cols.append(f"NULL::VARCHAR AS {c}")
-        elif nested and c != "conversation":
+        elif nested and c not in ("conversation", ATTRIBUTES_USED):
             raise DataError(source.name, None, c, f"has type {kind}; expected text or numbers")
         else:
             cols.append(f"to_json({c})::VARCHAR AS {c}" if nested else f"CAST({c} AS VARCHAR) AS {c}")
@@ -130,7 +138,8 @@ def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known
         raise _unknown_column(source, _first_row_with(source, unknown[0]), unknown[0], known)
     columns = "{" + ", ".join(f"{sql_quote(c)}: 'VARCHAR'" for c in known) + "}"
     nested = " ".join(f"WHEN left(ltrim({c}), 1) IN ('[', '{{') AND json_valid({c}) "
-                      f"AND json_type({c}) IN ('ARRAY', 'OBJECT') THEN {sql_quote(c)}" for c in ID_COLUMNS)
+                      f"AND json_type({c}) IN ('ARRAY', 'OBJECT') THEN {sql_quote(c)}" for c in ID_COLUMNS
+                      if c in known)
     row = "ordinality - 1" if located else "NULL::BIGINT"
     return (f"SELECT {', '.join(known)}, CASE {nested} END AS _bad, {index} AS _file, {row} AS _row "
             f"FROM read_json({path}, format='newline_delimited', columns={columns})"
@@ -251,10 +260,32 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
     per rule.
     """
     norm = []
-    for c in known_columns(spec.stage):
+    known = known_columns(spec.stage)
+    for c in known:
         # Empty text counts as absent (CSV has no null); ids, names and context are trimmed.
-        norm.append(f"nullif({c}, '') AS {c}" if c in ("conversation", "label", "reason")
-                    else f"nullif({_spaceless(c)}, '') AS {c}")
+        if c in ("conversation", "label", "reason"):
+            norm.append(f"nullif({c}, '') AS {c}")
+        elif c == ATTRIBUTES_USED:
+            # The raw cell is kept apart to tell "not given" from "given but not a list of ids".
+            raw = f"nullif({_spaceless(c)}, '')"
+            norm.append(f"{raw} AS _used_raw, {attributes_used_sql(raw)} AS {c}")
+        elif c == INPUT_CONDITION:
+            norm.append(f"lower(nullif({_spaceless(c)}, '')) AS {c}")
+        elif c == PERSONALIZED:
+            norm.append(f"upper(nullif({_spaceless(c)}, '')) AS {c}")
+        else:
+            norm.append(f"nullif({_spaceless(c)}, '') AS {c}")
+    finite = f"coalesce(isfinite(TRY_CAST({CONFIDENCE} AS DOUBLE)), FALSE)"
+    link_checks = f"WHEN {CONFIDENCE} IS NOT NULL AND NOT {finite} THEN {sql_quote(CONFIDENCE)} "
+    if INPUT_CONDITION in known:
+        conditions = ", ".join(map(sql_quote, INPUT_CONDITIONS))
+        link_checks += (f"WHEN {INPUT_CONDITION} IS NOT NULL AND {INPUT_CONDITION} NOT IN ({conditions}) "
+                        f"THEN {sql_quote(INPUT_CONDITION)} ")
+    if PERSONALIZED in known:
+        link_checks += f"WHEN {PERSONALIZED} IS NOT NULL AND {PERSONALIZED} NOT IN ('A', 'B') " \
+                       f"THEN {sql_quote(PERSONALIZED)} "
+    if ATTRIBUTES_USED in known:
+        link_checks += f"WHEN _used_raw IS NOT NULL AND {ATTRIBUTES_USED} IS NULL THEN {sql_quote(ATTRIBUTES_USED)} "
     kinds = ", ".join(map(sql_quote, RATER_KINDS))
     response_kind = ""
     if spec.stage == "response":
@@ -267,7 +298,7 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
         SELECT _file, _row, {kept}, user_key, cond, kind, is_pair, is_yes_no, stored,
             CASE WHEN _bad IS NOT NULL THEN _bad WHEN item_id IS NULL THEN 'missing:item_id'
                  WHEN rater IS NULL THEN 'missing:rater' WHEN label IS NULL OR _lt = '' THEN 'missing:label'
-                 WHEN kind NOT IN ({kinds}) THEN 'rater_kind' {response_kind}
+                 WHEN kind NOT IN ({kinds}) THEN 'rater_kind' {response_kind} {link_checks}
                  WHEN stored IS NULL THEN '(scale)' END AS problem
         FROM (SELECT *, {label_sql(spec)} AS stored FROM (
             SELECT *, {_shape_sql(spec)}, coalesce(user_id, item_id) AS user_key, coalesce(condition, '') AS cond,
@@ -288,6 +319,26 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
                 raise read_error(source, file_exc) from None
         raise DataError(sources[0].name if len(sources) == 1 else "(label files)", None, None,
                         str(exc).strip().splitlines()[0][:300]) from None
+
+
+def attributes_used_sql(cell: str) -> str:
+    """SQL of an ``attributes_used`` cell as a canonical JSON list of ids (text); NULL when it is not one.
+
+    A cell is a JSON list of strings (JSONL, or a Parquet/DataFrame list column read as JSON) or text
+    separated by ``;`` (CSV); ids are trimmed and empty ones dropped (:func:`personagap.linking.split_attributes_used`
+    is the same rule in Python). An empty list is an answer written from no attribute.
+    """
+    sep = sql_quote(ATTRIBUTES_USED_SEPARATOR)
+    strings = (f"coalesce(list_bool_and(list_transform(json_extract({cell}, '$[*]'), "
+               "lambda e: json_type(e) = 'VARCHAR')), TRUE)")
+
+    def tidy(values: str) -> str:
+        return f"to_json(list_filter(list_transform({values}, lambda s: trim(s)), lambda s: s <> ''))::VARCHAR"
+
+    from_json = f"from_json({cell}, '[\"VARCHAR\"]')"
+    return (f"CASE WHEN {cell} IS NULL THEN NULL WHEN left({cell}, 1) IN ('[', '{{') THEN (CASE WHEN "
+            f"json_valid({cell}) AND json_type({cell}) = 'ARRAY' AND {strings} THEN {tidy(from_json)} END) "
+            f"ELSE {tidy(f'string_split({cell}, {sep})')} END")
 
 
 def label_sql(spec: LabelSpec) -> str:
