@@ -281,3 +281,27 @@ def test_ten_labels_on_the_annotate_page_reach_the_report(chromium: str, recente
         n = con.execute("SELECT count(*), count(DISTINCT item_id) FROM labels WHERE rater = ? AND condition = ''",
                         [name]).fetchall()[0]
     assert n == (10, 10)
+
+
+def test_overview_answers_which_stage_fails_above_the_fold(chromium: str, all_db: Path, tmp_path: Path):
+    from personagap.analysis.pipeline import pipeline_db
+    from personagap.analysis.pipeline_text import TITLE
+
+    view = pipeline_db(all_db)
+    with serve_dashboard(all_db, log=tmp_path / "streamlit.log") as url, browser(chromium) as ctx:
+        page = ctx.new_page()
+        page.set_viewport_size({"width": 1280, "height": 800})  # a laptop's first screen
+        page.goto(url)
+        wait_rendered(page, TITLE)
+        wait_rendered(page, view.verdict[:60])
+        verdict = page.locator('[data-testid="stAlert"]').first
+        assert verdict.inner_text().strip() == view.verdict
+        box = verdict.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 800, box  # read without scrolling
+        # The stage table starts on the first screen too, and the page holds no literal None/nan.
+        table = page.locator('[data-testid="stMarkdown"] table').first
+        cell = table.get_by_text("1. attribute extraction", exact=False).first.bounding_box()
+        assert cell is not None and cell["y"] < 800, cell
+        wait_rendered(page, "Every judge against humans")
+        assert not _visible_problems(page)
+        screenshot_whole(page, SCREENSHOTS / "overview-pipeline.png")
