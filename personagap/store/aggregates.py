@@ -179,47 +179,57 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
         WHERE {JUDGE_SQL} AND l.label IS NOT NULL
         GROUP BY ALL
     """)
-    failures = _rows(con, f"""
-        SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS failures
+    # One pass over every label with its item, grouped by rater and protocol (a few rows per dataset): the failure
+    # counts, the human counts and the inventory are sums over it. The role flags depend on rater kind and
+    # condition only, so they are constant within a group.
+    summary = _rows(con, f"""
+        SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS n, count(l.label) AS parsed,
+               {JUDGE_SQL} AS judge, {BLIND_SQL} AND l.rater_kind = 'human' AS blind,
+               {ANCHORED_SQL} AND l.rater_kind = 'human' AS anchored
         FROM labels l JOIN items i USING (item_id)
-        WHERE {JUDGE_SQL} AND l.label IS NULL
         GROUP BY ALL
     """)
-    # Only items that at least two individual blind humans labelled can say anything about the ceiling.
-    multi = f"""
-        multi AS (
+    summary = summary.assign(unparsed=summary["n"] - summary["parsed"])
+    failed = summary[summary["judge"] & (summary["unparsed"] > 0)]
+    failures = failed[["stage", "dataset", "rater", "rater_kind", "condition"]].assign(
+        failures=failed["unparsed"]).reset_index(drop=True)
+    human_counts = _human_counts(summary[summary["parsed"] > 0])
+    # Only items that at least two individual blind humans labelled can say anything about the ceiling: their
+    # blind human labels and comparable judge labels, read in one query.
+    multi = _rows(con, f"""
+        WITH multi AS (
             SELECT l.item_id FROM labels l
             WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
             GROUP BY l.item_id HAVING count(*) >= 2
-        )"""
-    humans = _rows(con, f"""
-        WITH {multi}
-        SELECT i.stage, i.dataset, l.item_id, l.rater, l.label, i.user_id
+        )
+        SELECT {BLIND_SQL} AS human, i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label,
+               i.user_id
         FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
-        WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
+        WHERE l.label IS NOT NULL AND (({BLIND_SQL} AND l.rater_kind = 'human') OR {JUDGE_SQL})
     """)
-    judge_items = _rows(con, f"""
-        WITH {multi}
-        SELECT i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label, i.user_id
-        FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
-        WHERE {JUDGE_SQL} AND l.label IS NOT NULL
-    """)
-    human_counts = _rows(con, f"""
-        SELECT i.stage, i.dataset,
-               count(DISTINCT l.rater) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_raters,
-               count(*) FILTER (WHERE {BLIND_SQL} AND l.rater_kind = 'human') AS blind_labels,
-               count(DISTINCT l.rater) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_raters,
-               count(*) FILTER (WHERE {ANCHORED_SQL} AND l.rater_kind = 'human') AS anchored_labels
-        FROM labels l JOIN items i USING (item_id)
-        WHERE l.label IS NOT NULL AND l.rater_kind = 'human'
-        GROUP BY ALL
-    """)
-    inventory = _rows(con, f"""
-        SELECT i.stage, count(DISTINCT i.item_id) AS n_items, count(l.item_id) AS n_labels,
-               count(l.item_id) FILTER (WHERE l.rater_kind IN ('human', 'human_majority')) AS n_human_labels,
-               count(l.item_id) FILTER (WHERE {JUDGE_SQL}) AS n_judge_labels
-        FROM items i LEFT JOIN labels l USING (item_id)
-        GROUP BY i.stage
-    """)
+    is_human = multi.pop("human").to_numpy(dtype=bool)
+    humans = multi.loc[is_human, ["stage", "dataset", "item_id", "rater", "label", "user_id"]].reset_index(drop=True)
+    judge_items = multi[~is_human].reset_index(drop=True)
+    items = _rows(con, "SELECT stage, count(*) AS n_items FROM items GROUP BY stage")
+    by_stage = summary.assign(
+        human_n=summary["n"].where(summary["rater_kind"].isin(["human", "human_majority"]), 0),
+        judge_n=summary["n"].where(summary["judge"], 0),
+    ).groupby("stage").agg(n_labels=("n", "sum"), n_human_labels=("human_n", "sum"), n_judge_labels=("judge_n", "sum"))
+    inventory = items.merge(by_stage, left_on="stage", right_index=True, how="left").fillna(
+        {"n_labels": 0, "n_human_labels": 0, "n_judge_labels": 0}).astype(
+        {"n_labels": "int64", "n_human_labels": "int64", "n_judge_labels": "int64"})
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
             "judge_items": judge_items, "human_counts": human_counts}
+
+
+def _human_counts(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per (stage, dataset) distinct blind and anchored human raters and their parsed labels, from the summary."""
+    out = []
+    for (stage, dataset), rows in summary.groupby(["stage", "dataset"], sort=True):
+        blind, anchored = rows[rows["blind"]], rows[rows["anchored"]]
+        if not rows["rater_kind"].eq("human").any():
+            continue  # the per-label query counted human labels only: a dataset without any has no row
+        out.append((stage, dataset, blind["rater"].nunique(), int(blind["parsed"].sum()),
+                    anchored["rater"].nunique(), int(anchored["parsed"].sum())))
+    return pd.DataFrame(out, columns=["stage", "dataset", "blind_raters", "blind_labels", "anchored_raters",
+                                      "anchored_labels"])
