@@ -2,13 +2,17 @@
 
 Two questions, per judge and dataset:
 
-* **Kappa precision** — how many users (and so items, at the data's items per user) until the 95% CI of
-  the judge–human kappa has the target half-width? A simulated study of ``n`` users draws ``n`` of the
-  stored users' confusion tables with replacement (the prevalence and agreement of the data as they
-  are), and its CI is a user-clustered percentile bootstrap as in the reports (Poisson weights for speed;
-  the tests check the budget with the reports' own bootstrap). The half-width at
-  ``n`` is the median over simulated studies; the budget is the smallest ``n`` where it is at most the
-  target (bracketed from the square-root law, then bisected).
+* **Kappa precision, with assurance** — how many users (and so items, at the data's items per user) until
+  the 95% CI of the judge–human kappa has the target half-width in 80% of studies (``assurance``), not
+  merely in the median study (sized for the median, only about a third of studies reached a 0.05 target:
+  issue 21)? A simulated study of ``n`` users draws ``n`` of the stored users' confusion tables with
+  replacement (the prevalence and agreement of the data as they are), and its CI is the one CI rule
+  (:func:`personagap.analysis.agreement.interval_from_leave_outs` on the study's leave-one-user-out kappas,
+  as the reports print it). The budget is the smallest ``n`` at which at least ``assurance`` of the
+  simulated studies reach the target (bracketed from the square-root law, then bisected). The stored users
+  are themselves a sample, so the budget is recomputed on ``replans`` resamples of them (users drawn with
+  replacement) and its 10th-90th percentile range is given beside it. A half-width is precision, not
+  coverage: a 95% interval of the target width still misses the truth 5% of the time.
 * **Alternative-annotator test power** — how many items per annotator until the judge passes the test
   in 80% of simulated studies at its current advantage? A simulated study draws ``m`` of each tested
   annotator's items with replacement (keeping each item's pair of indicators), and runs the test
@@ -23,6 +27,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,13 +35,12 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     FloatArray,
-    bootstrap_estimate,
+    estimate,
+    interval_from_leave_outs,
     kappa_from_tables,
-    resample_weights,
 )
 from personagap.analysis.alt_test import (
     DEFAULT_EPSILON,
@@ -54,6 +58,14 @@ from personagap.analysis.estimates import too_few_users_note
 from personagap.analysis.robust import HumanSet, human_reference, individual_humans, judge_labels, user_tables
 
 DEFAULT_HALFWIDTH = 0.05
+DEFAULT_ASSURANCE = 0.8
+#: Resamples of the stored users the budget is recomputed on, for its range.
+DEFAULT_REPLANS = 20
+#: The budget's range: these percentiles of the recomputed budgets.
+RANGE_PERCENTILES = (10.0, 90.0)
+HALFWIDTH_IS_NOT_COVERAGE = ("A half-width is precision, not coverage: a 95% interval of the target width still "
+                             "misses the true kappa 5% of the time (more with few users: see the README's "
+                             "calibration table).")
 DEFAULT_POWER = 0.8
 DEFAULT_SIMULATIONS = 100
 MAX_USERS = 100_000
@@ -70,14 +82,23 @@ class KappaBudget(BaseModel):
     n_users: int
     n_items: int
     kappa: float
-    halfwidth: float = Field(description="Half-width of the current 95% CI (the reports' bootstrap and CI rule: "
-                                         "NaN below MIN_USERS_FOR_CI users).")
+    halfwidth: float = Field(description="Half-width of the current 95% CI (the one CI rule: NaN below "
+                                         "MIN_USERS_FOR_CI users).")
     target_halfwidth: float
-    users_needed: int | None = Field(description="Users for the simulated median half-width <= target.")
+    assurance: float = Field(description="Target share of simulated studies whose half-width is <= target.")
+    users_needed: int | None = Field(description="Smallest number of users at which at least `assurance` of "
+                                                 "simulated studies reach the target half-width.")
+    users_needed_range: list[int | None] = Field(
+        default_factory=list, description="10th and 90th percentiles of users_needed recomputed on resamples of "
+                                          "the stored users (None: beyond reach in more than that share).")
+    range_resamples: int = Field(default=0, description="Resamples of the stored users behind the range.")
+    projected_assurance: float | None = Field(default=None, description="Simulated share of studies reaching the "
+                                                                        "target at users_needed.")
     additional_users: int | None
     items_needed: int | None = Field(description="users_needed x the data's items per user.")
     additional_items: int | None
-    projected_halfwidth: float | None = Field(description="Simulated median half-width at users_needed.")
+    projected_halfwidth: float | None = Field(description="Simulated median half-width at users_needed (below the "
+                                                          "target: sized for assurance, not for the median).")
     reason: str | None = Field(default=None, description="Why there is no budget, when there is none.")
 
 
@@ -107,6 +128,8 @@ class Plan(BaseModel):
     stage: str
     humans: HumanSet
     target_halfwidth: float
+    assurance: float = Field(description="Share of simulated studies that must reach the half-width.")
+    halfwidth_note: str = Field(default=HALFWIDTH_IS_NOT_COVERAGE, description="What a half-width does not promise.")
     target_power: float
     seed: int
     simulations: int
@@ -116,34 +139,55 @@ class Plan(BaseModel):
 
 # --------------------------------------------------------------------------- kappa
 
-def simulated_halfwidth(tables: FloatArray, n_users: int, *, simulations: int = DEFAULT_SIMULATIONS,
-                        n_resamples: int = DEFAULT_RESAMPLES // 5, seed: int = DEFAULT_SEED,
-                        level: float = 0.95) -> float:
-    """Median kappa-CI half-width of simulated studies of ``n_users`` users drawn from the stored ones.
+def study_halfwidths(tables: FloatArray, n_users: int, *, simulations: int = DEFAULT_SIMULATIONS,
+                     seed: int = DEFAULT_SEED, level: float = 0.95) -> FloatArray:
+    """Kappa-CI half-widths of simulated studies of ``n_users`` users drawn from the stored ones.
+
+    Each study's interval is the one CI rule on its own users: its leave-one-user-out kappas (a user drawn twice
+    is left out twice, as in a study holding two such users) through
+    :func:`~personagap.analysis.agreement.interval_from_leave_outs`, so no interval below ``MIN_USERS_FOR_CI``.
 
     Args:
         tables: Per-user confusion tables ``(U, K, K)`` of the judge against the human reference.
         n_users: Users in each simulated study.
         simulations: Simulated studies.
-        n_resamples: Bootstrap resamples of each study (its CI, as in the reports).
         seed: Seed of the simulation.
         level: Confidence level.
+
+    Returns:
+        ``(simulations,)`` half-widths; NaN where a study has no interval.
     """
     t = np.asarray(tables, dtype=float)
     users = t.shape[0]
     rng = np.random.default_rng(seed)
-    # Each simulated study: how often it drew each stored user.
-    drawn = rng.multinomial(n_users, np.full(users, 1.0 / users), size=simulations)
-    # Its bootstrap: the Poisson approximation of resampling its own users (each drawn user's weight ~ Poisson of
-    # its draw count; Hanley & MacGibbon 2006) -- the multinomial is ~15x slower and the half-width is the same.
-    weights = rng.poisson(drawn, size=(n_resamples, simulations, users)).astype(float)
-    samples = kappa_from_tables(np.tensordot(weights, t, axes=(2, 0)))  # (resamples, simulations)
-    points = kappa_from_tables(np.tensordot(drawn.astype(float), t, axes=(1, 0)))  # each study's own kappa
-    # Each study's CI by the one CI rule (no CI below MIN_USERS_FOR_CI users), as its report would print it.
-    cis = np.array([bootstrap_estimate(points[k], samples[:, k], n_users, level).ci for k in range(simulations)])
+    drawn = rng.multinomial(n_users, np.full(users, 1.0 / users), size=simulations)  # (S, U): copies of each user
+    totals = np.tensordot(drawn.astype(float), t, axes=(1, 0))  # (S, K, K)
+    points = kappa_from_tables(totals)
+    leave_out = kappa_from_tables(totals[:, None] - t[None])  # (S, U): the study without one copy of each user
+    out = np.empty(simulations)
+    for k in range(simulations):
+        e = interval_from_leave_outs(float(points[k]), np.repeat(leave_out[k], drawn[k]), level)
+        out[k] = (e.ci[1] - e.ci[0]) / 2.0
+    return out
+
+
+def simulated_halfwidth(tables: FloatArray, n_users: int, *, simulations: int = DEFAULT_SIMULATIONS,
+                        seed: int = DEFAULT_SEED, level: float = 0.95) -> float:
+    """Median half-width of :func:`study_halfwidths` (NaN when no study has an interval)."""
+    widths = study_halfwidths(tables, n_users, simulations=simulations, seed=seed, level=level)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # every study undefined (or too small): NaN, no budget
-        return float(np.nanmedian((cis[:, 1] - cis[:, 0]) / 2.0))
+        warnings.simplefilter("ignore", RuntimeWarning)  # every study without an interval: NaN, no budget
+        return float(np.nanmedian(widths))
+
+
+def reach_share(tables: FloatArray, n_users: int, target: float, *, simulations: int = DEFAULT_SIMULATIONS,
+                seed: int = DEFAULT_SEED, level: float = 0.95) -> float:
+    """Share of simulated studies of ``n_users`` users whose kappa CI half-width is at most ``target``.
+
+    A study without an interval (too few users, or kappa undefined without some user) does not reach it.
+    """
+    widths = study_halfwidths(tables, n_users, simulations=simulations, seed=seed, level=level)
+    return float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
 
 
 def smallest_sufficient(ok: Callable[[int], bool], guess: int, *, lowest: int, highest: int) -> int | None:
@@ -178,33 +222,85 @@ def smallest_sufficient(ok: Callable[[int], bool], guess: int, *, lowest: int, h
     return hi
 
 
-def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, simulations: int = DEFAULT_SIMULATIONS,
-                 seed: int = DEFAULT_SEED, level: float = 0.95) -> tuple[float, float, int | None, float | None]:
-    """Current kappa, current half-width, users needed and the projected half-width there.
+@dataclass(frozen=True)
+class KappaPlan:
+    """What :func:`kappa_budget` finds for one judge."""
+
+    kappa: float
+    halfwidth: float
+    users_needed: int | None
+    projected_halfwidth: float | None
+    projected_assurance: float | None
+    users_range: tuple[int | None, int | None]
+    replans: int
+
+
+def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, assurance: float,
+                        simulations: int, seed: int, level: float) -> int | None:
+    """Smallest number of users at which ``assurance`` of simulated studies reach ``target`` (None: beyond reach).
+
+    Args:
+        tables: Per-user tables ``(U, K, K)``.
+        halfwidth: Their own current half-width (the search starts from the square-root law).
+        target: Target half-width.
+        assurance: Required share of studies.
+        simulations: Simulated studies per candidate size.
+        seed: Seed (the same for every size: common random numbers keep the search monotone in practice).
+        level: Confidence level.
+    """
+    def ok(n: int) -> bool:
+        return reach_share(tables, n, target, simulations=simulations, seed=seed, level=level) >= assurance
+
+    guess = math.ceil(tables.shape[0] * (halfwidth / target) ** 2)  # half-width ~ 1/sqrt(users)
+    # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
+    return smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
+
+
+def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assurance: float = DEFAULT_ASSURANCE,
+                 simulations: int = DEFAULT_SIMULATIONS, replans: int = DEFAULT_REPLANS, seed: int = DEFAULT_SEED,
+                 level: float = 0.95) -> KappaPlan:
+    """Current kappa and half-width, the users needed for ``assurance`` of studies to reach ``target``, its range.
 
     Returns:
-        ``(kappa, halfwidth, users_needed, projected_halfwidth)``; halfwidth NaN and users_needed None below
+        The plan; halfwidth NaN and users_needed None below
         :data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users (no CI); users_needed None when kappa is
-        undefined or even :data:`MAX_USERS` users would not do.
+        undefined or even :data:`MAX_USERS` users would not do. The range recomputes the budget on ``replans``
+        resamples of the stored users (seeded), as the 10th and 90th percentiles.
     """
     t = np.asarray(tables, dtype=float)
-    users = t.shape[0]
-    kappa = float(kappa_from_tables(t.sum(axis=0)))
-    boot = kappa_from_tables(np.tensordot(resample_weights(users, DEFAULT_RESAMPLES, seed), t, axes=(1, 0)))
-    lo, hi = bootstrap_estimate(kappa, boot, users, level).ci
-    halfwidth = (hi - lo) / 2.0
+    now = estimate(t, "kappa", level=level)
+    halfwidth = (now.ci[1] - now.ci[0]) / 2.0
+    nothing = KappaPlan(now.value, halfwidth, None, None, None, (None, None), 0)
     if math.isnan(halfwidth) or halfwidth == 0:  # too few users for a CI, or kappa undefined/constant
-        return kappa, halfwidth, None, None
+        return nothing
+    needed = users_for_assurance(t, halfwidth, target=target, assurance=assurance, simulations=simulations,
+                                 seed=seed, level=level)
+    if needed is None:
+        return nothing
+    widths = study_halfwidths(t, needed, simulations=simulations, seed=seed, level=level)
+    reached = float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
+    return KappaPlan(now.value, halfwidth, needed, float(np.nanmedian(widths)), reached,
+                     _budget_range(t, target=target, assurance=assurance, simulations=simulations, replans=replans,
+                                   seed=seed, level=level), replans)
 
-    def ok(n: int) -> bool:
-        return simulated_halfwidth(t, n, simulations=simulations, seed=seed, level=level) <= target
 
-    guess = math.ceil(users * (halfwidth / target) ** 2)  # half-width ~ 1/sqrt(users)
-    # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
-    needed = smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
-    projected = None if needed is None else simulated_halfwidth(t, needed, simulations=simulations, seed=seed,
-                                                                level=level)
-    return kappa, halfwidth, needed, projected
+def _budget_range(tables: FloatArray, *, target: float, assurance: float, simulations: int, replans: int,
+                  seed: int, level: float) -> tuple[int | None, int | None]:
+    """Percentiles of the budget recomputed on resamples of the stored users (the pilot is a sample too)."""
+    if replans == 0:
+        return None, None
+    rng = np.random.default_rng([seed, 1])
+    users = tables.shape[0]
+    budgets = []
+    for _ in range(replans):
+        again = tables[rng.integers(0, users, size=users)]
+        e = estimate(again, "kappa", level=level)
+        hw = (e.ci[1] - e.ci[0]) / 2.0
+        found = None if math.isnan(hw) or hw == 0 else users_for_assurance(
+            again, hw, target=target, assurance=assurance, simulations=simulations, seed=seed, level=level)
+        budgets.append(math.inf if found is None else float(found))
+    lo, hi = np.percentile(budgets, RANGE_PERCENTILES, method="inverted_cdf")
+    return (None if math.isinf(lo) else int(lo)), (None if math.isinf(hi) else int(hi))
 
 
 # --------------------------------------------------------------------------- alt-test power
@@ -257,7 +353,8 @@ def _alt_budget(ind: Indicators, base: dict[str, Any], *, epsilon: float, q: flo
 # --------------------------------------------------------------------------- one stage
 
 def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage: str = "",
-              humans: HumanSet = "blind", halfwidth: float = DEFAULT_HALFWIDTH, power: float = DEFAULT_POWER,
+              humans: HumanSet = "blind", halfwidth: float = DEFAULT_HALFWIDTH,
+              assurance: float = DEFAULT_ASSURANCE, replans: int = DEFAULT_REPLANS, power: float = DEFAULT_POWER,
               epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q, scoring: Scoring = "accuracy",
               min_humans_per_item: int = MIN_HUMANS_PER_ITEM, min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR,
               simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED,
@@ -270,6 +367,8 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
         stage: The stage's name (recorded).
         humans: Plan against blind (default) or anchored humans.
         halfwidth: Target half-width of the kappa CI.
+        assurance: Share of simulated studies that must reach it.
+        replans: Resamples of the stored users the kappa budget is recomputed on (its range).
         power: Target power of the alternative-annotator test.
         epsilon: The test's cost–benefit margin.
         q: The test's BY false discovery rate.
@@ -295,19 +394,22 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
             if len(shared):
                 tables, _ = user_tables(ref.loc[shared, "label"], j.labels.loc[shared], ref.loc[shared, "user_id"],
                                         categories)
-                kappa, hw, needed, projected = kappa_budget(tables, target=halfwidth, simulations=simulations,
-                                                            seed=seed)
+                kp = kappa_budget(tables, target=halfwidth, assurance=assurance, simulations=simulations,
+                                  replans=replans, seed=seed)
+                needed, hw = kp.users_needed, kp.halfwidth
                 per_user = len(shared) / tables.shape[0]
                 reason = None if needed is not None else (
                     too_few_users_note(tables.shape[0]) or ("kappa is undefined or constant on these users"
                     if math.isnan(hw) or hw == 0 else f"more than {MAX_USERS} users would be needed"))
                 kappa_rows.append(KappaBudget(
-                    **base, n_users=tables.shape[0], n_items=len(shared), kappa=kappa, halfwidth=hw,
-                    target_halfwidth=halfwidth, users_needed=needed,
+                    **base, n_users=tables.shape[0], n_items=len(shared), kappa=kp.kappa, halfwidth=hw,
+                    target_halfwidth=halfwidth, assurance=assurance, users_needed=needed,
+                    users_needed_range=list(kp.users_range) if needed is not None else [],
+                    range_resamples=kp.replans, projected_assurance=kp.projected_assurance,
                     additional_users=None if needed is None else max(0, needed - tables.shape[0]),
                     items_needed=None if needed is None else math.ceil(needed * per_user),
                     additional_items=None if needed is None else max(0, math.ceil(needed * per_user) - len(shared)),
-                    projected_halfwidth=projected, reason=reason))
+                    projected_halfwidth=kp.projected_halfwidth, reason=reason))
             ind = indicators(j.labels.to_dict(), people, scoring=scoring, min_humans_per_item=min_humans_per_item,
                              min_items_per_annotator=1)
             tested = [a for a in ind.annotators if len(a.items) >= 2]
@@ -320,5 +422,6 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
             alt_rows.append(_alt_budget(Indicators(tested, ind.n_items, ind.skipped), base, epsilon=epsilon, q=q,
                                         power=power, simulations=simulations, seed=seed,
                                         min_items=min_items_per_annotator))
-    return Plan(stage=stage, humans=humans, target_halfwidth=halfwidth, target_power=power, seed=seed,
+    return Plan(stage=stage, humans=humans, target_halfwidth=halfwidth, assurance=assurance, target_power=power,
+                seed=seed,
                 simulations=simulations, kappa=kappa_rows, alt_test=alt_rows)
