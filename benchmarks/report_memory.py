@@ -1,10 +1,12 @@
 """Benchmark (issue 20): time and peak memory of `diagnose` and each `report` on a large store, beside the floor.
 
-The store is made up (no human data): a relevance dataset of ``labels / 5`` items, 100 items per user, one
+The stores are made up (no human data), one per stage: a dataset of ``labels / 5`` items, 100 items per user, one
 human and four LLM judges per item (the shape of a team judging production conversations with a few judges),
-imported through the generic importer from a Parquet file. Each command runs in a new interpreter
-(``personagap diagnose --json`` / ``personagap report relevance --json``), and its wall time and peak resident
-memory (``ru_maxrss`` of the child) are printed.
+imported through the generic importer from a Parquet file: relevance (yes/no; ``diagnose`` and ``report
+relevance`` run on it), pairwise responses (A/B/tie with the two answers, for ``report response``) and
+extraction verdicts (ok/bad/unsure with the attribute, for ``report extraction``). Each command runs in a new
+interpreter (``personagap diagnose --json`` / ``personagap report STAGE --json``), and its wall time and peak
+resident memory (``ru_maxrss`` of the child) are printed.
 
 The floor is what any report of this store must at least do: DuckDB building every per-(judge, user) confusion
 table (the GROUP BY a report's figures and their bootstrap need), run in a new interpreter too so that both pay
@@ -15,7 +17,7 @@ for starting Python and opening the file. Target at 10^7 labels on a 2-core mach
 (the diagnosis and its best-judge rows from one set of aggregates), the path the command takes once it calls it.
 
 Run: python benchmarks/report_memory.py [--labels 1000000 10000000]
-     [--commands diagnose report-relevance diagnose-aggregates]
+     [--commands diagnose report-relevance report-response report-extraction diagnose-aggregates]
      [--keep DIR]   (reuse or keep the built stores there)
 """
 
@@ -39,7 +41,13 @@ PERSONAGAP = [sys.executable, "-c", "import sys; from personagap.cli import main
 COMMANDS: dict[str, list[str]] = {
     "diagnose": ["diagnose", "--json"],
     "report-relevance": ["report", "relevance", "--json"],
+    "report-response": ["report", "response", "--json"],
+    "report-extraction": ["report", "extraction", "--json"],
 }
+STAGE_OF = {"report-response": "response", "report-extraction": "extraction"}
+"""The store a command runs on (every other command: the relevance store)."""
+# Per stage: the human's labels (the first is the one the human gives 20% of the time, judges agree ~80%).
+VOCABULARY = {"relevance": ("yes", "no"), "response": ("A", "B", "tie"), "extraction": ("bad", "ok", "unsure")}
 # `personagap diagnose --json` as it is once it calls analysis.aggregated.diagnose_from_store (the diagnosis and
 # its best-judge rows from one set of aggregates) in place of diagnose_db + personagap.api.best_judge_vs_humans
 # (which loads the best judge's whole dataset): what that command costs after the change, measured the same way.
@@ -63,33 +71,50 @@ con.execute('''
 """
 
 
-def make_labels(n_labels: int, seed: int = 0) -> pa.Table:
-    """One human and four judges per item; humans say yes 20% of the time, judges agree ~80% of the time."""
+def make_labels(n_labels: int, stage: str = "relevance", seed: int = 0) -> pa.Table:
+    """One human and four judges per item; the human gives the stage's first label 20% of the time, else the
+    others evenly; a judge copies the human ~80% of the time, else gives another label at random.
+
+    Pairs carry two answers of random lengths (length bias is computed from them), verdicts the attribute.
+    """
     rng = np.random.default_rng(seed)
+    vocab = np.array(VOCABULARY[stage], dtype=object)
     n_items = n_labels // (1 + len(JUDGES))
     items = np.char.add("i", np.arange(n_items).astype(str))
     users = np.char.add("u", (np.arange(n_items) // ITEMS_PER_USER).astype(str))
-    human = rng.random(n_items) < 0.2
+    human = np.where(rng.random(n_items) < 0.2, 0, rng.integers(1, len(vocab), n_items))
     raters = ["ann-1", *JUDGES]
     kinds = ["human"] + ["llm"] * len(JUDGES)
     cols: dict[str, list[np.ndarray]] = {"item_id": [], "user_id": [], "rater": [], "rater_kind": [], "label": []}
     for rater, kind in zip(raters, kinds, strict=True):
-        said = human if kind == "human" else np.where(rng.random(n_items) < 0.8, human, ~human)
+        other = (human + rng.integers(1, len(vocab), n_items)) % len(vocab)
+        said = human if kind == "human" else np.where(rng.random(n_items) < 0.8, human, other)
         cols["item_id"].append(items)
         cols["user_id"].append(users)
         cols["rater"].append(np.full(n_items, rater))
         cols["rater_kind"].append(np.full(n_items, kind))
-        cols["label"].append(np.where(said, "yes", "no"))
-    return pa.table({k: pa.array(np.concatenate(v).astype(object)) for k, v in cols.items()})
+        cols["label"].append(vocab[said])
+    table = {k: pa.array(np.concatenate(v).astype(object)) for k, v in cols.items()}
+    n_rows = n_items * len(raters)
+    if stage == "response":
+        # The item context on every row (rows that repeat it must agree): short answers, lengths 1-40.
+        for side in ("a", "b"):
+            length = np.tile(rng.integers(1, 41, n_items), len(raters))
+            table[f"response_{side}"] = pa.array(np.char.multiply(side, length).astype(object))
+    elif stage == "extraction":
+        table["attribute"] = pa.array(np.tile(np.char.add("likes topic ", (np.arange(n_items) % 50).astype(str)),
+                                              len(raters)).astype(object))
+    assert all(len(v) == n_rows for v in table.values())
+    return pa.table(table)
 
 
-def build(db: Path, n_labels: int) -> None:
+def build(db: Path, n_labels: int, stage: str = "relevance") -> None:
     """Write the made-up labels to Parquet and import them with ``personagap import labels``."""
     if db.exists():
         return
     parquet = db.with_suffix(".parquet")
-    pq.write_table(make_labels(n_labels), parquet)
-    subprocess.run([*PERSONAGAP, "import", "labels", str(parquet), "--stage", "relevance",
+    pq.write_table(make_labels(n_labels, stage), parquet)
+    subprocess.run([*PERSONAGAP, "import", "labels", str(parquet), "--stage", stage,
                     "--dataset", "bench", "--db", str(db)], check=True, stdout=subprocess.DEVNULL)
     parquet.unlink()
 
@@ -106,18 +131,24 @@ def main() -> None:
     print(f"{os.cpu_count()} cores; stores in {root}")
     print(f"{'labels':>12} {'command':<18} {'wall s':>8} {'peak GB':>8} {'floor s':>8} {'ratio':>6}")
     for n in args.labels:
-        db = root / f"bench-{n}.duckdb"
-        t = time.perf_counter()
-        build(db, n)
-        print(f"{n:>12,} {'(build/import)':<18} {time.perf_counter() - t:>8.1f}")
-        # Each measurement in its own grandchild so ru_maxrss is that command's alone.
-        floor_s, floor_gb, _ = _isolated([sys.executable, "-c", FLOOR, str(db)])
-        print(f"{n:>12,} {'floor (GROUP BY)':<18} {floor_s:>8.2f} {floor_gb:>8.2f}")
+        floors: dict[str, float] = {}
         for name in args.commands:
+            stage = STAGE_OF.get(name, "relevance")
+            # The relevance store keeps its old name, so stores kept by earlier runs are reused.
+            db = root / (f"bench-{n}.duckdb" if stage == "relevance" else f"bench-{stage}-{n}.duckdb")
+            if stage not in floors:
+                t = time.perf_counter()
+                build(db, n, stage)
+                print(f"{n:>12,} {'(build ' + stage + ')':<18} {time.perf_counter() - t:>8.1f}")
+                # Each measurement in its own grandchild so ru_maxrss is that command's alone.
+                floor_s, floor_gb, _ = _isolated([sys.executable, "-c", FLOOR, str(db)])
+                floors[stage] = floor_s
+                print(f"{n:>12,} {'floor ' + stage:<18} {floor_s:>8.2f} {floor_gb:>8.2f}")
             cmd = ([*DIAGNOSE_FROM_AGGREGATES, str(db)] if name == "diagnose-aggregates"
                    else [*PERSONAGAP, *COMMANDS[name], "--db", str(db)])
             wall, gb, code = _isolated(cmd)
             status = "" if code == 0 else f"  (exit {code})"
+            floor_s = floors[stage]
             print(f"{n:>12,} {name:<18} {wall:>8.2f} {gb:>8.2f} {floor_s:>8.2f} {wall / floor_s:>6.1f}{status}")
 
 
