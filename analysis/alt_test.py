@@ -223,7 +223,7 @@ def alt_test(judge: Mapping[str, Any], humans: pd.DataFrame, *, judge_name: str,
     constant: dict[str, Any] | None = None
     if not baseline:
         # The humans' majority class over the items the test uses, given on every item this judge labelled.
-        tested = shared[shared["item_id"].isin(counts.index[counts >= min_humans_per_item])]
+        tested = shared[judged_mask(shared, set(counts.index[counts >= min_humans_per_item]))]
         label = majority_class(tested["label"])
         fixed = indicators(dict.fromkeys(judge, label), humans, **settings)
         constant = {"label": label, **_outcome(fixed, epsilon, q)}
@@ -248,7 +248,7 @@ def human_agreement(people: pd.DataFrame, items: set[str], scoring: Scoring) -> 
     Alpha does not need to know who rated what, only each item's labels, so the reliability matrix has one row
     per label slot (at most the most humans on an item), not one per person.
     """
-    rows = people[people["item_id"].isin(items)]
+    rows = people[judged_mask(people, items)]
     if rows.empty:
         return float("nan")
     if scoring == "neg_rmse":
@@ -263,7 +263,7 @@ def human_agreement(people: pd.DataFrame, items: set[str], scoring: Scoring) -> 
 
 
 def _multi_rater_items(people: pd.DataFrame, judged: set[str], min_humans: int) -> set[str]:
-    rows = people[people["item_id"].isin(judged)]
+    rows = people[judged_mask(people, judged)]
     per_item = rows.groupby("item_id")["rater"].nunique()
     return set(per_item.index[per_item >= min_humans].astype(str))
 
@@ -306,11 +306,11 @@ def alt_test_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "bli
         results.append(alt_test(judged, people, judge_name=j.judge, rater_kind=j.rater_kind, **settings))
     if any(r.applicable for r in results):
         tested = _multi_rater_items(people, set(every), min_humans_per_item)
-        label = majority_class(people[people["item_id"].isin(tested)]["label"])
+        label = majority_class(people[judged_mask(people, tested)]["label"])
         results.insert(0, alt_test(dict.fromkeys(every, label), people, judge_name=CONSTANT_JUDGE,
                                    rater_kind=BASELINE_KIND, baseline=True, **settings))
         shared = _multi_rater_items(blind, set(every), min_humans_per_item)
-        n_blind = int(blind[blind["item_id"].isin(shared)]["rater"].nunique())
+        n_blind = int(blind[judged_mask(blind, shared)]["rater"].nunique())
         level = "ordinal" if scoring == "neg_rmse" else "nominal"
         context = {"human_agreement": human_agreement(people, tested, scoring),
                    "human_agreement_measure": f"Krippendorff's alpha ({level})",

@@ -35,7 +35,7 @@ Two departures, both on the side of fewer wins:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -212,8 +212,8 @@ def _clusters(rows: pd.DataFrame, item: npt.NDArray[Any]) -> npt.NDArray[np.int6
     return out
 
 
-def judged_mask(humans: pd.DataFrame, judge: Mapping[str, Any]) -> npt.NDArray[np.bool_]:
-    """Rows of ``humans`` on an item the judge labelled.
+def judged_mask(humans: pd.DataFrame, judge: Container[Any]) -> npt.NDArray[np.bool_]:
+    """Rows of ``humans`` on an item in ``judge`` (the items a judge labelled: a mapping or a set).
 
     Membership by the mapping's own hashing: pandas' ``isin`` on Arrow-backed strings took ~0.5 s per call at
     10^6 labels.
