@@ -89,6 +89,12 @@ def _text(attr: str) -> str:
     return f"The user {attr}."
 
 
+ATTRIBUTE_TEXTS: tuple[str, ...] = tuple(_text(a) for a, _ in _ATTRIBUTES)
+"""The sample attribute sentences (also the linked sample pipeline's, :mod:`personagap.sample_pipeline`)."""
+PROMPT_TEXTS: tuple[str, ...] = tuple(p for p, _, _ in _PROMPTS)
+"""The sample prompts."""
+
+
 def _relation(topics: frozenset[str], prompt: tuple[str, frozenset[str], frozenset[str]]) -> int:
     _, core, related = prompt
     return _RELEVANT if topics & core else _BORDERLINE if topics & related else _UNRELATED
