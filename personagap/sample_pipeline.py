@@ -179,7 +179,8 @@ def _draw(seed: int) -> tuple[PlantedTruth, dict[Stage, list[dict[str, Any]]]]:
                 count["llm_selected"] += llm
                 count["llm_irrelevant"] += llm and not rel
                 count["llm_missed"] += rel and not llm
-            for condition, used in (("pipeline", selected), ("oracle", relevant)):
+            inputs: tuple[tuple[InputCondition, list[str]], ...] = (("pipeline", selected), ("oracle", relevant))
+            for condition, used in inputs:
                 iid = f"s3/{user}/{PROMPT_TEXTS.index(prompt)}/{condition}"
                 rows["response"] += _pair(rng, iid, user, prompt, condition, [texts[ids.index(a)] for a in used],
                                           used, answers[condition], judged[condition])
