@@ -15,7 +15,7 @@ the Brier score is ``sklearn.metrics.brier_score_loss`` of (right, probability);
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -94,7 +94,8 @@ def per_user_sums(rows: pd.DataFrame, scale: str, n_bins: int = DEFAULT_BINS) ->
     cell = user * n_bins + bin_index(p, n_bins)
     size = len(users) * n_bins
     sums = [np.bincount(cell, weights=w, minlength=size) for w in (n, n * right, n * p, n * (p - right) ** 2)]
-    return [str(u) for u in users], np.stack(sums, axis=-1).reshape(len(users), n_bins, 4)
+    # With weights bincount returns float64; numpy's stubs type it as an integer array.
+    return [str(u) for u in users], cast(FloatArray, np.stack(sums, axis=-1).reshape(len(users), n_bins, 4))
 
 
 def _brier(t: FloatArray) -> FloatArray:

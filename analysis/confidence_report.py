@@ -11,7 +11,7 @@ never from per-label frames.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import duckdb
@@ -105,21 +105,21 @@ def judge_confidence(con: duckdb.DuckDBPyConnection, stage: str, *, dataset: str
     for key, rows in counts.groupby(_JUDGE, sort=True):
         ds, rater, kind, condition = (str(k) for k in key)
         gap = gaps.loc[key]
-        common = {"dataset": ds, "rater": rater, "rater_kind": kind, "condition": condition,
-                  "labels": int(gap["labels"]), "with_confidence": int(gap["with_confidence"]),
-                  "confidence_failures": int(gap["confidence_failures"])}
+        base = JudgeConfidence(dataset=ds, rater=rater, rater_kind=kind, condition=condition, confidence_scale=None,
+                               calibration=None, coverage_curve=(), threshold=None, labels=int(gap["labels"]),
+                               with_confidence=int(gap["with_confidence"]),
+                               confidence_failures=int(gap["confidence_failures"]))
         stated = sorted(set(rows["confidence_scale"].astype(str)))
         if len(stated) > 1:
-            out.append(JudgeConfidence(**common, confidence_scale=None, calibration=None, coverage_curve=(),
-                                       threshold=None, note=f"confidences on several scales ({', '.join(stated)}): "
-                                                            "not comparable, so no calibration or curve"))
+            out.append(replace(base, note=f"confidences on several scales ({', '.join(stated)}): not comparable, "
+                                          "so no calibration or curve"))
             continue
         scale = stated[0]
         target = target_for(ds, target_accuracy=target_accuracy, target_kappa=target_kappa,
                             ceilings=ceilings or {})
         known = scale not in (UNSTATED, "")
-        out.append(JudgeConfidence(
-            **common, confidence_scale=scale,
+        out.append(replace(
+            base, confidence_scale=scale,
             calibration=calibration(rows, scale, n_bins=n_bins, level=level) if known else None,
             coverage_curve=tuple(coverage_curve(rows, scales[ds], level=level)),
             threshold=None if target is None else choose_threshold(rows, scales[ds], target, level=level),

@@ -39,7 +39,7 @@ def reliability_frame(bins: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.assign(ci_low=[c[0] for c in ci], ci_high=[c[1] for c in ci]).drop(columns="agreement_ci")
 
 
-def reliability_chart(frame: pd.DataFrame) -> alt.LayerChart:
+def reliability_chart(frame: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
     """Agreement with humans against stated confidence per bin (CI bars), with the diagonal of perfect calibration."""
     diagonal = alt.Chart(pd.DataFrame({"x": [0.0, 1.0], "y": [0.0, 1.0]})).mark_line(
         color="#999", strokeDash=[4, 3]).encode(x="x:Q", y="y:Q")
@@ -63,7 +63,7 @@ def coverage_frame(curve: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def coverage_chart(frame: pd.DataFrame, *, ceiling: float | None, chosen_coverage: float | None,
-                   metric: str = "kappa") -> alt.LayerChart:
+                   metric: str = "kappa") -> alt.LayerChart | alt.FacetChart:
     """``metric`` (kappa or accuracy) on the items kept against the share kept, with the ceiling and the choice.
 
     Args:

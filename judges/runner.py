@@ -48,12 +48,12 @@ from typing import Any, Literal
 
 import dspy
 import duckdb
-from dspy.utils.exceptions import LMError, LMRateLimitError, LMServerError, LMTransportError
 from tqdm import tqdm
 
 from personagap.judges.base import Judge, JudgeTask, Program, Verdict, rater_name
 from personagap.judges.cache import answer_key, call_identity, plain_demo, request_extra
-from personagap.judges.confidence import TokenLogprob, confidence_entries, parse_fields, program_for, token_logprobs
+from personagap.judges.confidence import TokenLogprob, confidence_entries, parse_fields, program_for
+from personagap.judges.http_call import Fatal, Retryable, first_line, one_call
 from personagap.judges.journal import Journal, recover_journals, store_answers
 from personagap.judges.lm import ConfidenceMode, LMConfig, TokenPrices, token_prices
 from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
@@ -101,10 +101,6 @@ class _Answer:
     cache_row: dict[str, Any] | None
 
 
-class _Retryable(Exception):
-    def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.kind, self.retry_after = kind, retry_after
 
 
 def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMConfig, *,
@@ -378,8 +374,8 @@ async def _run_pending(db: str | Path, reader: _Reader, lm: LMConfig, pending: l
         for attempt in range(max_retries + 1):
             summary.requests += 1
             try:
-                raw, usage, tokens = await _one_call(client, messages, extra, lm.timeout, prices)
-            except _Retryable as exc:
+                raw, usage, tokens = await one_call(client, messages, extra, lm.timeout, prices)
+            except Retryable as exc:
                 if attempt == max_retries:
                     return _failed(task, key, f"{exc.kind}: {exc} (after {attempt + 1} attempts)")
                 summary.retries += 1
@@ -388,7 +384,7 @@ async def _run_pending(db: str | Path, reader: _Reader, lm: LMConfig, pending: l
                     delay = min(backoff_cap, max(delay, exc.retry_after))
                 await asyncio.sleep(delay)
                 continue
-            except _Fatal as exc:
+            except Fatal as exc:
                 return _failed(task, key, f"request: {exc}")
             return _outcome(reader, task, key, raw, usage, fresh=True, tokens=tokens)
         raise AssertionError("unreachable: the last attempt returns")
@@ -440,7 +436,7 @@ async def _run_pending(db: str | Path, reader: _Reader, lm: LMConfig, pending: l
     stored = False
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=; see _one_call
+            warnings.simplefilter("ignore", DeprecationWarning)  # DSPy's notice about messages=; see http_call.one_call
             try:
                 await asyncio.gather(*(worker() for _ in range(min(concurrency, len(pending)))))
             finally:
@@ -460,51 +456,6 @@ async def _run_pending(db: str | Path, reader: _Reader, lm: LMConfig, pending: l
 _TICK = _Answer(_Outcome(JudgeTask(key="", targets=(), inputs={}), "", None, {}), [], None)
 
 
-class _Fatal(Exception):
-    """A request the provider rejected for good (bad request, auth, unknown model)."""
-
-
-async def _one_call(client: dspy.LM, messages: list[dict[str, Any]], extra: dict[str, Any],
-                    timeout: float, prices: TokenPrices | None
-                    ) -> tuple[str, dict[str, Any] | None, list[TokenLogprob] | None]:
-    """One HTTP attempt. Returns (text, usage, token log-probabilities if sent) or raises _Retryable / _Fatal."""
-    try:
-        # aforward returns the OpenAI-shaped response, whose usage we need per call.
-        response = await asyncio.wait_for(client.aforward(messages=messages, **extra), timeout=timeout + 5)
-    except TimeoutError as exc:
-        raise _Retryable("timeout", f"no answer within {timeout:.0f}s") from exc
-    except LMRateLimitError as exc:
-        raise _Retryable("rate_limited", "HTTP 429", getattr(exc, "retry_after", None)) from exc
-    except LMServerError as exc:
-        raise _Retryable("server_error", _first_line(exc)) from exc
-    except LMTransportError as exc:
-        kind = "timeout" if "timed out" in str(exc) else "transport"
-        raise _Retryable(kind, _first_line(exc)) from exc
-    except LMError as exc:
-        raise _Fatal(_first_line(exc)) from exc
-    choice = response.choices[0]
-    text = getattr(choice.message, "content", None) or ""
-    usage = getattr(response, "usage", None)
-    usage_dict = None
-    if usage is not None:
-        prompt_tokens = _get(usage, "prompt_tokens")
-        completion_tokens = _get(usage, "completion_tokens")
-        usage_dict = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "cost": prices.cost(prompt_tokens, completion_tokens) if prices else None}
-    return text, usage_dict, token_logprobs(choice)
-
-
-def _get(usage: Any, name: str) -> int:
-    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
-    return int(value or 0)
-
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
-
-
 def _write(db: str | Path, answers: Sequence[_Answer], summary: RunSummary, *,
            wait_seconds: float = _LOCK_POLL_SECONDS) -> None:
     """Write a batch of answers (labels + cache rows) in one short transaction, then count them as done."""
@@ -516,7 +467,7 @@ def _write(db: str | Path, answers: Sequence[_Answer], summary: RunSummary, *,
         with closing(connect(db, wait_seconds=wait_seconds)) as con:
             store_answers(con, labels, cache_rows)
     except duckdb.Error as exc:  # the file or its tables refuse the write: one line for the user, not a traceback
-        raise StoreError(f"{db}: {_first_line(exc)}") from exc
+        raise StoreError(f"{db}: {first_line(exc)}") from exc
     for a in answers:  # only after the commit: a batch written again after a lock wait is counted once
         _count(summary, a.outcome)
 

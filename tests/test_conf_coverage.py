@@ -1,0 +1,31 @@
+"""The confidence figures' coverage harness (issue 23), small and seeded: its truths, and loose coverage bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.conf_coverage import PAIR_SCALE, SCALE, Generator, Truth, simulate
+from personagap.analysis.calibration import calibration
+from personagap.analysis.coverage import coverage_curve
+
+
+def test_truths_are_the_figures_of_a_very_large_population() -> None:
+    gen = Generator()
+    truth = Truth.of(gen)
+    rows = gen.study(40_000, np.random.default_rng(1))
+    cal = calibration(rows, SCALE)
+    assert cal.brier.value == pytest.approx(truth.brier, abs=0.003)
+    assert cal.ece.value == pytest.approx(truth.ece, abs=0.005)
+    curve = coverage_curve(rows, PAIR_SCALE)
+    for point in curve:
+        assert point.accuracy.value == pytest.approx(truth.accuracy[point.min_confidence], abs=0.01)
+        assert point.kappa.value == pytest.approx(2 * truth.accuracy[point.min_confidence] - 1, abs=0.02)
+
+
+def test_intervals_cover_loosely_in_a_small_seeded_run() -> None:
+    table = simulate(30, 40, seed=3)
+    assert table["brier"][0] >= 0.8 and table["brier"][2] == 40
+    assert table["ece"][0] >= 0.75
+    wide = [v for k, v in table.items() if k.startswith("accuracy at threshold (20")]
+    assert wide and wide[0][0] >= 0.8
