@@ -175,6 +175,8 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
                count(*) FILTER (WHERE NOT selected AND human = 'no') AS tn
         FROM sel GROUP BY ALL
     """)
+    if not sel["system_kind"].isin(SYSTEM_KINDS).any():
+        return sel, pd.DataFrame()  # no pipeline's own selection stored: nothing for judges to rate
     relevant = (f"j.label = '{SELECTED}'", f"u.human = '{SELECTED}'", "u.human IN ('yes', 'no')")
     selects = ", ".join(judge_columns(*relevant, within=flag, suffix=suffix)
                         for flag, suffix in (("u.selected", "_g1"), ("NOT u.selected", "_g0")))

@@ -2,9 +2,10 @@
 
 Builds a synthetic store (100,000 relevance items of 2,000 users: a human majority, 7 LLM judges and
 3 individual humans on part of them, plus 2-human stage-1 labels) in a temporary folder, serves it
-with `personagap dashboard`, opens the Overview in Debian's chromium and waits until the verdict is
-rendered and the script is idle; every run starts a fresh server, so no cache of an earlier run helps.
-Reports the median of several runs. Target: <= 3 s. Run:
+with `personagap dashboard`, opens the Overview in Debian's chromium and waits until the page is rendered whole (the
+pipeline view's verdict on top, "Every judge against humans" at the bottom); every run starts a fresh server, so no
+cache of an earlier run helps. Reports the median of several runs. Target (issue 22): <= 1.5 s (1.86 s measured
+before the pipeline view). Run:
 
     python benchmarks/dashboard_first_render.py [--labels 1000000] [--runs 5]
 """
@@ -12,6 +13,7 @@ Reports the median of several runs. Target: <= 3 s. Run:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -25,11 +27,13 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from personagap import store  # noqa: E402
+from personagap.analysis.pipeline_text import TITLE  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
 from tests.browser_helpers import browser, find_chromium, serve_dashboard, wait_rendered  # noqa: E402
 
 JUDGES = 7
 HUMANS = 3
+TARGET_SECONDS = 1.5
 
 
 def build(db: Path, n_labels: int, seed: int = 0) -> int:
@@ -99,6 +103,7 @@ def first_paint(db: Path, chromium: str) -> tuple[float, float, str]:
         page = ctx.new_page()
         start = time.perf_counter()
         page.goto(url)
+        wait_rendered(page, TITLE)
         wait_rendered(page, "Every judge against humans")
         done = time.perf_counter()
         verdict = page.locator('[data-testid="stAlert"]').first.inner_text()
@@ -126,7 +131,9 @@ def main() -> None:
         print(f"verdict shown: {results[-1][2][:160]}...")
         print(f"first rendered Overview with {n:,} labels, {args.runs} fresh servers (cold caches), headless "
               f"Chromium: median {median:.2f} s from opening the page (all: "
-              + ", ".join(f"{x:.2f}" for x in page_times) + f"); target <= 3 s: {'met' if median <= 3 else 'MISSED'}")
+              + ", ".join(f"{x:.2f}" for x in page_times)
+              + f"); target <= {TARGET_SECONDS} s: {'met' if median <= TARGET_SECONDS else 'MISSED'}"
+              + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(f"from launching `personagap dashboard` to the rendered Overview: median "
               f"{statistics.median(launch_times):.2f} s (all: " + ", ".join(f"{x:.2f}" for x in launch_times) + ")")
     finally:
