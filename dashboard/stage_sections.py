@@ -119,7 +119,8 @@ def _calibration_section(db: str, stage: str, kappa_ceilings: dict[str, float]) 
         cal = e["calibration"]
         if cal is not None:
             left.markdown(f"Brier {num(cal['brier'])} {ci(cal['brier_ci'])} · ECE {num(cal['ece'])} "
-                          f"{ci(cal['ece_ci'])} · {cal['n_users']:,} users")
+                          f"{ci(cal['ece_ci'])} · {cal['n_users']:,} users"
+                          + (f" ({cal['ece_note']})" if cal.get("ece_note") else ""))
             left.altair_chart(confidence.reliability_chart(confidence.reliability_frame(cal["bins"])),
                               width="stretch")
         threshold = e["threshold"]

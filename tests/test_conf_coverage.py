@@ -29,3 +29,14 @@ def test_intervals_cover_loosely_in_a_small_seeded_run() -> None:
     assert table["ece"][0] >= 0.75
     wide = [v for k, v in table.items() if k.startswith("accuracy at threshold (20")]
     assert wide and wide[0][0] >= 0.8
+
+
+def test_no_ece_interval_below_its_minimum_users() -> None:
+    from personagap.analysis.calibration import ECE_MIN_USERS_FOR_CI
+
+    gen = Generator()
+    small = calibration(gen.study(ECE_MIN_USERS_FOR_CI - 1, np.random.default_rng(5)), SCALE)
+    assert np.isnan(small.ece.ci).all() and not np.isnan(small.brier.ci).any()
+    assert "no ECE interval" in small.to_json()["ece_note"]
+    large = calibration(gen.study(ECE_MIN_USERS_FOR_CI, np.random.default_rng(5)), SCALE)
+    assert not np.isnan(large.ece.ci).any() and large.to_json()["ece_note"] is None
