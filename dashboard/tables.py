@@ -27,7 +27,9 @@ def alt_test_table(rows: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]
         dataset = where(str(r.get("dataset")), str(r.get("origin", "real")))
         humans = text(r.get("humans", "blind"))
         if r.get("applicable", True):
-            verdict = "passes" if r.get("passed") else "does not pass"
+            # The alt-test's own verdict: "passed" only when a constant judge does not pass too and the humans
+            # were blind (analysis/alt_test.py); the bare winning-rate criterion would overstate it.
+            verdict = text(r.get("verdict"))
             detail = {"winning rate": num(r.get("winning_rate")), "advantage probability":
                       num(r.get("advantage_probability")), "items": f"{r.get('n_items', 0):,}",
                       "annotators": str(r.get("n_annotators", MISSING))}
