@@ -12,6 +12,7 @@ Convention: ``table[..., h, j]`` counts items the human (reference) put in class
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,11 +21,12 @@ import numpy.typing as npt
 
 from personagap.analysis.arrays import FloatArray as FloatArray
 from personagap.analysis.arrays import IntArray as IntArray
-from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.arrays import safe_div as safe_div
 from personagap.analysis.ci_rule import DEFAULT_RESAMPLES as DEFAULT_RESAMPLES
 from personagap.analysis.ci_rule import DEFAULT_SEED as DEFAULT_SEED
 from personagap.analysis.ci_rule import MIN_USERS_FOR_CI as MIN_USERS_FOR_CI
 from personagap.analysis.ci_rule import NAN_ESTIMATE as NAN_ESTIMATE
+from personagap.analysis.ci_rule import Bounds as Bounds
 from personagap.analysis.ci_rule import Estimate as Estimate
 from personagap.analysis.ci_rule import Stat as Stat
 from personagap.analysis.ci_rule import bootstrap_estimate as bootstrap_estimate
@@ -36,16 +38,22 @@ from personagap.analysis.ci_rule import interval_from_leave_outs as interval_fro
 from personagap.analysis.ci_rule import json_safe as json_safe
 from personagap.analysis.ci_rule import json_safe_dict as json_safe_dict
 from personagap.analysis.ci_rule import leave_one_out as leave_one_out
+from personagap.analysis.ci_rule import per_cluster_sums as per_cluster_sums
 from personagap.analysis.ci_rule import percentile_interval as percentile_interval
 from personagap.analysis.ci_rule import resample_weights as resample_weights
 from personagap.analysis.ci_rule import shared_resample_weights as shared_resample_weights
 from personagap.analysis.raters import Level as Level
 from personagap.analysis.raters import alpha_from_coincidences as alpha_from_coincidences
+from personagap.analysis.raters import alpha_user_coincidences as alpha_user_coincidences
+from personagap.analysis.raters import fleiss_from_user_sums as fleiss_from_user_sums
 from personagap.analysis.raters import fleiss_kappa as fleiss_kappa
 from personagap.analysis.raters import fleiss_kappa_ci as fleiss_kappa_ci
+from personagap.analysis.raters import fleiss_user_sums as fleiss_user_sums
 from personagap.analysis.raters import krippendorff_alpha as krippendorff_alpha
 from personagap.analysis.raters import krippendorff_alpha_ci as krippendorff_alpha_ci
 from personagap.analysis.raters import unit_coincidences as unit_coincidences
+
+_div = safe_div  # the name other modules import
 
 LevelFn = Callable[[FloatArray, FloatArray], FloatArray]
 """A table metric that also reads the ordinal levels' numeric values (one per table row/column, low to high)."""
@@ -66,6 +74,8 @@ class Metric:
     binary_only: bool = True
     leveled: LevelFn | None = None
     ordinal_only: bool = False
+    bounds: Bounds | None = None
+    """The figure's range; its CI is cut to it (:func:`cluster_estimate`)."""
 
     def on(self, tables: FloatArray, levels: npt.ArrayLike | None = None) -> FloatArray:
         """The metric of ``tables``, over the ordinal ``levels`` where it reads them (else they are ignored)."""
@@ -77,9 +87,9 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
-def register_metric(name: str, *, higher_is_better: bool | None, description: str,
-                    binary_only: bool = True) -> Callable[[Callable[[FloatArray], FloatArray]],
-                                                          Callable[[FloatArray], FloatArray]]:
+def register_metric(name: str, *, higher_is_better: bool | None, description: str, binary_only: bool = True,
+                    bounds: Bounds | None = None) -> Callable[[Callable[[FloatArray], FloatArray]],
+                                                              Callable[[FloatArray], FloatArray]]:
     """Register a table metric under ``name``; duplicate names are an error.
 
     Args:
@@ -88,9 +98,10 @@ def register_metric(name: str, *, higher_is_better: bool | None, description: st
             neither direction is better (rates, ratios near 1).
         description: One line for reports and tooltips.
         binary_only: The metric needs 2x2 tables.
+        bounds: The figure's range (``(0, 1)`` for a rate), which its CI is cut to; None: unbounded.
     """
     def add(fn: Callable[[FloatArray], FloatArray]) -> Callable[[FloatArray], FloatArray]:
-        _add(Metric(name, fn, higher_is_better, description, binary_only))
+        _add(Metric(name, fn, higher_is_better, description, binary_only, bounds=bounds))
         return fn
     return add
 
@@ -101,8 +112,8 @@ def _add(metric: Metric) -> None:
     METRICS[metric.name] = metric
 
 
-def register_level_metric(name: str, *, higher_is_better: bool | None,
-                          description: str) -> Callable[[LevelFn], LevelFn]:
+def register_level_metric(name: str, *, higher_is_better: bool | None, description: str,
+                          bounds: Bounds | None = None) -> Callable[[LevelFn], LevelFn]:
     """Register a metric of ordered levels, ``fn(tables, levels)``; duplicate names are an error.
 
     Without levels (:meth:`Metric.on` with ``levels=None``) it is computed over equally spaced levels
@@ -112,12 +123,14 @@ def register_level_metric(name: str, *, higher_is_better: bool | None,
         name: Registry key, e.g. ``"weighted_kappa"``.
         higher_is_better: As in :func:`register_metric`.
         description: One line for reports and tooltips.
+        bounds: As in :func:`register_metric`.
     """
     def add(fn: LevelFn) -> LevelFn:
         def spaced(tables: FloatArray) -> FloatArray:
             return fn(tables, np.arange(np.shape(tables)[-1], dtype=float))
 
-        _add(Metric(name, spaced, higher_is_better, description, binary_only=False, leveled=fn, ordinal_only=True))
+        _add(Metric(name, spaced, higher_is_better, description, binary_only=False, leveled=fn, ordinal_only=True,
+                    bounds=bounds))
         return fn
     return add
 
@@ -134,7 +147,7 @@ def get_metric(name: str) -> Metric:
         raise KeyError(f"unknown metric {name!r}{hint}") from None
 
 
-@register_metric("kappa", higher_is_better=True, binary_only=False,
+@register_metric("kappa", bounds=(-1.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Cohen's kappa: agreement beyond chance (1 perfect, 0 chance, <0 worse).")
 def kappa_from_tables(tables: FloatArray) -> FloatArray:
     """Cohen's kappa of confusion tables ``(..., K, K)``; NaN where undefined.
@@ -149,7 +162,7 @@ def kappa_from_tables(tables: FloatArray) -> FloatArray:
     return _div(observed - expected, 1.0 - expected)
 
 
-@register_metric("accuracy", higher_is_better=True, binary_only=False,
+@register_metric("accuracy", bounds=(0.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Share of items where judge and human give the same label.")
 def accuracy_from_tables(tables: FloatArray) -> FloatArray:
     """Observed agreement of confusion tables."""
@@ -164,7 +177,7 @@ def _cells(t: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArra
     return t[..., 1, 1], t[..., 0, 1], t[..., 1, 0], t[..., 0, 0]  # tp, fp, fn, tn
 
 
-@register_metric("precision", higher_is_better=True,
+@register_metric("precision", bounds=(0.0, 1.0), higher_is_better=True,
                  description="Of the attributes the judge selected, the share humans selected.")
 def precision_from_tables(t: FloatArray) -> FloatArray:
     """Precision of the judge's "yes" against the human's."""
@@ -172,7 +185,7 @@ def precision_from_tables(t: FloatArray) -> FloatArray:
     return _div(tp, tp + fp)
 
 
-@register_metric("recall", higher_is_better=True,
+@register_metric("recall", bounds=(0.0, 1.0), higher_is_better=True,
                  description="Of the attributes humans selected, the share the judge selected.")
 def recall_from_tables(t: FloatArray) -> FloatArray:
     """Recall of the human's "yes" by the judge."""
@@ -180,28 +193,30 @@ def recall_from_tables(t: FloatArray) -> FloatArray:
     return _div(tp, tp + fn)
 
 
-@register_metric("f1", higher_is_better=True, description="Harmonic mean of precision and recall.")
+@register_metric("f1", bounds=(0.0, 1.0), higher_is_better=True, description="Harmonic mean of precision and recall.")
 def f1_from_tables(t: FloatArray) -> FloatArray:
     """F1 of the judge's "yes" against the human's."""
     tp, fp, fn, _ = _cells(t)
     return _div(2 * tp, 2 * tp + fp + fn)
 
 
-@register_metric("human_yes_rate", higher_is_better=None, description="Share of items humans labelled yes.")
+@register_metric("human_yes_rate", bounds=(0.0, 1.0), higher_is_better=None,
+                 description="Share of items humans labelled yes.")
 def human_yes_rate_from_tables(t: FloatArray) -> FloatArray:
     """Share of items with a human "yes"."""
     tp, fp, fn, tn = _cells(t)
     return _div(tp + fn, tp + fp + fn + tn)
 
 
-@register_metric("judge_yes_rate", higher_is_better=None, description="Share of items the judge labelled yes.")
+@register_metric("judge_yes_rate", bounds=(0.0, 1.0), higher_is_better=None,
+                 description="Share of items the judge labelled yes.")
 def judge_yes_rate_from_tables(t: FloatArray) -> FloatArray:
     """Share of items with a judge "yes"."""
     tp, fp, fn, tn = _cells(t)
     return _div(tp + fp, tp + fp + fn + tn)
 
 
-@register_metric("over_selection", higher_is_better=None,
+@register_metric("over_selection", bounds=(0.0, math.inf), higher_is_better=None,
                  description="Judge yes-count / human yes-count (1 = selects as many as humans).")
 def over_selection_from_tables(t: FloatArray) -> FloatArray:
     """How many times more items the judge selects than humans do."""
@@ -217,7 +232,7 @@ def _level_distances(tables: FloatArray, levels: FloatArray) -> tuple[FloatArray
     return t, v[:, None] - v[None, :]
 
 
-@register_level_metric("weighted_kappa", higher_is_better=True,
+@register_level_metric("weighted_kappa", bounds=(-math.inf, 1.0), higher_is_better=True,
                        description="Quadratic-weighted Cohen's kappa: a near miss on an ordered scale costs less "
                                    "than a far one (1 perfect, 0 chance).")
 def weighted_kappa_from_tables(tables: FloatArray, levels: FloatArray) -> FloatArray:
@@ -238,7 +253,7 @@ def weighted_kappa_from_tables(tables: FloatArray, levels: FloatArray) -> FloatA
     return np.where(n == 0, np.nan, 1.0 - _div(observed_cost, expected_cost))
 
 
-@register_level_metric("mean_abs_diff", higher_is_better=False,
+@register_level_metric("mean_abs_diff", bounds=(0.0, math.inf), higher_is_better=False,
                        description="Mean absolute difference between judge and human level, in the scale's units "
                                    "(0 = always the same level).")
 def mean_abs_diff_from_tables(tables: FloatArray, levels: FloatArray) -> FloatArray:
@@ -252,7 +267,7 @@ def _mid_ranks(counts: FloatArray) -> FloatArray:
     return np.cumsum(counts, axis=-1) - counts + (counts + 1.0) / 2.0
 
 
-@register_metric("spearman", higher_is_better=True, binary_only=False,
+@register_metric("spearman", bounds=(-1.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Spearman rank correlation of judge and human levels (ties get mid-ranks).")
 def spearman_from_tables(tables: FloatArray) -> FloatArray:
     """Spearman's rho from confusion tables ``(..., K, K)`` whose categories are in scale order.
@@ -274,7 +289,7 @@ def spearman_from_tables(tables: FloatArray) -> FloatArray:
     return _div(cov, scale)
 
 
-@register_metric("alpha", higher_is_better=True, binary_only=False,
+@register_metric("alpha", bounds=(-math.inf, 1.0), higher_is_better=True, binary_only=False,
                  description="Krippendorff's alpha (ordinal) of the judge and the human reference.")
 def ordinal_alpha_from_tables(tables: FloatArray) -> FloatArray:
     """Krippendorff's alpha (ordinal) of two raters from their confusion tables (categories in scale order).
@@ -352,11 +367,8 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray 
         level: Confidence level.
         levels: The K ordinal levels' values (table order), for metrics that read them; None: equally spaced.
     """
+    del weights  # deprecated: see the docstring
     per = np.asarray(tables, dtype=float)
-    if weights is not None:  # TRANSITION (issue 21): removed once the tests computing the bootstrap by hand move
-        boot = bootstrap_tables(per, weights)
-        return {m: bootstrap_estimate(float(get_metric(m).on(per.sum(axis=0), levels)),
-                                      get_metric(m).on(boot, levels), int(per.shape[0]), level) for m in metrics}
     out = {}
     for m in metrics:
         metric = get_metric(m)
@@ -364,7 +376,7 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray 
         def stat(t: FloatArray, metric: Metric = metric) -> FloatArray:
             return metric.on(t, levels)
 
-        out[m] = cluster_estimate(stat, per, level=level)
+        out[m] = cluster_estimate(stat, per, level=level, bounds=metric.bounds)
     return out
 
 
@@ -397,7 +409,8 @@ def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLik
     else:
         codes, categories = encode(h, j)
         n_classes = max(len(categories), 1)
-    tables, ids = cluster_tables(codes[0], codes[1], clusters, n_classes)
-    return estimates(tables, metrics, resample_weights(len(ids), n_resamples, seed), level)
+    tables, _ = cluster_tables(codes[0], codes[1], clusters, n_classes)
+    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+    return estimates(tables, metrics, level=level)
 
 

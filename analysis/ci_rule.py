@@ -27,6 +27,8 @@ MIN_USERS_FOR_CI = 5
 the number of users. Set from the calibration harness: the smallest number of users at which every printed figure's
 95% interval covered at least 0.93."""
 
+Bounds = tuple[float, float]
+"""A figure's range ``(low, high)``, e.g. ``(0, 1)`` for a rate, ``(-1, 1)`` for kappa."""
 Stat = Callable[[FloatArray], FloatArray]
 """A figure as a function of totals ``(..., *shape)`` -> ``(...)``, vectorised over leading axes."""
 
@@ -108,7 +110,31 @@ def bootstrap_estimate(point: float, samples: FloatArray, n_clusters: int, level
     return Estimate(float(point), percentile_interval(s, level), n_clusters, undefined)
 
 
-def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0.95) -> Estimate:
+def per_cluster_sums(values: npt.ArrayLike, clusters: npt.ArrayLike) -> tuple[FloatArray, npt.NDArray[Any]]:
+    """Per-user sums of per-item values: the additive input of :func:`cluster_estimate`.
+
+    Args:
+        values: Per-item values ``(n,)`` or ``(n, C)`` (hits, ones, numerators, denominators).
+        clusters: The user (cluster) of each item.
+
+    Returns:
+        ``(per, ids)``: sums ``(U, ...)`` with users in sorted id order, and those ids.
+
+    Raises:
+        ValueError: ``values`` and ``clusters`` differ in length.
+    """
+    v = np.asarray(values, dtype=float)
+    c = np.asarray(clusters)
+    if v.shape[:1] != c.shape[:1]:
+        raise ValueError(f"{v.shape[0] if v.ndim else 0} values for {c.shape[0] if c.ndim else 0} cluster ids")
+    ids, idx = np.unique(c, return_inverse=True)
+    per = np.zeros((len(ids), *v.shape[1:]))
+    np.add.at(per, idx, v)
+    return per, ids
+
+
+def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0.95,
+                     bounds: Bounds | None = None) -> Estimate:
     """THE interval rule: a user-clustered jackknife-t interval of a smooth function of per-user sums.
 
     Every figure the tool prints is ``stat`` of totals that add up over users (confusion counts, numerators and
@@ -123,6 +149,8 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
             undefined.
         per_cluster: Per-user additive sums ``(U, *shape)``.
         level: Confidence level.
+        bounds: The figure's range (a rate's ``(0, 1)``): the symmetric interval is cut to it, which changes no
+            coverage since the truth lies inside.
 
     Returns:
         The point ``stat(per_cluster.sum(0))`` and its interval. No interval (NaN) below
@@ -134,7 +162,7 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
         ValueError: ``per_cluster`` has no user axis, or ``level`` is not in (0, 1).
     """
     point, theta = leave_one_out(stat, per_cluster)
-    return interval_from_leave_outs(point, theta, level)
+    return interval_from_leave_outs(point, theta, level, bounds=bounds)
 
 
 def leave_one_out(stat: Stat, per_cluster: npt.ArrayLike) -> tuple[float, FloatArray]:
@@ -151,7 +179,7 @@ def leave_one_out(stat: Stat, per_cluster: npt.ArrayLike) -> tuple[float, FloatA
 
 
 def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.95, *,
-                             min_users: int | None = None) -> Estimate:
+                             min_users: int | None = None, bounds: Bounds | None = None) -> Estimate:
     """The jackknife-t :class:`Estimate` from the point and the U leave-one-user-out values ``theta``.
 
     Args:
@@ -160,6 +188,7 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
         level: Confidence level.
         min_users: No interval below this many users; None: :data:`MIN_USERS_FOR_CI` (the calibration harness
             passes 2 to measure the rule itself below the printed minimum).
+        bounds: The figure's range, to cut the interval to (:func:`cluster_estimate`).
 
     Raises:
         ValueError: ``level`` is not in (0, 1).
@@ -175,14 +204,19 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
         return Estimate(point, nan_ci, n, undefined)
     se = math.sqrt((n - 1) / n * float(((theta - theta.mean()) ** 2).sum()))
     half = float(stats.t.ppf(0.5 + level / 2.0, n - 1)) * se
-    return Estimate(point, (point - half, point + half), n, 0)
+    lo, hi = point - half, point + half
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    return Estimate(point, (lo, hi), n, 0)
 
 
 def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,
             undefined: int = 0, n_resamples: int | None = None, digits: int = 2) -> str:
-    """A CI as reports print it: ``[lo, hi] (N users)``, or why there is none, plus undefined resamples.
+    """A CI as reports print it: ``[lo, hi] (N users)``, or why there is none.
 
-    Pass an :class:`Estimate`, or a stored ``ci`` list with its ``n_users`` (report rows keep both).
+    Pass an :class:`Estimate`, or a stored ``ci`` list with its ``n_users`` (report rows keep both). ``undefined``
+    counts users without whom the figure is undefined (:func:`cluster_estimate`: then no interval); with
+    ``n_resamples`` (the deprecated bootstrap) it counts undefined resamples instead.
     """
     if e is not None:
         ci, n_users, undefined = [e.ci[0], e.ci[1]], e.n_clusters, e.n_undefined
@@ -194,8 +228,10 @@ def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users
         text = "[no CI" + (f"; {users}]" if users else "]")
     else:
         text = f"[{lo:.{digits}f}, {hi:.{digits}f}" + (f"; {users}]" if users else "]")
-    if undefined:
-        text += f" ({undefined}{'/' + str(n_resamples) if n_resamples else ''} resamples undefined)"
+    if undefined and n_resamples:
+        text += f" ({undefined}/{n_resamples} resamples undefined)"
+    elif undefined:
+        text += f" (undefined without {undefined} of the users)"
     return text
 
 

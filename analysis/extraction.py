@@ -1,9 +1,9 @@
 """Stage-1 analysis as pure functions: matching extracted attributes to gold, and verdict agreement.
 
 No I/O and no LLM calls: inputs are plain sequences and DataFrames built from stored items and
-labels (see :mod:`personagap.stages.extraction`). Every rate carries a user-clustered bootstrap
-CI built from per-user counts with :func:`personagap.analysis.agreement.resample_weights`, so the
-numerator and denominator of a resample are drawn from the same users.
+labels (see :mod:`personagap.stages.extraction`). Every rate carries a user-clustered CI built from
+per-user counts by the one CI rule (:func:`personagap.analysis.agreement.cluster_estimate`), so a user's
+numerator and denominator are left out together.
 
 The offline matcher
 -------------------
@@ -40,11 +40,12 @@ from personagap.analysis.agreement import (
     Estimate,
     FloatArray,
     agreement,
-    bootstrap_estimate,
+    cluster_estimate,
     fleiss_kappa_ci,
     krippendorff_alpha_ci,
-    resample_weights,
+    per_cluster_sums,
 )
+from personagap.analysis.arrays import safe_div
 from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 from personagap.records import Item, Stage, item_id
@@ -325,7 +326,7 @@ class PRF:
 def prf(tp_attr: npt.ArrayLike, n_attr: npt.ArrayLike, tp_gold: npt.ArrayLike, n_gold: npt.ArrayLike,
         clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
         level: float = 0.95) -> PRF:
-    """Micro precision/recall/F1 from per-unit counts, resampling whole clusters (users).
+    """Micro precision/recall/F1 from per-unit counts, with user-clustered CIs (the one CI rule).
 
     Precision = matched attributes / attributes; recall = matched gold / gold;
     F1 = 2PR / (P + R).
@@ -336,47 +337,45 @@ def prf(tp_attr: npt.ArrayLike, n_attr: npt.ArrayLike, tp_gold: npt.ArrayLike, n
         tp_gold: Per unit, gold preferences matched by some attribute.
         n_gold: Per unit, gold preferences.
         clusters: Per unit, the user it belongs to.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
         level: Confidence level.
     """
+    del n_resamples, seed  # deprecated
     counts = np.column_stack([np.asarray(x, dtype=float) for x in (tp_attr, n_attr, tp_gold, n_gold)])
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), 4))
-    if len(counts):
-        np.add.at(per, idx, counts)
-    weights = resample_weights(len(ids), n_resamples, seed)
-    boot = weights @ per
+    per, ids = per_cluster_sums(counts, clusters)
     total = per.sum(axis=0)
-
-    def figures(t: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p = np.where(t[..., 1] > 0, t[..., 0] / np.where(t[..., 1] > 0, t[..., 1], 1), np.nan)
-            r = np.where(t[..., 3] > 0, t[..., 2] / np.where(t[..., 3] > 0, t[..., 3], 1), np.nan)
-            f = np.where(p + r > 0, 2 * p * r / np.where(p + r > 0, p + r, 1), np.where(np.isnan(p + r), np.nan, 0.0))
-        return p, r, f
-
-    points = figures(total)
-    samples = figures(boot)
-    est = [bootstrap_estimate(float(pt), s, len(ids), level) for pt, s in zip(points, samples, strict=True)]
+    est = [cluster_estimate(fig, per, level=level, bounds=(0.0, 1.0)) for fig in (_precision, _recall, _f1)]
     return PRF(est[0], est[1], est[2], int(total[1]), int(total[3]), len(ids))
 
 
+def _precision(t: FloatArray) -> FloatArray:
+    return safe_div(t[..., 0], t[..., 1])
+
+
+def _recall(t: FloatArray) -> FloatArray:
+    return safe_div(t[..., 2], t[..., 3])
+
+
+def _f1(t: FloatArray) -> FloatArray:
+    p, r = _precision(t), _recall(t)
+    # 0 when nothing matched (P = R = 0); NaN (from safe_div) when either is undefined.
+    return np.where(p + r == 0, 0.0, safe_div(2 * p * r, p + r))
+
+
 def ratio(numerators: npt.ArrayLike, denominators: npt.ArrayLike, clusters: npt.ArrayLike, *,
-          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
-    """sum(numerators) / sum(denominators) with a cluster-bootstrap CI (NaN when the denominator is 0)."""
+          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95,
+          bounds: tuple[float, float] | None = None) -> Estimate:
+    """sum(numerators) / sum(denominators) with its user-clustered CI (NaN when the denominator is 0).
+
+    ``bounds``: the ratio's range, which the CI is cut to (``(0, 1)`` for a share). ``n_resamples`` and ``seed``
+    are deprecated and ignored (the one CI rule draws no resamples).
+    """
+    del n_resamples, seed  # deprecated
     num = np.asarray(numerators, dtype=float)
     den = np.asarray(denominators, dtype=float)
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), 2))
-    if num.size:
-        np.add.at(per, idx, np.column_stack([num, den]))
-    boot = resample_weights(len(ids), n_resamples, seed) @ per
-    with np.errstate(divide="ignore", invalid="ignore"):
-        samples = np.where(boot[:, 1] > 0, boot[:, 0] / np.where(boot[:, 1] > 0, boot[:, 1], 1), np.nan)
-    total = per.sum(axis=0)
-    point = float(total[0] / total[1]) if total[1] > 0 else _NAN
-    return bootstrap_estimate(point, samples, len(ids), level)
+    per, _ = per_cluster_sums(np.column_stack([num, den]) if num.size else np.zeros((0, 2)), clusters)
+    return cluster_estimate(_precision, per, level=level, bounds=bounds)
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -390,7 +389,8 @@ def verdict_rates(labels: Sequence[str], clusters: npt.ArrayLike, *, n_resamples
     """
     lab = np.asarray(labels, dtype=object)
     ones = np.ones(len(lab))
-    return {v: ratio((lab == v).astype(float), ones, clusters, n_resamples=n_resamples, seed=seed) for v in VERDICTS}
+    return {v: ratio((lab == v).astype(float), ones, clusters, n_resamples=n_resamples, seed=seed, bounds=(0.0, 1.0))
+            for v in VERDICTS}
 
 
 def majority(labels: Iterable[str]) -> str | None:
@@ -407,9 +407,9 @@ def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], c
         judge: Item id -> verdict of the judge (failures removed).
         reference: Item id -> reference verdict (e.g. the human majority).
         cluster_of: Item id -> user.
-        n_resamples: Bootstrap resamples.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Bootstrap seed.
-        extra: More registered metrics on the same tables and resamples (e.g. the robust panel).
+        extra: More registered metrics on the same tables (e.g. the robust panel).
 
     Returns:
         ``{'kappa', 'accuracy'}`` (and ``extra``) estimates (NaN with no shared item); the shared count is
@@ -445,7 +445,7 @@ def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERDICT
     Args:
         labels: Long frame ``item_id, rater, label, cluster`` (one parsed verdict per rater and item).
         categories: The nominal categories (fixes the codes; all count for Fleiss' kappa).
-        n_resamples: Bootstrap resamples over clusters.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Bootstrap seed.
         min_overlap: Pairs sharing fewer items are left out of the pairwise table.
 

@@ -1,11 +1,17 @@
-"""Pairwise agreement among many raters: matrices and within/across-group summaries."""
+"""Pairwise agreement among many raters: matrices and within/across-group summaries.
+
+A group's figure is the mean kappa over a fixed set of rater pairs (those with enough shared items), and its CI is
+the one CI rule (:func:`~personagap.analysis.agreement.cluster_estimate`) over the pairs' per-user tables: leaving
+a user out removes that user's items from every pair at once. When some pair's kappa is undefined without one
+user (all its shared items come from that user), the mean over the fixed pair set is undefined too, so no
+interval is given and the users are counted, rather than averaging a pair set that changes with the users left.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -17,12 +23,10 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     Estimate,
     FloatArray,
-    bootstrap_estimate,
-    bootstrap_tables,
+    cluster_estimate,
     encode,
     get_metric,
     indexed_tables,
-    resample_weights,
 )
 
 
@@ -36,13 +40,13 @@ class PairwiseResult:
     """Square rater x rater count of items both labelled."""
     groups: dict[str, GroupAgreement]
     """Pair type ('human–human', 'llm–llm', 'human–llm', ...) -> mean pairwise kappa with CI."""
-    samples: dict[tuple[Any, Any], FloatArray] = field(default_factory=dict)
-    """(rater a, rater b) in sorted order -> the pair's kappa on each resample. Every pair shares one set
-    of user resamples, so differences of pair means are paired bootstraps."""
+    tables: dict[tuple[Any, Any], FloatArray] = field(default_factory=dict)
+    """(rater a, rater b) in sorted order -> the pair's per-user tables ``(U, K, K)`` over every user of the
+    frame (zeros where the pair shares none of the user's items): the sums a pair mean's CI is built from."""
     points: dict[tuple[Any, Any], tuple[float, int]] = field(default_factory=dict)
     """(rater a, rater b) -> (kappa on all shared items, shared items)."""
     n_clusters: int = 0
-    """Users (clusters) of the items, i.e. what every resample draws from."""
+    """Users (clusters) of the items: every pair's tables have one row per user."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,7 @@ class GroupAgreement:
     n_pairs: int
     n_items: int
     n_users: int = 0
-    """Users whose items the pairs of this type share (the bootstrap resamples every user of the frame)."""
+    """Users whose items the pairs of this type share (the CI leaves out each user of the frame in turn)."""
 
 
 def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
@@ -62,20 +66,18 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
                        metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
     """Cohen's kappa (or the scale's ``metric``) for every pair of raters, and its mean within and across groups.
 
-    All pairs share one set of user resamples, so the CI of a group mean reflects
-    the same resampled users for every pair in it.
+    A group mean's CI leaves each user out of every pair at once (:func:`mean_pair_estimate`).
 
     Args:
         labels: Long frame with columns ``item_id``, ``rater``, ``label``, ``cluster``
             (one row per rater and item; failures already removed).
         groups: Rater -> group name (e.g. 'human', 'llm'); raters not listed are ignored.
         min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
-        n_resamples: Bootstrap resamples over clusters.
-        seed: Resampling seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
         anchor_group: Score only pairs with at least one rater of this group (e.g. 'human' when only
             human–human and human–judge kappas are needed); other pairs get an overlap but no kappa.
-        weights: The resample weights ``resample_weights(n_clusters, n_resamples, seed)`` if the caller already
-            drew them (clusters in sorted order); drawing them again gives the same numbers, only slower.
+        weights: Deprecated and ignored.
         metric: The registered table metric every pair is scored by (``weighted_kappa`` on ordinal scales;
             the fields keep the name ``kappa``). Its tables' categories are the label codes in order, so an
             ordinal metric needs labels coded in the scale's order (integer codes ``0..K-1``).
@@ -105,13 +107,12 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
     column = {r: i for i, r in enumerate(rater_names)}
     _, first_row = np.unique(item_index, return_index=True)
     cluster_ids, cluster_index = np.unique(frame["cluster"].to_numpy()[first_row], return_inverse=True)
-    if weights is None or weights.shape[1] != len(cluster_ids):
-        weights = resample_weights(len(cluster_ids), n_resamples, seed)
+    del n_resamples, seed, weights  # deprecated: the CI rule draws no resamples
 
     matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
     overlap = pd.DataFrame(0, index=raters, columns=raters)
-    per_type: dict[str, list[tuple[float, FloatArray, int]]] = {}
-    pair_samples: dict[tuple[Any, Any], FloatArray] = {}
+    per_type: dict[str, list[tuple[Any, Any]]] = {}
+    pair_tables: dict[tuple[Any, Any], FloatArray] = {}
     users_of: dict[str, set[int]] = {}
     pair_points: dict[tuple[Any, Any], tuple[float, int]] = {}
     scored: list[tuple[Any, Any, FloatArray, float, int]] = []
@@ -132,58 +133,43 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
         kind = "–".join(sorted((groups[a], groups[b])))
         users_of.setdefault(kind, set()).update(
             np.flatnonzero(np.bincount(cluster_index[mask], minlength=len(cluster_ids))).tolist())
-    # Every pair's resampled tables in one product with the weights (one BLAS call instead of one per pair).
-    # Weights and tables are whole counts, so the sums are exact and the figures do not depend on batching.
-    if scored:
-        boot_tables = bootstrap_tables(np.stack([t for _, _, t, _, _ in scored], axis=1), weights)
-    for i, (a, b, _, point, n) in enumerate(scored):
-        kind = "–".join(sorted((groups[a], groups[b])))
-        boot = score.on(boot_tables[:, i], levels)
+    for a, b, tables, point, n in scored:
         key = (a, b) if a <= b else (b, a)
-        pair_samples[key], pair_points[key] = boot, (point, n)
-        per_type.setdefault(kind, []).append((point, boot, n))
-
-    summaries = {}
-    for kind, pairs in sorted(per_type.items()):
-        points = np.array([p for p, _, _ in pairs])
-        samples = np.stack([s for _, s, _ in pairs], axis=1)  # resamples x pairs
-        with np.errstate(invalid="ignore"), _quiet_nanmean():
-            boot_means = np.nanmean(samples, axis=1)
-        summaries[kind] = GroupAgreement(
-            mean_kappa=bootstrap_estimate(float(np.nanmean(points)), boot_means, len(cluster_ids)),
-            n_pairs=len(pairs), n_items=int(sum(n for _, _, n in pairs)), n_users=len(users_of[kind]),
-        )
-    return PairwiseResult(matrix=matrix, overlap=overlap, groups=summaries, samples=pair_samples, points=pair_points,
-                          n_clusters=len(cluster_ids))
+        pair_tables[key], pair_points[key] = tables, (point, n)
+        per_type.setdefault("–".join(sorted((groups[a], groups[b]))), []).append(key)
+    result = PairwiseResult(matrix=matrix, overlap=overlap, groups={}, tables=pair_tables, points=pair_points,
+                            n_clusters=len(cluster_ids))
+    for kind, keys in sorted(per_type.items()):
+        result.groups[kind] = GroupAgreement(
+            mean_kappa=mean_pair_estimate(result, keys, metric=metric, levels=levels), n_pairs=len(keys),
+            n_items=int(sum(pair_points[k][1] for k in keys)), n_users=len(users_of[kind]))
+    return result
 
 
-def mean_pair_samples(result: PairwiseResult, pairs: list[tuple[Any, Any]]) -> tuple[float, FloatArray, int]:
-    """Mean kappa over ``pairs`` (those the result scored) on the data and on every resample.
+def mean_pair_estimate(result: PairwiseResult, pairs: list[tuple[Any, Any]], *, metric: str = "kappa",
+                       levels: npt.ArrayLike | None = None, level: float = 0.95) -> Estimate:
+    """Mean ``metric`` over a fixed set of rater ``pairs`` (those the result scored), with its user-clustered CI.
+
+    Args:
+        result: A :func:`pairwise_agreement` result.
+        pairs: Rater pairs, either order; pairs the result did not score, or whose figure is undefined on all
+            users, are left out.
+        metric: The registered table metric the pairs were scored by.
+        levels: The ordinal levels' values, for metrics that read them.
+        level: Confidence level.
 
     Returns:
-        ``(point, samples, n_pairs)``; NaN point and samples when no listed pair was scored.
+        The mean over the pairs and its jackknife-t interval over users
+        (:func:`~personagap.analysis.agreement.cluster_estimate`); NaN when no listed pair was scored.
     """
+    score = get_metric(metric)
     keys = [(a, b) if a <= b else (b, a) for a, b in pairs]
-    keys = [k for k in keys if k in result.samples]
+    keys = [k for k in keys if k in result.tables and not np.isnan(result.points[k][0])]
     if not keys:
-        return float("nan"), np.full(1, np.nan), 0
-    stacked = np.stack([result.samples[k] for k in keys], axis=1)
-    with _quiet_nanmean():
-        boot = np.nanmean(stacked, axis=1)
-        point = float(np.nanmean([result.points[k][0] for k in keys]))
-    return point, boot, len(keys)
+        return Estimate(float("nan"), (float("nan"), float("nan")), result.n_clusters)
+    stacked = np.stack([result.tables[k] for k in keys], axis=1)  # (U, pairs, K, K)
 
+    def mean_of_pairs(t: FloatArray) -> FloatArray:
+        return np.asarray(score.on(t, levels).mean(axis=-1), dtype=float)
 
-class _quiet_nanmean:
-    """Silence numpy's 'mean of empty slice' warning (a resample may miss every pair's users)."""
-
-    def __enter__(self) -> None:
-        import warnings
-
-        self._ctx = warnings.catch_warnings()
-        self._ctx.__enter__()
-        warnings.simplefilter("ignore", category=RuntimeWarning)
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._ctx.__exit__(exc_type, exc, tb)
+    return cluster_estimate(mean_of_pairs, stacked, level=level, bounds=score.bounds)

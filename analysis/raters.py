@@ -6,6 +6,7 @@ so their intervals are :func:`~personagap.analysis.ci_rule.cluster_estimate` of 
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import krippendorff
@@ -77,7 +78,7 @@ def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resampl
     """
     c = np.asarray(counts, dtype=float)
     fleiss_kappa(c)  # validates equal ratings per item (one clear error)
-    return cluster_estimate(fleiss_from_user_sums, fleiss_user_sums(c, clusters), level=level)
+    return cluster_estimate(fleiss_from_user_sums, fleiss_user_sums(c, clusters), level=level, bounds=(-1.0, 1.0))
 
 
 def krippendorff_alpha(reliability_data: npt.ArrayLike, level: Level) -> float:
@@ -178,4 +179,4 @@ def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLi
 
     _, theta = leave_one_out(alpha, alpha_user_coincidences(data, clusters, values))
     # The point is the package's (the reference implementation); the leave-outs are the same formula on sums.
-    return interval_from_leave_outs(point, theta, ci_level)
+    return interval_from_leave_outs(point, theta, ci_level, bounds=(-math.inf, 1.0))

@@ -2,9 +2,9 @@
 
 Pairwise labels are always in the item's canonical order ('A', 'B', 'tie'); a judge
 that saw the answers swapped has ``swapped=True`` recorded, so "chose the answer shown
-first" is ``(label == 'A') != swapped``. Rates with confidence intervals use the
-cluster bootstrap of :mod:`personagap.analysis.agreement`: per-cluster sums, resampled
-as whole clusters (users or questions), because items of one user are not independent.
+first" is ``(label == 'A') != swapped``. Rates with confidence intervals use the one CI
+rule (:func:`~personagap.analysis.agreement.cluster_estimate`) over per-cluster sums (users or
+questions), because items of one user are not independent.
 """
 
 from __future__ import annotations
@@ -23,33 +23,27 @@ from personagap.analysis.agreement import (
     FloatArray,
     Level,
     agreement,
-    bootstrap_estimate,
-    bootstrap_tables,
+    cluster_estimate,
     fleiss_kappa_ci,
     krippendorff_alpha_ci,
-    resample_weights,
+    per_cluster_sums,
 )
+from personagap.analysis.arrays import safe_div
 from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 
 DECISIVE = ("A", "B")
 
 
-def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
-    return np.where(np.asarray(den) == 0, np.nan, out)
-
-
 def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
                    seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
-    """Share of True in ``hits`` with a cluster-bootstrap CI.
+    """Share of True in ``hits`` with its user-clustered CI (the one CI rule).
 
     Args:
         hits: One boolean per counted item.
         clusters: Cluster (user/question) of each item.
-        n_resamples: Bootstrap resamples.
-        seed: Resampling seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
         level: Confidence level.
 
     Returns:
@@ -58,11 +52,17 @@ def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples:
     h = np.asarray(hits, dtype=bool)
     if h.size == 0:
         return NAN_ESTIMATE
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), 2))
-    np.add.at(per, idx, np.column_stack([h.astype(float), np.ones(h.size)]))
-    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    return bootstrap_estimate(float(h.mean()), _ratio(boot[:, 0], boot[:, 1]), len(ids), level)
+    del n_resamples, seed  # deprecated
+    per, _ = per_cluster_sums(np.column_stack([h, np.ones(h.size)]), clusters)
+    return cluster_estimate(_rate, per, level=level, bounds=(0.0, 1.0))
+
+
+def _rate(t: FloatArray) -> FloatArray:
+    return safe_div(t[..., 0], t[..., 1])
+
+
+def _gap(t: FloatArray) -> FloatArray:
+    return safe_div(t[..., 0] - t[..., 1], t[..., 2])
 
 
 def chose_first(labels: npt.ArrayLike, swapped: npt.ArrayLike) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
@@ -132,15 +132,15 @@ BASELINES = ("always-A", "always-longer")
 def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    extra: tuple[str, ...] = ()) -> dict[str, Estimate]:
-    """Accuracy and Cohen's kappa of a judge against the human label, with cluster-bootstrap CIs.
+    """Accuracy and Cohen's kappa of a judge against the human label, with user-clustered CIs.
 
     Args:
         human: Reference labels.
         judge: The judge's labels, aligned.
         clusters: Cluster (user) of each item.
-        n_resamples: Bootstrap resamples.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Resampling seed.
-        extra: More registered metrics on the same tables and resamples (e.g. the robust panel).
+        extra: More registered metrics on the same tables (e.g. the robust panel).
     """
     metrics = ("accuracy", "kappa", *extra)
     if np.asarray(human).size == 0:
@@ -151,15 +151,15 @@ def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.Arr
 def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_profile: npt.ArrayLike,
                  clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
                  seed: int = DEFAULT_SEED) -> tuple[float, float, Estimate]:
-    """Paired accuracy gap (with profile minus without) on the same items, with a cluster-bootstrap CI.
+    """Paired accuracy gap (with profile minus without) on the same items, with its user-clustered CI.
 
     Args:
         human: Reference labels.
         with_profile: The judge's labels when shown the profile, aligned with ``human``.
         without_profile: Its labels without the profile, aligned likewise.
         clusters: Cluster of each item.
-        n_resamples: Bootstrap resamples.
-        seed: Resampling seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
 
     Returns:
         ``(accuracy_with, accuracy_without, gap)``.
@@ -169,13 +169,9 @@ def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_prof
         return float("nan"), float("nan"), NAN_ESTIMATE
     hit_with = (np.asarray(with_profile, dtype=object) == h).astype(float)
     hit_without = (np.asarray(without_profile, dtype=object) == h).astype(float)
-    ids, idx = np.unique(np.asarray(clusters), return_inverse=True)
-    per = np.zeros((len(ids), 3))
-    np.add.at(per, idx, np.column_stack([hit_with, hit_without, np.ones(h.size)]))
-    boot = bootstrap_tables(per, resample_weights(len(ids), n_resamples, seed))
-    samples = _ratio(boot[:, 0] - boot[:, 1], boot[:, 2])
-    gap = float(hit_with.mean() - hit_without.mean())
-    return float(hit_with.mean()), float(hit_without.mean()), bootstrap_estimate(gap, samples, len(ids))
+    del n_resamples, seed  # deprecated
+    per, _ = per_cluster_sums(np.column_stack([hit_with, hit_without, np.ones(h.size)]), clusters)
+    return float(hit_with.mean()), float(hit_without.mean()), cluster_estimate(_gap, per, bounds=(-1.0, 1.0))
 
 
 def swap_consistency(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
@@ -200,7 +196,7 @@ def no_better_rate(labels: npt.ArrayLike, personalized: npt.ArrayLike, clusters:
         labels: Canonical verdicts 'A'/'B'/'tie'.
         personalized: Which canonical position ('A' or 'B') holds the personalised answer.
         clusters: Cluster of each item.
-        n_resamples: Bootstrap resamples.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Resampling seed.
 
     Returns:
@@ -220,7 +216,7 @@ def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.A
         values: The scale's values (Fleiss counts each value as a category).
         clusters: Cluster of each item (row).
         level: Level of measurement for alpha ('nominal' for yes/no, 'ordinal' for 1-5).
-        n_resamples: Bootstrap resamples.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Resampling seed.
 
     Returns:
@@ -249,7 +245,7 @@ def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10, n_resamples: int
     Args:
         labels: Long frame with item_id, rater, label, cluster.
         min_overlap: Pairs sharing fewer items are left out.
-        n_resamples: Bootstrap resamples.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Resampling seed.
     """
     groups = {str(r): "rater" for r in labels["rater"].unique()}

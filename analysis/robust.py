@@ -19,7 +19,8 @@ figures here sit beside kappa so a reader can see *why* kappa is low:
 Every figure is a function of confusion tables ``(..., K, K)`` (``table[h, j]``: human class ``h``,
 judge class ``j``, as in :mod:`personagap.analysis.agreement`) registered with
 :func:`~personagap.analysis.agreement.register_metric`, so
-``estimate(tables, "ac1", weights)`` gives the same user-clustered bootstrap CI as kappa.
+``estimate(tables, "ac1")`` gives the same user-clustered CI as kappa (the one CI rule,
+:func:`~personagap.analysis.agreement.cluster_estimate`).
 
 The tidy-frame helpers (:func:`human_reference`, :func:`judge_labels`) are shared by
 :mod:`~personagap.analysis.alt_test` and :mod:`~personagap.analysis.estimates`; which labels count is
@@ -40,16 +41,15 @@ from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     FloatArray,
-    _div,
     ci_list,
     cluster_tables,
     encode,
-    estimate,
+    estimates,
     get_metric,
     indexed_tables,
     register_metric,
-    resample_weights,
 )
+from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
     anchored_human_mask,
@@ -82,7 +82,7 @@ def _parts(tables: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, Floa
     return t.sum(axis=(-2, -1)), np.trace(t, axis1=-2, axis2=-1), t.sum(axis=-1), t.sum(axis=-2), t.shape[-1]
 
 
-@register_metric("ac1", higher_is_better=True, binary_only=False,
+@register_metric("ac1", bounds=(-1.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Gwet's AC1: agreement beyond chance, with chance that stays small when one label "
                              "dominates (robust to prevalence).")
 def ac1_from_tables(tables: FloatArray) -> FloatArray:
@@ -99,7 +99,7 @@ def ac1_from_tables(tables: FloatArray) -> FloatArray:
     return _div(_div(agree, n) - pe, 1.0 - pe)
 
 
-@register_metric("pabak", higher_is_better=True, binary_only=False,
+@register_metric("pabak", bounds=(-1.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Prevalence- and bias-adjusted kappa (K*po - 1)/(K - 1): kappa if both raters used "
                              "every class equally often.")
 def pabak_from_tables(tables: FloatArray) -> FloatArray:
@@ -111,7 +111,7 @@ def pabak_from_tables(tables: FloatArray) -> FloatArray:
     return out
 
 
-@register_metric("mcc", higher_is_better=True, binary_only=False,
+@register_metric("mcc", bounds=(-1.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Matthews correlation between judge and human labels (0 = no better than chance, "
                              "also for a judge that always gives one label).")
 def mcc_from_tables(tables: FloatArray) -> FloatArray:
@@ -131,7 +131,7 @@ def mcc_from_tables(tables: FloatArray) -> FloatArray:
     return out
 
 
-@register_metric("balanced_accuracy", higher_is_better=True, binary_only=False,
+@register_metric("balanced_accuracy", bounds=(0.0, 1.0), higher_is_better=True, binary_only=False,
                  description="Mean over the humans' classes of the share the judge got right (0.5 = chance for "
                              "two classes, whatever the prevalence).")
 def balanced_accuracy_from_tables(tables: FloatArray) -> FloatArray:
@@ -150,7 +150,7 @@ def _binary(tables: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, Flo
     return t[..., 1, 1], t[..., 0, 1], t[..., 1, 0], t[..., 0, 0], t.sum(axis=(-2, -1))
 
 
-@register_metric("prevalence_index", higher_is_better=None,
+@register_metric("prevalence_index", bounds=(-1.0, 1.0), higher_is_better=None,
                  description="(both yes - both no) / n: near -1 or 1 when one label dominates, where kappa is "
                              "unstable (Byrt et al. 1993).")
 def prevalence_index_from_tables(tables: FloatArray) -> FloatArray:
@@ -159,7 +159,7 @@ def prevalence_index_from_tables(tables: FloatArray) -> FloatArray:
     return _div(both_yes - both_no, n)
 
 
-@register_metric("bias_index", higher_is_better=None,
+@register_metric("bias_index", bounds=(-1.0, 1.0), higher_is_better=None,
                  description="(judge yes - human yes) / n: positive when the judge says yes more often than humans.")
 def bias_index_from_tables(tables: FloatArray) -> FloatArray:
     """Signed bias index: judge yes-rate minus human yes-rate (``|BI|`` is Byrt's bias index)."""
@@ -169,15 +169,12 @@ def bias_index_from_tables(tables: FloatArray) -> FloatArray:
 
 # --------------------------------------------------------------------------- the panel
 
-def panel_fields(tables: FloatArray, weights: FloatArray, level: float = 0.95) -> dict[str, Any]:
-    """The robust-agreement fields of one judge row, from per-user tables and bootstrap weights.
-
-    Pass the same ``tables`` and ``weights`` the row's kappa used (``resample_weights(U, B, seed)``) and
-    every CI comes from the same resampled users.
+def panel_fields(tables: FloatArray, weights: FloatArray | None = None, level: float = 0.95) -> dict[str, Any]:
+    """The robust-agreement fields of one judge row, from per-user tables (the one CI rule, as the row's kappa).
 
     Args:
         tables: Per-user confusion tables ``(U, K, K)``.
-        weights: Cluster-bootstrap weights ``(B, U)`` from :func:`resample_weights`.
+        weights: Deprecated and ignored (the CI rule draws no resamples); kept so that callers do not break.
         level: Confidence level.
 
     Returns:
@@ -185,10 +182,10 @@ def panel_fields(tables: FloatArray, weights: FloatArray, level: float = 0.95) -
         ``balanced_accuracy_ci``, ``prevalence_index``, ``bias_index`` (the last two NaN unless K = 2).
         NaN marks an undefined figure; ``json_safe`` turns it into null.
     """
+    del weights  # deprecated
     t = np.asarray(tables, dtype=float)
     out: dict[str, Any] = {}
-    for name in PANEL_METRICS:
-        e = estimate(t, name, weights, level)
+    for name, e in estimates(t, PANEL_METRICS, level=level).items():
         out[name], out[f"{name}_ci"] = e.value, ci_list(e)
     binary = t.shape[-2:] == (2, 2)
     for name in PANEL_POINT_ONLY:
@@ -214,17 +211,17 @@ def base_rate_tables(tables: FloatArray) -> tuple[FloatArray, int]:
     return out, majority
 
 
-def base_rate_panel(tables: FloatArray, weights: FloatArray, level: float = 0.95) -> dict[str, Any]:
+def base_rate_panel(tables: FloatArray, weights: FloatArray | None = None, level: float = 0.95) -> dict[str, Any]:
     """:func:`panel_fields` plus kappa and accuracy of the base-rate judge (always the majority class).
 
     This is what chance-level looks like at the data's prevalence: kappa 0, MCC 0, balanced accuracy
-    1/K, AC1 and PABAK whatever the prevalence gives them.
+    1/K, AC1 and PABAK whatever the prevalence gives them. ``weights`` is deprecated and ignored.
     """
+    del weights  # deprecated
     t, majority = base_rate_tables(tables)
-    kappa = estimate(t, "kappa", weights, level)
-    accuracy = estimate(t, "accuracy", weights, level)
-    return {"kappa": kappa.value, "kappa_ci": ci_list(kappa), "accuracy": accuracy.value,
-            "majority_class": majority, **panel_fields(t, weights, level)}
+    est = estimates(t, ("kappa", "accuracy"), level=level)
+    return {"kappa": est["kappa"].value, "kappa_ci": ci_list(est["kappa"]), "accuracy": est["accuracy"].value,
+            "majority_class": majority, **panel_fields(t, level=level)}
 
 
 def _pair_tables(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike) -> FloatArray:
@@ -242,28 +239,25 @@ def _pair_tables(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.Array
 
 def panel(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
           n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Any]:
-    """:func:`panel_fields` from aligned label arrays, resampling the same users as ``agreement(...)``.
-
-    Called with the arguments a report passes to :func:`~personagap.analysis.agreement.agreement`, every CI
-    comes from the same resampled users as that row's kappa (same tables, same ``resample_weights``).
+    """:func:`panel_fields` from aligned label arrays, on the same per-user tables as ``agreement(...)``.
 
     Args:
         human: Reference labels (0/1 codes for binary, or any labels).
         judge: Judge labels aligned with ``human``.
         clusters: User (cluster) of each item.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
         level: Confidence level.
     """
-    tables = _pair_tables(human, judge, clusters)
-    return panel_fields(tables, resample_weights(tables.shape[0], n_resamples, seed), level)
+    del n_resamples, seed  # deprecated
+    return panel_fields(_pair_tables(human, judge, clusters), level=level)
 
 
 def base_rate(human: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
               seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Any]:
     """:func:`base_rate_panel` from the reference labels of the items (a report's chance-level row)."""
-    tables = _pair_tables(human, human, clusters)
-    return base_rate_panel(tables, resample_weights(tables.shape[0], n_resamples, seed), level)
+    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+    return base_rate_panel(_pair_tables(human, human, clusters), level=level)
 
 
 # --------------------------------------------------------------------------- tidy labels
@@ -344,7 +338,7 @@ def user_tables(human: pd.Series, judge: pd.Series, users: pd.Series,
     """Per-user confusion tables ``(U, K, K)`` of aligned human and judge labels, users in sorted order.
 
     Users are coded in sorted id order (as :func:`~personagap.analysis.agreement.cluster_tables`), so
-    the bootstrap does not depend on row order.
+    the tables do not depend on row order.
     """
     h, j = code_labels(categories, human, judge)
     ids, index = np.unique(users.astype(str).to_numpy(), return_inverse=True)
@@ -360,8 +354,8 @@ def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind"
         labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets are ignored.
         dataset: Dataset key.
         humans: Reference from blind (default) or anchored human labels (labelled in each row).
-        n_resamples: Bootstrap resamples over users.
-        seed: Bootstrap seed (the same as the row's kappa gives the same resampled users).
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
+        seed: Deprecated and ignored.
         level: Confidence level.
         declared: The dataset's declared categories, part of its scale
             (:func:`~personagap.analysis.comparable.categories_for`: every judge is coded over that scale).
@@ -397,8 +391,8 @@ def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind"
 
 def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, humans: HumanSet, tables: FloatArray,
          n: int, n_resamples: int, seed: int, level: float) -> dict[str, Any]:
-    weights = resample_weights(tables.shape[0], n_resamples, seed)
-    kappa = estimate(tables, "kappa", weights, level)
+    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+    kappa = estimates(tables, ("kappa",), level=level)["kappa"]
     return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
             "humans": humans, "n": n, "n_users": int(tables.shape[0]), "kappa": kappa.value,
-            "kappa_ci": ci_list(kappa), **panel_fields(tables, weights, level)}
+            "kappa_ci": ci_list(kappa), **panel_fields(tables, level=level)}

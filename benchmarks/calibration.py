@@ -1,34 +1,33 @@
 """Calibration harness (issue 21): does each printed 95% interval cover the truth 95% of the time?
 
-Simulation with known truth. Each generator draws users (clusters) with their own effects and items, and gives
-per-user confusion tables (human reference x judge) exactly as the reports build them; the tool's own interval
-(:func:`personagap.analysis.agreement.estimates`: the user-clustered bootstrap and the one CI rule) is computed on
-each simulated study, and the share of studies whose interval holds the truth is its coverage. The truth of a figure
-is its value on the pooled table of a very large population drawn from the same generator (the estimand the pooled
-estimator targets), so its own error is far below the Monte Carlo error printed beside each coverage
-(``sqrt(c (1 - c) / reps)``).
+Simulation with known truth. The generators (:mod:`benchmarks.calibration_generators`) draw users (clusters) with
+their own effects and items and give per-user additive sums exactly as the reports build them; each candidate
+interval rule is computed on each simulated study, and the share of studies whose interval holds the truth is its
+coverage. The truth of a figure is its value on the totals of a very large population from the same generator (the
+estimand of the pooled estimator), so its own error is far below the Monte Carlo error printed beside each
+coverage (``sqrt(c (1 - c) / reps)``).
 
-Generators:
+Candidates:
 
-* ``skewed-binary`` (stage-2-like): items per user drawn from the Re-Centering stage-2 users' sizes when
-  ``../shared/data`` is there (else a log-normal of the same skew), logit-normal user effects on the human yes-rate
-  (about 19%), the judge's sensitivity and its false-positive rate.
-* ``balanced-binary``: yes-rate 50%, sensitivity and specificity about 0.8, mild user effects, 10-30 items a user.
-* ``pairwise-ties``: A / B / tie with a Dirichlet user preference and a judge that is right 70% of the time.
-* ``ordinal-5``: 1-5 ratings from a latent quality with a user effect; the judge is noisier and biased upward.
+* ``percentile``: the percentile cluster bootstrap the tool printed before issue 21.
+* ``jackknife-t``: the cluster jackknife with a t interval (:func:`personagap.analysis.agreement.cluster_estimate`).
+* ``studentized``: a cluster bootstrap-t whose studentizing SE is the jackknife SE inside each resample.
 
-Run: python benchmarks/calibration.py [--reps 400] [--users 5 10 20 50] [--resamples 1000] [--generators ...]
-The table it prints is the one in the README.
+The rule is chosen by the table (every figure's coverage >= 0.93 at 10 users and more) and the minimum number of
+users for an interval (``MIN_USERS_FOR_CI``) is the smallest simulated number of users at which every figure
+reaches the target under the chosen rule. The chosen rule's table, as the tool prints it, is written to
+``benchmarks/calibration_table.md`` for the README.
+
+Run: python benchmarks/calibration.py [--reps 400] [--users 5 10 20 50] [--resamples 1000] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,142 +36,44 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import personagap.analysis.robust  # noqa: E402, F401  (registers AC1, PABAK, MCC, balanced accuracy)
-from personagap.analysis.agreement import estimates, get_metric, resample_weights  # noqa: E402
+# Re-exported: the harness's users (tests, benchmarks/calibration_estimates.py) import them from here.
+from benchmarks.calibration_generators import BINARY_METRICS as BINARY_METRICS  # noqa: E402
+from benchmarks.calibration_generators import FloatArray as FloatArray  # noqa: E402
+from benchmarks.calibration_generators import Generator as Generator  # noqa: E402
+from benchmarks.calibration_generators import Stat as Stat  # noqa: E402
+from benchmarks.calibration_generators import _binary_tables as _binary_tables  # noqa: E402
+from benchmarks.calibration_generators import generators as generators  # noqa: E402
+from personagap.analysis.agreement import (  # noqa: E402
+    MIN_USERS_FOR_CI,
+    bootstrap_tables,
+    interval_from_leave_outs,
+    leave_one_out,
+    percentile_interval,
+    resample_weights,
+)
 
-FloatArray = npt.NDArray[np.float64]
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-LEVELS = np.arange(1.0, 6.0)
-
-
-def _logistic(x: FloatArray) -> FloatArray:
-    return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=float)
-
-
-def _logit(p: float) -> float:
-    return math.log(p / (1.0 - p))
-
-
-def stage2_sizes() -> npt.NDArray[np.int64]:
-    """Items per user of the Re-Centering stage-2 release (one model's rows), or a log-normal of that skew."""
-    path = SHARED / "recenter" / "stage2" / "task6_items.jsonl"
-    if path.exists():
-        sizes: dict[str, int] = {}
-        seen: set[str] = set()
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            if row["prompt_id"] in seen:  # the attribute labels repeat per response model
-                continue
-            seen.add(row["prompt_id"])
-            sizes[row["user_id"]] = sizes.get(row["user_id"], 0) + len(row["attributes"])
-        return np.array(sorted(sizes.values()), dtype=np.int64)
-    rng = np.random.default_rng(0)
-    return np.maximum(3, np.round(rng.lognormal(3.3, 0.8, 33))).astype(np.int64)
-
-
-@dataclass(frozen=True)
-class Generator:
-    """A data-generating process: per-user tables for ``n_users`` users from ``rng``."""
-
-    name: str
-    n_classes: int
-    metrics: tuple[str, ...]
-    draw: Callable[[np.random.Generator, int], FloatArray]
-    levels: FloatArray | None = None
-
-
-def _binary_tables(rng: np.random.Generator, sizes: npt.NDArray[np.int64], prevalence: FloatArray,
-                   sensitivity: FloatArray, false_positive: FloatArray) -> FloatArray:
-    human = rng.binomial(sizes, prevalence)
-    tp = rng.binomial(human, sensitivity)
-    fp = rng.binomial(sizes - human, false_positive)
-    tables = np.zeros((len(sizes), 2, 2))
-    tables[:, 1, 1], tables[:, 1, 0] = tp, human - tp  # rows: human no/yes; columns: judge no/yes
-    tables[:, 0, 1], tables[:, 0, 0] = fp, sizes - human - fp
-    return tables
-
-
-def skewed_binary(sizes: npt.NDArray[np.int64]) -> Callable[[np.random.Generator, int], FloatArray]:
-    """Stage-2-like: skewed sizes, rare yes, user effects on prevalence, sensitivity and false-positive rate."""
-    def draw(rng: np.random.Generator, n: int) -> FloatArray:
-        size = rng.choice(sizes, n)
-        prev = _logistic(rng.normal(_logit(0.19), 0.8, n))
-        sens = _logistic(rng.normal(_logit(0.70), 0.6, n))
-        fpr = _logistic(rng.normal(_logit(0.25), 0.6, n))
-        return _binary_tables(rng, size, prev, sens, fpr)
-    return draw
-
-
-def balanced_binary(rng: np.random.Generator, n: int) -> FloatArray:
-    """Yes-rate 0.5, sensitivity and specificity about 0.8, mild user effects, 10-30 items a user."""
-    size = rng.integers(10, 31, n)
-    prev = _logistic(rng.normal(0.0, 0.3, n))
-    sens = _logistic(rng.normal(_logit(0.8), 0.3, n))
-    fpr = _logistic(rng.normal(_logit(0.2), 0.3, n))
-    return _binary_tables(rng, size, prev, sens, fpr)
-
-
-def _items(rng: np.random.Generator, n: int, low: int, high: int) -> npt.NDArray[np.int64]:
-    """Each item's user index, for ``n`` users of ``low``..``high`` items each (vectorised draws)."""
-    return np.repeat(np.arange(n), rng.integers(low, high + 1, n))
-
-
-def _tables(n: int, k: int, user: npt.NDArray[np.int64], human: npt.NDArray[np.int64],
-            judge: npt.NDArray[np.int64]) -> FloatArray:
-    tables = np.zeros((n, k, k))
-    np.add.at(tables, (user, human, judge), 1.0)
-    return tables
-
-
-def pairwise_ties(rng: np.random.Generator, n: int) -> FloatArray:
-    """A / B / tie: each user prefers by a Dirichlet draw; the judge is right 70% of the time, else uniform."""
-    user = _items(rng, n, 5, 25)
-    cumulative = np.cumsum(rng.dirichlet([4.0, 4.0, 1.5], n), axis=1)[user]
-    human = (rng.random(len(user))[:, None] > cumulative[:, :2]).sum(axis=1)
-    judge = np.where(rng.random(len(user)) < 0.7, human, rng.integers(0, 3, len(user)))
-    return _tables(n, 3, user, human, judge)
-
-
-def ordinal_5(rng: np.random.Generator, n: int) -> FloatArray:
-    """1-5 ratings from a latent quality with a user effect; the judge is noisier and rates 0.3 higher."""
-    user = _items(rng, n, 5, 25)
-    latent = rng.normal(0.0, 0.7, n)[user] + rng.normal(0.0, 1.0, len(user))
-    cuts = np.array([-1.5, -0.5, 0.5, 1.5])
-    human = np.searchsorted(cuts, latent + rng.normal(0.0, 0.5, len(user)))
-    judge = np.searchsorted(cuts, latent + 0.3 + rng.normal(0.0, 0.8, len(user)))
-    return _tables(n, 5, user, human, judge)
-
-
-BINARY_METRICS = ("kappa", "ac1", "pabak", "mcc", "balanced_accuracy", "over_selection", "human_yes_rate",
-                  "judge_yes_rate")
-
-
-def generators() -> dict[str, Generator]:
-    """Every generator of the harness by name."""
-    return {
-        "skewed-binary": Generator("skewed-binary", 2, BINARY_METRICS, skewed_binary(stage2_sizes())),
-        "balanced-binary": Generator("balanced-binary", 2, BINARY_METRICS, balanced_binary),
-        "pairwise-ties": Generator("pairwise-ties", 3, ("kappa", "accuracy", "ac1", "pabak", "balanced_accuracy"),
-                                   pairwise_ties),
-        "ordinal-5": Generator("ordinal-5", 5, ("weighted_kappa", "kappa", "spearman", "mean_abs_diff", "alpha"),
-                               ordinal_5, LEVELS),
-    }
+TARGET = 0.93
+CHOSEN = "jackknife-t"
+TABLE = Path(__file__).with_name("calibration_table.md")
+MINIMUM_LINE = "MIN_USERS_FOR_CI = "
+"""How the table states the minimum number of users it found (a test checks the constant matches it)."""
+Interval = tuple[float, float]
 
 
 def truth(gen: Generator, n_users: int = 200_000, seed: int = 12345) -> dict[str, float]:
-    """Each metric on the pooled table of a large population from ``gen`` (the estimand of the pooled estimator)."""
+    """Each figure on the totals of a large population from ``gen`` (the estimand of the pooled estimator)."""
     rng = np.random.default_rng(seed)
-    total = np.zeros((gen.n_classes, gen.n_classes))
-    for _ in range(n_users // 20_000):
-        total += gen.draw(rng, 20_000).sum(axis=0)
-    return {m: float(get_metric(m).on(total, gen.levels)) for m in gen.metrics}
+    total: FloatArray | None = None
+    for _ in range(max(n_users // 20_000, 1)):
+        part = gen.draw(rng, min(n_users, 20_000)).sum(axis=0)
+        total = part if total is None else total + part
+    assert total is not None
+    return {name: float(stat(total)) for name, stat in gen.figures().items()}
 
 
 @dataclass
 class Cell:
-    """Coverage of one metric at one number of users."""
+    """Coverage of one figure at one number of users under one rule."""
 
     covered: int = 0
     with_ci: int = 0
@@ -180,6 +81,7 @@ class Cell:
     widths: list[float] = field(default_factory=list)
 
     def add(self, lo: float, hi: float, value: float) -> None:
+        """Count one simulated study: its interval ``[lo, hi]`` (NaN: none printed) against the truth."""
         self.reps += 1
         if math.isnan(lo) or math.isnan(hi):
             return
@@ -188,54 +90,220 @@ class Cell:
         self.widths.append(hi - lo)
 
     def coverage(self) -> float:
+        """Share of the printed intervals that hold the truth (NaN if none was printed)."""
         return self.covered / self.with_ci if self.with_ci else float("nan")
 
     def mc_se(self) -> float:
+        """Monte Carlo standard error of :meth:`coverage`."""
         c = self.coverage()
         return math.sqrt(c * (1 - c) / self.with_ci) if self.with_ci else float("nan")
 
+    def text(self) -> str:
+        """``coverage (MC SE) w median-width``, and how many studies printed no interval."""
+        if not self.with_ci:
+            return "-"
+        missing = f", {self.reps - self.with_ci} without" if self.with_ci < self.reps else ""
+        return f"{self.coverage():.3f} ({self.mc_se():.3f}) w {float(np.median(self.widths)):.2f}{missing}"
 
-def run(gen: Generator, n_users: int, reps: int, n_resamples: int, true: dict[str, float],
-        seed: int = 0) -> dict[str, Cell]:
-    """``reps`` simulated studies of ``n_users`` users: the tool's interval on each, against ``true``."""
+
+# --------------------------------------------------------------------------- the candidate rules
+
+def percentile(stat: Stat, per: FloatArray, boot: FloatArray, level: float) -> Interval:
+    """The old rule: percentile interval of the figure over cluster-bootstrap resamples (undefined ones left out)."""
+    return percentile_interval(stat(boot), level)
+
+
+def jackknife_t(stat: Stat, per: FloatArray, boot: FloatArray, level: float) -> Interval:
+    """The tool's rule measured by itself (no minimum number of users): the cluster jackknife-t."""
+    point, theta = leave_one_out(stat, per)
+    return interval_from_leave_outs(point, theta, level, min_users=2).ci
+
+
+def studentized(stat: Stat, per: FloatArray, boot: FloatArray, level: float, weights: FloatArray) -> Interval:
+    """Cluster bootstrap-t: ``(theta*_b - theta) / SE*_b`` with the jackknife SE inside each resample.
+
+    In resample b a user drawn ``w`` times is ``w`` draws; leaving one draw out gives ``T_b - per[u]``, the same
+    for each of them, so the resample's jackknife needs only the U distinct leave-outs, weighted by ``w``.
+    """
+    point, theta = leave_one_out(stat, per)
+    full = interval_from_leave_outs(point, theta, level, min_users=2)
+    if math.isnan(full.ci[0]):
+        return full.ci
+    n = per.shape[0]
+    se = (full.ci[1] - point) / _t(level, n)
+    theta_b = stat(boot)
+    leave = stat(boot[:, None, ...] - per[None, ...])  # (B, U)
+    drawn = weights > 0
+    leave = np.where(drawn, leave, 0.0)
+    mean = (weights * leave).sum(axis=1) / n
+    se_b = np.sqrt((n - 1) / n * (weights * (leave - mean[:, None]) ** 2).sum(axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (theta_b - point) / se_b
+    t = t[np.isfinite(t)]
+    if t.size == 0:
+        return (float("nan"), float("nan"))
+    hi_q, lo_q = np.quantile(t, [0.5 + level / 2.0, 0.5 - level / 2.0])
+    return (point - float(hi_q) * se, point - float(lo_q) * se)
+
+
+def _t(level: float, n: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + level / 2.0, n - 1))
+
+
+RULES = ("percentile", "jackknife-t", "studentized")
+
+
+def run(gen: Generator, n_users: int, reps: int, n_resamples: int, true: Mapping[str, float], seed: int = 0,
+        rules: tuple[str, ...] = (CHOSEN,), level: float = 0.95) -> dict[str, dict[str, Cell]]:
+    """``reps`` simulated studies of ``n_users`` users: each rule's interval of each figure against ``true``.
+
+    Returns:
+        rule -> figure -> :class:`Cell`. The rules are measured without the printed minimum number of users
+        (:func:`printed` applies it).
+    """
     rng = np.random.default_rng([seed, n_users, len(gen.name)])
-    cells = {m: Cell() for m in gen.metrics}
+    figures = gen.figures()
+    cells = {r: {f: Cell() for f in figures} for r in rules}
     for rep in range(reps):
-        tables = gen.draw(rng, n_users)
-        est = estimates(tables, gen.metrics, resample_weights(n_users, n_resamples, seed=rep), levels=gen.levels)
-        for m, e in est.items():
-            cells[m].add(float(e.ci[0]), float(e.ci[1]), true[m])
+        per = gen.draw(rng, n_users)
+        weights = resample_weights(n_users, n_resamples, seed=rep) if set(rules) - {"jackknife-t"} else None
+        boot = bootstrap_tables(per, weights) if weights is not None else per[:0]
+        for name, stat in figures.items():
+            for r in rules:
+                if r == "studentized":
+                    assert weights is not None
+                    lo, hi = studentized(stat, per, boot, level, weights)
+                else:
+                    lo, hi = {"percentile": percentile, "jackknife-t": jackknife_t}[r](stat, per, boot, level)
+                cells[r][name].add(lo, hi, true[name])
     return cells
 
 
+def printed(cell: Cell, n_users: int, min_users: int = MIN_USERS_FOR_CI) -> Cell:
+    """The cell as the tool prints it: no interval at all below ``min_users`` users."""
+    return cell if n_users >= min_users else Cell(reps=cell.reps)
+
+
+def minimum_users(results: Mapping[str, Mapping[int, Mapping[str, Cell]]], target: float = TARGET) -> int | None:
+    """The smallest simulated number of users from which on every figure covers ``>= target`` (None: never).
+
+    Args:
+        results: generator -> users -> figure -> cell, under one rule.
+        target: Coverage every printed interval must reach.
+    """
+    users = sorted({u for by_users in results.values() for u in by_users})
+    ok = [all(c.with_ci and c.coverage() >= target for by_users in results.values() for c in by_users[u].values())
+          for u in users]
+    for i, u in enumerate(users):
+        if all(ok[i:]):
+            return u
+    return None
+
+
+def table(results: Mapping[str, Mapping[int, Mapping[str, Cell]]], truths: Mapping[str, Mapping[str, float]],
+          users: list[int], transform: Callable[[Cell, int], Cell] = lambda c, u: c) -> list[str]:
+    """Markdown rows: generator, figure, truth, then one cell per number of users."""
+    lines = ["| generator | figure | truth | " + " | ".join(f"{u} users" for u in users) + " |",
+             "|---|---|---|" + "---|" * len(users)]
+    for name, by_users in results.items():
+        for fig in truths[name]:
+            cells = [transform(by_users[u][fig], u).text() for u in users]
+            lines.append(f"| {name} | {fig} | {truths[name][fig]:.3f} | " + " | ".join(cells) + " |")
+    return lines
+
+
+# --------------------------------------------------------------------------- AUC (not a sum over users)
+
+def auc_study(rng: np.random.Generator, n: int) -> tuple[npt.NDArray[np.int64], FloatArray, npt.NDArray[np.str_]]:
+    """A trained-verifier-like study: 5-25 items a user, user effects on the positive rate and on the scores."""
+    user = np.repeat(np.arange(n), rng.integers(5, 26, n))
+    prevalence = 1.0 / (1.0 + np.exp(-rng.normal(-0.5, 0.7, n)))[user]
+    y = (rng.random(len(user)) < prevalence).astype(np.int64)
+    score = 1.2 * y + rng.normal(0.0, 0.6, n)[user] + rng.normal(0.0, 1.0, len(user))
+    return y, np.round(score, 1), user.astype(str)  # rounded: ties, as a classifier's scores have
+
+
+def auc_cells(users: list[int], reps: int, seed: int = 0) -> tuple[float, dict[int, Cell]]:
+    """Coverage of the trained verifier's AUC interval (:func:`auc_estimate`, measured without the minimum)."""
+    from sklearn.metrics import roc_auc_score
+
+    from personagap.stages.trained_verifier import leave_one_user_out_auc
+
+    y, p, _ = auc_study(np.random.default_rng(12345), 100_000)
+    true = float(roc_auc_score(y, p))
+    out = {}
+    for n in users:
+        rng = np.random.default_rng([seed, n, 99])
+        cell = Cell()
+        for _ in range(reps):
+            y, p, u = auc_study(rng, n)
+            point, theta = leave_one_user_out_auc(y, p, u)
+            cell.add(*interval_from_leave_outs(point, theta, 0.95, min_users=2).ci, true)
+        out[n] = cell
+    return true, out
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--reps", type=int, default=400)
     parser.add_argument("--users", type=int, nargs="+", default=[5, 10, 20, 50])
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--generators", nargs="+", default=list(generators()))
+    parser.add_argument("--rules", nargs="+", default=list(RULES), choices=RULES)
+    parser.add_argument("--quick", action="store_true", help="60 studies, 200 resamples, 10 and 20 users")
+    parser.add_argument("--no-write", action="store_true", help=f"do not write {TABLE.name}")
+    parser.add_argument("--auc", action="store_true",
+                        help=f"only the trained verifier's AUC (not a sum over users), appended to {TABLE.name}")
     args = parser.parse_args()
-    print(f"coverage of the printed 95% intervals: {args.reps} simulated studies per cell, {args.resamples} "
-          "resamples; MC SE in brackets; width = median interval width; '-' = no interval printed")
-    print("| generator | metric | truth | " + " | ".join(f"{u} users" for u in args.users) + " |")
-    print("|---|---|---|" + "---|" * len(args.users))
+    if args.auc:
+        true, cells = auc_cells(args.users, args.reps)
+        lines = ["", f"Trained verifier AUC (jackknife-t over exact leave-one-user-out AUCs; {args.reps} studies per "
+                 "cell, no minimum applied):", "", "| figure | truth | " + " | ".join(f"{u} users" for u in args.users)
+                 + " |", "|---|---|" + "---|" * len(args.users),
+                 f"| auc | {true:.3f} | " + " | ".join(cells[u].text() for u in args.users) + " |"]
+        print("\n".join(lines))
+        if not args.no_write:
+            with TABLE.open("a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        return
+    if args.quick:
+        args.reps, args.resamples, args.users = 60, 200, [10, 20]
+    rules = tuple(dict.fromkeys([*args.rules, CHOSEN]))
+    results: dict[str, dict[str, dict[int, dict[str, Cell]]]] = {r: {} for r in rules}
+    truths: dict[str, dict[str, float]] = {}
     for name in args.generators:
         gen = generators()[name]
         started = time.perf_counter()
-        true = truth(gen)
-        by_users = {u: run(gen, u, args.reps, args.resamples, true) for u in args.users}
-        for m in gen.metrics:
-            cells = []
-            for u in args.users:
-                c = by_users[u][m]
-                if not c.with_ci:
-                    cells.append("-")
-                    continue
-                width = float(np.median(c.widths))
-                missing = f", {c.reps - c.with_ci} without" if c.with_ci < c.reps else ""
-                cells.append(f"{c.coverage():.3f} ({c.mc_se():.3f}) w {width:.2f}{missing}")
-            print(f"| {name} | {m} | {true[m]:.3f} | " + " | ".join(cells) + " |")
-        print(f"<!-- {name}: {time.perf_counter() - started:.0f} s -->", flush=True)
+        truths[name] = truth(gen)
+        for u in args.users:
+            by_rule = run(gen, u, args.reps, args.resamples, truths[name], rules=rules)
+            for r in rules:
+                results[r].setdefault(name, {})[u] = by_rule[r]
+        print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    head = (f"Coverage of 95% intervals: {args.reps} simulated studies per cell ({args.resamples} resamples for the "
+            "bootstrap rules); MC SE in brackets; w = median width; '-' = no interval printed.")
+    print(head)
+    for r in rules:
+        print(f"\n### {r} (measured at every number of users)\n")
+        print("\n".join(table(results[r], truths, args.users)))
+    minimum = minimum_users(results[CHOSEN])
+    verdict = (f"Every figure covers >= {TARGET} from {minimum} users on (simulated: {args.users}): "
+               f"{MINIMUM_LINE}{minimum}." if minimum is not None
+               else f"Some figure stays below {TARGET} at {max(args.users)} users: no minimum found.")
+    print(f"\n{verdict}")
+    shown = MIN_USERS_FOR_CI if minimum is None else minimum
+    out = [f"Coverage of the printed 95% intervals (rule: {CHOSEN}, no interval below {shown} users). "
+           + head.split(": ", 1)[1], "", *table(results[CHOSEN], truths, args.users,
+                                                 lambda c, u: printed(c, u, shown))]
+    if "percentile" in rules:
+        out += ["", "Before: the percentile cluster bootstrap (intervals printed from 5 users).", "",
+                *table(results["percentile"], truths, args.users)]
+    out += ["", verdict]
+    if not args.no_write:
+        TABLE.write_text("\n".join(out).rstrip() + "\n", encoding="utf-8")
+        print(f"wrote {TABLE}", file=sys.stderr)
 
 
 if __name__ == "__main__":

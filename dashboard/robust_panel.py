@@ -2,8 +2,9 @@
 
 :func:`personagap.analysis.robust.panel_rows` computes the panel from the stage's tidy labels, which at
 10^6 labels means loading all of them (seconds). The diagnosis the Overview caches has already scored every
-judge on the same per-user confusion tables, with the same bootstrap draw (users sorted by id,
-``resample_weights(U, B, seed)``): its :class:`~personagap.analysis.diagnosis.JudgeScore` carries the panel.
+judge on the same per-user confusion tables (users sorted by id) with the one CI rule
+(:func:`~personagap.analysis.agreement.cluster_estimate`): its :class:`~personagap.analysis.diagnosis.JudgeScore`
+carries the panel.
 This module reuses those figures and asks SQL only for what the diagnosis does not keep:
 
 * the base-rate row (a judge always giving the humans' most common label) needs every reference item of the
@@ -27,7 +28,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.agreement import FloatArray, ci_list, estimate, resample_weights
+from personagap.analysis.agreement import FloatArray, ci_list, estimate
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.diagnosis import Diagnosis, JudgeScore
 from personagap.analysis.panel import PANEL_METRICS
@@ -67,7 +68,7 @@ def needs_recount(diagnosis: Diagnosis, stage: str, categories: dict[str, list[s
 def _tables(users: pd.Series, human: pd.Series, judge: pd.Series, counts: pd.Series,
             categories: list[str]) -> FloatArray:
     # Per-user confusion tables (U, K, K), users in sorted id order as robust.user_tables codes them, so the
-    # same seed resamples the same users.
+    # rows match the diagnosis's tables user for user.
     ids, index = np.unique(users.astype(str).to_numpy(), return_inverse=True)
     h, j = code_labels(categories, human.astype(str), judge.astype(str))
     k = len(categories)
@@ -79,11 +80,11 @@ def _tables(users: pd.Series, human: pd.Series, judge: pd.Series, counts: pd.Ser
 
 def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, tables: FloatArray, n_resamples: int,
          seed: int, level: float) -> dict[str, Any]:
-    weights = resample_weights(tables.shape[0], n_resamples, seed)
-    kappa = estimate(tables, "kappa", weights, level)
+    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+    kappa = estimate(tables, "kappa", level=level)
     return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
             "humans": "blind", "n": int(tables.sum()), "n_users": int(tables.shape[0]), "kappa": kappa.value,
-            "kappa_ci": ci_list(kappa), **panel_fields(tables, weights, level)}
+            "kappa_ci": ci_list(kappa), **panel_fields(tables, level=level)}
 
 
 def _score_row(j: JudgeScore) -> dict[str, Any]:

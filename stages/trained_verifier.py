@@ -12,10 +12,10 @@ from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     Estimate,
     agreement,
-    bootstrap_estimate,
     ci_list,
-    resample_weights,
+    interval_from_leave_outs,
 )
+from personagap.analysis.arrays import safe_div
 from personagap.judges.trained import (
     VERIFIER_JUDGE,
     cross_val_verifier,
@@ -31,41 +31,61 @@ from personagap.stages.trained_results import ScoreRow, TrainedRunSummary, Train
 from personagap.store import StoreError, git_sha
 
 
-def weighted_auc(y: np.ndarray, p: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """ROC AUC (ties count half) of ``p`` for labels ``y`` under each row of item ``weights`` (shape B x n).
+def leave_one_user_out_auc(y: np.ndarray, p: np.ndarray, users: np.ndarray) -> tuple[float, np.ndarray]:
+    """ROC AUC (ties count half) on all items and without each user in turn, exactly, in O(n log n).
 
-    The Mann-Whitney form, vectorised over the rows: equal to ``roc_auc_score(y, p, sample_weight=w)`` for
-    every row ``w`` (NaN where a row leaves no positive or no negative weight).
+    AUC is the Mann-Whitney count ``W`` of (positive, negative) pairs the scores order right, over ``P * N``.
+    Without user ``u``: ``W - A_u - B_u + C_u`` over ``(P - P_u)(N - N_u)``, with ``A_u`` the pairs of ``u``'s
+    positives, ``B_u`` those of its negatives and ``C_u`` the pairs inside ``u`` (removed twice, added back once).
+
+    Args:
+        y: 0/1 labels.
+        p: Scores.
+        users: The user of each item.
+
+    Returns:
+        ``(auc, theta)``, ``theta[u]`` the AUC without user ``u`` (users in sorted id order; NaN where no positive
+        or no negative is left).
     """
-    values, code = np.unique(p, return_inverse=True)
-    k = len(values)
-    w = np.atleast_2d(weights)
-    pos = np.zeros((w.shape[0], k))
-    neg = np.zeros((w.shape[0], k))
-    for target, cls in ((pos, 1), (neg, 0)):
-        sel = y == cls
-        np.add.at(target.T, code[sel], w[:, sel].T)
-    below = np.cumsum(neg, axis=1) - neg
-    with np.errstate(divide="ignore", invalid="ignore"):
-        auc = (pos * (below + 0.5 * neg)).sum(axis=1) / (pos.sum(axis=1) * neg.sum(axis=1))
-    return np.asarray(auc, dtype=float)
+    yy = np.asarray(y).astype(bool)
+    _, code = np.unique(p, return_inverse=True)
+    ids, user = np.unique(users.astype(str), return_inverse=True)
+    k = int(code.max()) + 1 if code.size else 1
+    pos, neg = np.bincount(code, weights=yy, minlength=k), np.bincount(code, weights=~yy, minlength=k)
+    # Credited pairs of each item with everyone: a positive against lower negatives, a negative under higher positives.
+    credit = np.where(yy, (np.cumsum(neg) - neg + 0.5 * neg)[code], (pos.sum() - np.cumsum(pos) + 0.5 * pos)[code])
+    by_user = np.bincount(user, weights=credit, minlength=len(ids))
+    # Pairs inside each user: the same count over (user, score) groups, cumulated within the user only.
+    group, g_index = np.unique(user.astype(np.int64) * k + code, return_inverse=True)
+    g_pos = np.bincount(g_index, weights=yy, minlength=len(group))
+    g_neg = np.bincount(g_index, weights=~yy, minlength=len(group))
+    g_user = group // k
+    cum = np.cumsum(g_neg)
+    first = np.searchsorted(g_user, g_user)  # each group's user's first group (groups sorted by user, score)
+    below = cum - g_neg - (cum[first] - g_neg[first])
+    inside = np.bincount(g_user, weights=g_pos * (below + 0.5 * g_neg), minlength=len(ids))
+    n_pos_u = np.bincount(user, weights=yy, minlength=len(ids))
+    n_neg_u = np.bincount(user, weights=~yy, minlength=len(ids))
+    wins = float((credit * yy).sum())
+    n_pos, n_neg = float(yy.sum()), float((~yy).sum())
+    auc = wins / (n_pos * n_neg) if n_pos and n_neg else float("nan")
+    theta = safe_div(np.asarray(wins - by_user + inside, dtype=float),
+                     np.asarray((n_pos - n_pos_u) * (n_neg - n_neg_u), dtype=float))
+    return auc, theta
 
 
-def auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray, n_resamples: int, seed: int) -> Estimate:
-    """ROC AUC with a user-clustered bootstrap CI (whole users resampled via :func:`resample_weights`).
+def auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray, n_resamples: int | None = None,
+                 seed: int | None = None) -> Estimate:
+    """ROC AUC with a user-clustered jackknife-t CI (the one CI rule's interval over exact leave-one-user-out AUCs).
 
-    The CI follows the one CI rule (:func:`~personagap.analysis.agreement.bootstrap_estimate`): none below the
-    minimum number of users, resamples without a positive or a negative counted as undefined.
+    AUC is not a sum over users, but leaving a user out is still exact (:func:`leave_one_user_out_auc`); the
+    calibration harness measures this interval's coverage (``benchmarks/calibration.py``, ``auc``). None below
+    the minimum number of users; users without whom no positive or no negative is left counted as undefined.
+    ``n_resamples`` and ``seed`` are deprecated and ignored.
     """
-    from sklearn.metrics import roc_auc_score
-
-    ids, idx = np.unique(users.astype(str), return_inverse=True)
-    if len(set(y.tolist())) < 2:
-        return Estimate(float("nan"), (float("nan"), float("nan")), len(ids))
-    cluster_weights = resample_weights(len(ids), n_resamples, seed)
-    samples = np.concatenate([weighted_auc(y, p, cluster_weights[b:b + 50][:, idx])
-                              for b in range(0, n_resamples, 50)])
-    return bootstrap_estimate(float(roc_auc_score(y, p)), samples, len(ids), 0.95)
+    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+    auc, theta = leave_one_user_out_auc(y, p, users)
+    return interval_from_leave_outs(auc, theta, 0.95, bounds=(0.0, 1.0))
 
 
 def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: float, n_resamples: int,

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 from irrCAC.raw import CAC
 from sklearn.metrics import balanced_accuracy_score, matthews_corrcoef
 
-from personagap.analysis.agreement import estimate, kappa_from_tables, resample_weights
+from personagap.analysis.agreement import estimate, kappa_from_tables
 from personagap.analysis.robust import (
     BASE_RATE_JUDGE,
     ac1_from_tables,
@@ -122,27 +123,28 @@ def test_batched_and_edge_cases() -> None:
         prevalence_index_from_tables(np.ones((3, 3)))
 
 
-def test_panel_fields_use_the_clustered_bootstrap() -> None:
+def test_panel_fields_use_the_one_ci_rule() -> None:
     rng = np.random.default_rng(1)
     tables = rng.integers(0, 6, size=(25, 2, 2)).astype(float)
-    weights = resample_weights(25, 300, 7)
-    panel = panel_fields(tables, weights)
+    panel = panel_fields(tables)
     assert set(panel) == {"ac1", "ac1_ci", "pabak", "pabak_ci", "mcc", "mcc_ci", "balanced_accuracy",
                           "balanced_accuracy_ci", "prevalence_index", "bias_index"}
     for name in ("ac1", "pabak", "mcc", "balanced_accuracy"):
-        assert panel[name] == pytest.approx(estimate(tables, name, weights).value)
+        assert panel[name] == pytest.approx(estimate(tables, name).value)
         lo, hi = panel[f"{name}_ci"]
         assert lo <= panel[name] <= hi and lo < hi
-    # The CI comes from resampled users: the 2.5th percentile of AC1 over the weighted sums.
-    boot = ac1_from_tables(np.tensordot(weights, tables, axes=(1, 0)))
-    assert panel["ac1_ci"][0] == pytest.approx(np.percentile(boot, 2.5))
-    three = panel_fields(rng.integers(1, 6, size=(10, 3, 3)).astype(float), resample_weights(10, 50, 0))
+    # The CI is the jackknife-t over users: AC1 without each user in turn, worked out here.
+    total = tables.sum(axis=0)
+    leave = np.array([ac1_from_tables(total - t) for t in tables])
+    half = scipy.stats.t.ppf(0.975, 24) * np.sqrt(24 / 25 * np.sum((leave - leave.mean()) ** 2))
+    assert panel["ac1_ci"] == pytest.approx([panel["ac1"] - half, panel["ac1"] + half])
+    three = panel_fields(rng.integers(1, 6, size=(10, 3, 3)).astype(float))
     assert math.isnan(three["prevalence_index"]) and not math.isnan(three["ac1"])
 
 
 def test_base_rate_judge_is_chance_level() -> None:
     tables = np.array([[[30.0, 3.0], [4.0, 5.0]], [[40.0, 2.0], [6.0, 10.0]]])  # 70 no, 25 yes by humans
-    base = base_rate_panel(tables, resample_weights(2, 50, 0))
+    base = base_rate_panel(tables)
     assert base["majority_class"] == 0
     assert base["kappa"] == pytest.approx(0.0) and base["mcc"] == 0.0
     assert base["accuracy"] == pytest.approx(75 / 100)

@@ -10,14 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
+from scipy.stats import t as t_dist
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.agreement import (
-    bootstrap_tables,
     cluster_tables,
     estimates,
     get_metric,
-    resample_weights,
 )
 from personagap.analysis.panel import scale_estimates, scale_metrics
 from personagap.records import DatasetScale
@@ -96,17 +95,19 @@ def test_undefined_cases_are_nan() -> None:
         assert np.isnan(get_metric(name).on(empty, np.array([1.0, 2.0, 3.0])))
 
 
-def test_bootstrap_of_ordinal_metrics_is_the_metric_of_each_resample() -> None:
+def test_ci_of_ordinal_metrics_is_the_jackknife_t_of_the_metric_without_each_user() -> None:
     human, judge = _ratings(5, n=80)
     users = [f"u{i % 9}" for i in range(80)]
     codes = [[LEVELS.index(v) for v in col] for col in (human, judge)]
     tables, _ = cluster_tables(codes[0], codes[1], users, 5)
-    weights = resample_weights(tables.shape[0], 50, 1)
     levels = np.array(LEVELS, dtype=float)
-    est = estimates(tables, ("weighted_kappa", "spearman"), weights, levels=levels)
-    boot = bootstrap_tables(tables, weights)
-    loop = [cohen_kappa_score(*_expand(b), labels=list(range(5)), weights="quadratic") for b in boot]
-    assert np.percentile(loop, [2.5, 97.5]) == pytest.approx(est["weighted_kappa"].ci)
+    est = estimates(tables, ("weighted_kappa", "spearman"), levels=levels)
+    total = tables.sum(axis=0)
+    loop = np.array([cohen_kappa_score(*_expand(total - t), labels=list(range(5)), weights="quadratic")
+                     for t in tables])
+    half = t_dist.ppf(0.975, 8) * np.sqrt(8 / 9 * np.sum((loop - loop.mean()) ** 2))
+    point = cohen_kappa_score(*_expand(total), labels=list(range(5)), weights="quadratic")
+    assert est["weighted_kappa"].ci == pytest.approx((point - half, point + half))
     assert est["spearman"].value == pytest.approx(spearmanr(human, judge).statistic)
 
 

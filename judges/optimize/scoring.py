@@ -1,7 +1,7 @@
 """Scoring programs: examples, the balanced metric, evaluation, corpus metrics and the before/after comparison.
 
 The optimiser's per-example metric weighs classes by the human prevalence on train; candidates are compared by
-corpus-level metrics, and the test figures by a paired, user-clustered bootstrap.
+corpus-level metrics, and the test figures by the one user-clustered CI rule, paired (both programs per user).
 """
 
 from __future__ import annotations
@@ -19,14 +19,11 @@ import numpy as np
 
 import personagap.analysis.robust  # noqa: F401  registers the metrics 'ac1' and 'balanced_accuracy'
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     METRICS,
     Estimate,
     FloatArray,
-    bootstrap_estimate,
-    bootstrap_tables,
+    cluster_estimate,
     indexed_tables,
-    resample_weights,
 )
 from personagap.judges.base import Judge, JudgeTask, Verdict
 from personagap.judges.optimize.data import BudgetExhausted, Example, OptimizeError, base_name
@@ -170,9 +167,22 @@ def corpus_score(metric: str, examples: Sequence[Example], labels: Mapping[str, 
     return float(table_metric(metric)(tables.sum(axis=0)))
 
 
+def _program(fn: Callable[[FloatArray], FloatArray], k: int) -> Callable[[FloatArray], FloatArray]:
+    """The figure of program ``k`` (0 before, 1 after) from paired totals ``(..., 2, K, K)``."""
+    def stat(t: FloatArray) -> FloatArray:
+        return fn(t[..., k, :, :])
+    return stat
+
+
+def _after_minus_before(fn: Callable[[FloatArray], FloatArray]) -> Callable[[FloatArray], FloatArray]:
+    def stat(t: FloatArray) -> FloatArray:
+        return np.asarray(fn(t[..., 1, :, :]) - fn(t[..., 0, :, :]), dtype=float)
+    return stat
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """One figure before and after on the test users, and the paired-bootstrap CI of the difference."""
+    """One figure before and after on the test users, and the user-clustered CI of the paired difference."""
 
     before: Estimate
     after: Estimate
@@ -180,30 +190,25 @@ class Comparison:
 
 
 def compare(examples: Sequence[Example], before: Mapping[str, str | None], after: Mapping[str, str | None],
-            classes: Sequence[str], metrics: Sequence[str], *, n_resamples: int = DEFAULT_RESAMPLES,
-            seed: int = 0, level: float = 0.95) -> tuple[dict[str, Comparison], int, int]:
-    """Before/after figures on the same items (both labelled), user-clustered, with a paired bootstrap.
+            classes: Sequence[str], metrics: Sequence[str], *, n_resamples: int | None = None,
+            seed: int | None = None, level: float = 0.95) -> tuple[dict[str, Comparison], int, int]:
+    """Before/after figures on the same items (both labelled), user-clustered, and their paired difference.
 
-    Both programs' tables are resampled with the *same* user weights, so the difference's CI reflects
-    that the same users were judged twice. Every CI goes through the project's one bootstrap rule
-    (:func:`~personagap.analysis.agreement.bootstrap_estimate`): none below ``MIN_USERS_FOR_CI`` users, and
-    resamples where a figure is undefined are counted, not put in its interval.
+    Both programs' tables sit side by side per user ``(U, 2, K, K)``, so leaving a user out removes that user
+    from both: the difference's CI reflects that the same users were judged twice. Every CI is the one CI rule
+    (:func:`~personagap.analysis.agreement.cluster_estimate`): none below ``MIN_USERS_FOR_CI`` users, and users
+    without whom a figure is undefined are counted. ``n_resamples`` and ``seed`` are deprecated and ignored.
 
     Returns:
         (metric -> comparison, number of items, number of users).
     """
+    del n_resamples, seed  # deprecated: the CI rule draws no resamples
     both = [e for e in examples if before.get(e.item_id) in classes and after.get(e.item_id) in classes]
     users = sorted({e.user_id for e in both})
-    t_before = user_tables(both, before, classes, users)
-    t_after = user_tables(both, after, classes, users)
-    weights = resample_weights(len(users), n_resamples, seed)
-    b_before, b_after = bootstrap_tables(t_before, weights), bootstrap_tables(t_after, weights)
+    paired = np.stack([user_tables(both, before, classes, users), user_tables(both, after, classes, users)], axis=1)
     out = {}
     for name in metrics:
         fn = table_metric(name)
-        pb, pa = float(fn(t_before.sum(axis=0))), float(fn(t_after.sum(axis=0)))
-        sb, sa = fn(b_before), fn(b_after)
-        out[name] = Comparison(bootstrap_estimate(pb, sb, len(users), level),
-                               bootstrap_estimate(pa, sa, len(users), level),
-                               bootstrap_estimate(pa - pb, sa - sb, len(users), level))
+        out[name] = Comparison(*(cluster_estimate(stat, paired, level=level)
+                                 for stat in (_program(fn, 0), _program(fn, 1), _after_minus_before(fn))))
     return out, len(both), len(users)
