@@ -23,21 +23,11 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     Estimate,
     FloatArray,
-    _div,
-    bootstrap_estimate,
-    bootstrap_tables,
-    ci_list,
     json_safe_dict,
-    shared_resample_weights,
 )
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
 from personagap.analysis.comparable import Reference, judge_display
-from personagap.analysis.estimates import (
-    EstimateRow,
-    _ppi,
-    _rates,
-    too_few_users_note,
-)
+from personagap.analysis.estimates import estimate_row, human_rate_from_users
 from personagap.analysis.panel import as_scale, extras_rows, on_scale
 from personagap.analysis.robust import human_reference, judge_labels
 from personagap.records import DatasetScale, ScaleKind
@@ -80,43 +70,25 @@ def _is(values: pd.Series, positive: str) -> np.ndarray[Any, np.dtype[np.bool_]]
     return cast(np.ndarray[Any, np.dtype[np.bool_]], (values.astype(str) == positive).to_numpy(dtype=bool))
 
 
-def _repeat(flags: Iterable[tuple[bool, float]]) -> FloatArray:
-    # A 0/1 vector holding each flag as many times as counted: what the per-label code builds item by item.
-    parts = [np.full(int(n), 1.0 if f else 0.0) for f, n in flags]
-    return np.concatenate(parts) if parts else np.zeros(0)
-
-
-def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resamples: int, seed: int,
-                           level: float = 0.95) -> tuple[Estimate, list[float]]:
+def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resamples: int = DEFAULT_RESAMPLES,
+                           seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
     """:func:`personagap.analysis.estimates.human_rate` from per-(user, reference label) counts.
 
     Args:
         reference: Columns ``user_id``, ``human``, ``n`` of one dataset.
         positive: The label whose rate is estimated.
-        n_resamples: Bootstrap resamples over users.
-        seed: Bootstrap seed.
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
     """
-    import ppi_py
-
-    nan = float("nan")
+    del n_resamples, seed
     n = reference["n"].to_numpy(dtype=float)
-    if n.sum() == 0:
-        return Estimate(nan, (nan, nan), 0), [nan, nan]
     yes = _is(reference["human"], positive)
     ids, index = np.unique(reference["user_id"].astype(str).to_numpy(), return_inverse=True)
     # With weights bincount returns float64; numpy's stubs type it as an integer array.
     per_user = cast(FloatArray, np.column_stack([np.bincount(index, weights=n * yes, minlength=len(ids)),
                                                  np.bincount(index, weights=n, minlength=len(ids))]))
-    boot = bootstrap_tables(per_user, shared_resample_weights(len(ids), n_resamples, seed))
-    # The mean of a 0/1 vector is its exact count over its length (integer sums are exact in floating point).
-    y = _repeat([(True, float((n * yes).sum())), (False, float((n * ~yes).sum()))])
-    est = bootstrap_estimate(float(y.mean()), _div(boot[:, 0], boot[:, 1]), len(ids), level)
-    iid = [nan, nan]
-    if y.size >= 2:
-        lo, hi = ppi_py.classical_mean_ci(y, alpha=1.0 - level)
-        iid = [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])]
-    return est, iid
+    return human_rate_from_users(per_user[per_user[:, 1] > 0], level)
 
 
 def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dataset: str, *, positive: str,
@@ -124,8 +96,9 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
                               seed: int = DEFAULT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
     """:func:`personagap.analysis.estimates.estimate_rows` of one dataset, from the store's counts.
 
-    The same rows: per-user counts and PPI's 0/1 vectors follow from the counts alone (PPI's sums then run over
-    the items in another order, which moves its figures by float rounding only, ~1e-16).
+    The same rows: the per-user counts follow from the counts alone, and both paths compute every figure from
+    them with one function (:func:`personagap.analysis.estimates.estimate_row`); per-user sums are integer
+    counts, so the figures are identical whatever order the rows come in.
 
     Args:
         judges: The judge counts of :func:`personagap.store.aggregates.label_counts`, rows of the dataset
@@ -134,15 +107,14 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
         dataset: Dataset key.
         positive: The label whose human rate is estimated.
         humans: Which humans the reference came from (recorded).
-        n_resamples: Bootstrap resamples over users.
-        seed: Bootstrap seed.
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
     """
     used = bool(_is(reference["human"], positive).any()) or bool(_is(judges["label"], positive).any())
     if reference.empty or not used:
         return []
-    human, human_iid = human_rate_from_counts(reference, positive=positive, n_resamples=n_resamples, seed=seed,
-                                              level=level)
+    human = human_rate_from_counts(reference, positive=positive, level=level)
     n_human = int(reference["n"].sum())
     out = []
     for (rater, kind, condition), rows in judges.groupby(JUDGE_KEYS, sort=True):
@@ -159,25 +131,9 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
                                return_inverse=True)
         mine = index[:len(rows)]
         counts = cast(FloatArray, np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols]))
-        naive, se, sp, rg = (float(x) for x in _rates(counts.sum(axis=0)))
-        boot = _rates(bootstrap_tables(counts, shared_resample_weights(len(ids), n_resamples, seed)))
-        naive_est = bootstrap_estimate(naive, boot[0], len(ids), level)
-        rg_est = bootstrap_estimate(rg, boot[3], len(ids), level)
-        cells = [(h, j, float(n[has_ref & (hpos == h) & (jpos == j)].sum())) for h in (True, False)
-                 for j in (True, False)]
-        y = _repeat((h, c) for h, _, c in cells)
-        yhat = _repeat((j, c) for _, j, c in cells)
-        yhat_u = _repeat([(True, float(n[~has_ref & jpos].sum())), (False, float(n[~has_ref & ~jpos].sum()))])
-        ppi, ppi_ci = _ppi(y, yhat, yhat_u, level)
-        row = EstimateRow(
-            judge=judge_display(str(rater), str(condition)), dataset=dataset, quantity=f"{positive}_rate",
-            rater_kind=str(kind), humans=humans, naive=naive, naive_ci=ci_list(naive_est), sensitivity=se,
-            specificity=sp, rogan_gladen=rg, rogan_gladen_ci=ci_list(rg_est), ppi=ppi, ppi_ci=ppi_ci,
-            human_only=human.value, human_only_ci=ci_list(human), human_only_ci_iid=human_iid, n_human=n_human,
-            n_judge=int(n.sum()), n_both=int(n[has_ref].sum()), n_users=len(ids),
-            ci_undefined={"naive": naive_est.n_undefined, "rogan_gladen": rg_est.n_undefined,
-                          "human_only": human.n_undefined},
-            ci_note=too_few_users_note(len(ids)))
+        row = estimate_row(counts, human, judge=judge_display(str(rater), str(condition)), dataset=dataset,
+                           quantity=f"{positive}_rate", rater_kind=str(kind), humans=humans, n_human=n_human,
+                           level=level)
         out.append(json_safe_dict(row.model_dump()))
     return out
 

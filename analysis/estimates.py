@@ -4,23 +4,21 @@ The naive judge yes-rate is biased by the judge's errors: a judge that says "yes
 when humans say "yes" to 19% overstates relevance more than twofold. Given items both labelled, we
 report, per judge and beside the classical human-only estimate:
 
-* **naive** — the judge's rate of the positive label over every item it labelled.
+* **naive** — the judge's rate of the positive label over every item it labelled (an interval for the
+  judge's own rate, not the humans').
 * **Rogan–Gladen** — ``(naive + specificity - 1) / (sensitivity + specificity - 1)``, clipped to
   [0, 1] (Rogan & Gladen 1978), with sensitivity and specificity measured against the human reference
-  on the items both labelled. Its CI resamples whole users (the project's clustered bootstrap), so each
-  resample re-measures the naive rate *and* the sensitivity and specificity: their uncertainty is in
-  the interval.
-* **PPI++** — prediction-powered inference for the mean (Angelopoulos et al. 2023, ``ppi_py``): the
-  human labels on the labelled items, the judge's labels on them (the rectifier) and on the items
-  humans did not label. Its CI is ppi_py's, which treats items as independent (it is not clustered).
-* **human only** — the mean of the human reference with the clustered-bootstrap CI (and, for a
-  like-for-like comparison with PPI, ppi_py's classical item-level interval).
+  on the items both labelled; each leave-one-user-out figure re-measures all three.
+* **PPI++** — prediction-powered inference for the mean (Angelopoulos et al. 2023), user-clustered
+  (:mod:`personagap.analysis.ppi`): the human labels on the labelled items, the judge's labels on them and on
+  the items humans did not label, with the power-tuning ``lam`` chosen for the user-clustered variance.
+* **human only** — the share of the positive label among the human reference labels.
 
-Every user-clustered CI (naive, Rogan–Gladen, human only) follows the project's one CI rule: it is built by
-:func:`~personagap.analysis.agreement.bootstrap_estimate` (no CI below
-:data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users, resamples where a figure is undefined counted
-in ``ci_undefined``), and ``ci_note`` says why a row has none. ppi_py's intervals (``ppi_ci``,
-``human_only_ci_iid``) are item-level, not a bootstrap over users, and stay as ppi_py gives them.
+Every interval is the one CI rule, :func:`~personagap.analysis.agreement.cluster_estimate`, over per-user
+additive sums: whole users are the independent units (one user's items are not). No interval below
+:data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users, and none for Rogan–Gladen and PPI++ below that
+many users with human labels (their corrections are measured on those users only); ``ci_note`` says why a row
+lacks one, ``ci_undefined`` counts the users whose removal leaves a figure undefined (no interval then).
 
 The quantity is the share of one label (``positive``, default "yes") among the human reference labels;
 any other label counts as not positive. Human and judge labels are chosen by
@@ -29,14 +27,13 @@ any other label counts as not positive. Human and judge labels are chosen by
 
 from __future__ import annotations
 
-from dataclasses import replace
-from functools import lru_cache
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-import ppi_py
 from pydantic import BaseModel, Field
 
 from personagap.analysis.agreement import (
@@ -44,15 +41,23 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     Estimate,
-    FloatArray,
-    _div,
-    bootstrap_estimate,
-    bootstrap_tables,
     ci_list,
+    cluster_estimate,
     json_safe_dict,
-    resample_weights,
 )
+from personagap.analysis.arrays import FloatArray
+from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.ppi import labelled_users, ppi_lambda, ppi_per_user, ppi_stat
 from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
+from personagap.text import number
+
+MIN_LABELLED_USERS = max(MIN_USERS_FOR_CI, 15)
+"""Fewest users with human labels for a CI of a figure measured on them (human only, Rogan–Gladen, PPI++).
+
+Their human part rests on the labelled users alone. When humans label whole users with very uneven numbers of items
+(stage-2-like sizes), the one CI rule covered 0.90-0.92 for the human-only rate and 0.84-0.92 for PPI++ with 3-10
+labelled users; 15 is the fewest from which every such interval covered at least 0.93 (800 simulated studies per
+size, ``benchmarks/calibration_estimates.py``, second table), never fewer than the rule's own minimum."""
 
 
 class EstimateRow(BaseModel):
@@ -64,24 +69,25 @@ class EstimateRow(BaseModel):
     rater_kind: str = ""
     humans: HumanSet = "blind"
     naive: float = Field(description="The judge's rate over every item it labelled.")
-    naive_ci: list[float]
+    naive_ci: list[float] = Field(description="User-clustered CI of the judge's own rate.")
     sensitivity: float = Field(description="P(judge positive | human positive) on items both labelled.")
     specificity: float = Field(description="P(judge not positive | human not positive) on items both labelled.")
     rogan_gladen: float
-    rogan_gladen_ci: list[float]
-    ppi: float
-    ppi_ci: list[float]
+    rogan_gladen_ci: list[float] = Field(description="User-clustered CI.")
+    ppi: float = Field(description="User-clustered PPI++ estimate of the human rate.")
+    ppi_ci: list[float] = Field(description="User-clustered CI (leave-one-user-out, lam re-tuned each time).")
+    ppi_lambda: float = Field(description="PPI++'s power tuning: 0 = human labels only, 1 = plain PPI.")
     human_only: float
-    human_only_ci: list[float] = Field(description="User-clustered bootstrap CI.")
-    human_only_ci_iid: list[float] = Field(description="Classical item-level CI (ppi_py), comparable to ppi_ci.")
+    human_only_ci: list[float] = Field(description="User-clustered CI.")
     n_human: int = Field(description="Items with a human reference label.")
     n_judge: int = Field(description="Items the judge labelled (parsed).")
     n_both: int = Field(description="Items with both: where sensitivity, specificity and PPI's rectifier come from.")
     n_users: int
+    n_labelled_users: int = Field(description="Users with items both labelled (the rectifier's clusters).")
     ci_undefined: dict[str, int] = Field(
-        default_factory=dict, description="Per bootstrap CI (naive, rogan_gladen, human_only), the resamples where "
-                                          "the figure was undefined (left out of the interval).")
-    ci_note: str | None = Field(default=None, description="Why the row has no CI (too few users), else null.")
+        default_factory=dict, description="Per CI (naive, rogan_gladen, ppi, human_only), the users whose removal "
+                                          "leaves the figure undefined (the CI is then not given).")
+    ci_note: str | None = Field(default=None, description="Why some CI of the row is not given, else null.")
 
 
 def too_few_users_note(n_users: int) -> str | None:
@@ -89,6 +95,18 @@ def too_few_users_note(n_users: int) -> str | None:
     if n_users >= MIN_USERS_FOR_CI:
         return None
     return f"too few users for a CI: {n_users} user{'s' if n_users != 1 else ''}, {MIN_USERS_FOR_CI} needed"
+
+
+def too_few_labelled_note(n_labelled: int, figures: str) -> str | None:
+    """Why ``figures`` have no CI: too few users with human labels, or None when there are enough.
+
+    Human only, Rogan–Gladen's sensitivity and specificity and PPI's rectifier are measured on the
+    human-labelled users only: :data:`MIN_LABELLED_USERS` of them are needed, however many users the judge labelled.
+    """
+    if n_labelled >= MIN_LABELLED_USERS:
+        return None
+    return (f"no {figures} CI: {n_labelled} user{'s' if n_labelled != 1 else ''} with human labels, "
+            f"{MIN_LABELLED_USERS} needed")
 
 
 def rogan_gladen(apparent: npt.ArrayLike, sensitivity: npt.ArrayLike, specificity: npt.ArrayLike) -> FloatArray:
@@ -151,58 +169,120 @@ def user_counts(judge: pd.Series, human: pd.Series, users: pd.Series,
     return counts, ids
 
 
-def _ppi(y: FloatArray, yhat: FloatArray, yhat_unlabeled: FloatArray, level: float) -> tuple[float, list[float]]:
-    if y.size < 2:
-        return float("nan"), [float("nan"), float("nan")]
-    if yhat_unlabeled.size == 0:
-        # Nothing beyond the labelled items: PPI++'s tuning then gives the classical estimate.
-        lo, hi = ppi_py.classical_mean_ci(y, alpha=1.0 - level)
-        return float(y.mean()), [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])]
-    point = ppi_py.ppi_mean_pointestimate(y, yhat, yhat_unlabeled)
-    lo, hi = ppi_py.ppi_mean_ci(y, yhat, yhat_unlabeled, alpha=1.0 - level)
-    return float(np.ravel(point)[0]), [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])]
+def ppi_user_sums(counts: FloatArray) -> FloatArray:
+    """The per-user PPI++ arrays (:func:`personagap.analysis.ppi.ppi_per_user`) of per-user counts ``(U, 6)``.
+
+    PPI's items are the judge's: users the judge labelled nothing of are left out (they carry no term).
+    """
+    c = np.asarray(counts, dtype=float)
+    c = c[c[:, _JUDGE_N] > 0]
+    both = c[:, _TP] + c[:, _FN] + c[:, _FP] + c[:, _TN]
+    judge_pos_both = c[:, _TP] + c[:, _FP]
+    return ppi_per_user(both, c[:, _TP] + c[:, _FN], judge_pos_both, c[:, _JUDGE_N] - both,
+                        c[:, _JUDGE_POS] - judge_pos_both)
 
 
-@lru_cache(maxsize=4)
-def _resample_weights(n_clusters: int, n_resamples: int, seed: int) -> FloatArray:
-    # The same draws for every judge of a dataset (a pure function of its arguments): drawn once, not per judge
-    # (0.15 s each at 2,000 users). Read-only, as it is shared.
-    weights = resample_weights(n_clusters, n_resamples, seed)
-    weights.flags.writeable = False
-    return weights
+def _share(totals: FloatArray) -> FloatArray:
+    return _div(totals[..., 0], totals[..., 1])
+
+
+def human_rate_from_users(per_user: FloatArray, level: float = 0.95) -> Estimate:
+    """The human-only rate and its user-clustered CI from per-user ``(positives, labels)`` ``(U, 2)``.
+
+    No CI below :data:`MIN_LABELLED_USERS` users.
+    """
+    nan = float("nan")
+    if np.asarray(per_user).shape[0] == 0:
+        return Estimate(nan, (nan, nan), 0)
+    est = cluster_estimate(_share, per_user, level=level)
+    return est if len(per_user) >= MIN_LABELLED_USERS else replace(est, ci=(nan, nan))
 
 
 def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
-               seed: int = DEFAULT_SEED, level: float = 0.95) -> tuple[Estimate, list[float]]:
+               seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
     """The classical human-only estimate: the share of ``positive`` among the human reference labels.
 
+    Args:
+        reference: :func:`personagap.analysis.robust.human_reference` of one dataset.
+        positive: The label whose rate is estimated.
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
+        level: Confidence level.
+
     Returns:
-        The user-clustered bootstrap :class:`~personagap.analysis.agreement.Estimate` (no CI below the minimum
-        number of users) and ppi_py's classical item-level CI.
+        The estimate with its user-clustered CI (none below the minimum number of users).
     """
-    # Item order fixes the order of floating-point sums (ppi_py's variances): sort so a store read in any row order
-    # (an export -> import round trip) gives identical figures.
-    reference = reference.sort_index(kind="stable")
+    del n_resamples, seed
     y = (reference["label"] == positive).to_numpy(dtype=float)
-    nan = float("nan")
-    if y.size == 0:
-        return Estimate(nan, (nan, nan), 0), [nan, nan]
     ids, index = sorted_codes(reference["user_id"].astype(str).to_numpy())
     per_user = np.column_stack([np.bincount(index, weights=y, minlength=len(ids)),
                                 np.bincount(index, minlength=len(ids)).astype(float)])
-    boot = bootstrap_tables(per_user, _resample_weights(len(ids), n_resamples, seed))
-    est = bootstrap_estimate(float(y.mean()), _div(boot[:, 0], boot[:, 1]), len(ids), level)
-    iid = [nan, nan]
-    if y.size >= 2:
-        lo, hi = ppi_py.classical_mean_ci(y, alpha=1.0 - level)
-        iid = [float(np.ravel(lo)[0]), float(np.ravel(hi)[0])]
-    return est, iid
+    return human_rate_from_users(per_user, level)
+
+
+@dataclass(frozen=True)
+class _JudgeFigures:
+    naive: Estimate
+    rogan_gladen: Estimate
+    sensitivity: float
+    specificity: float
+    ppi: Estimate
+    ppi_lambda: float
+    n_labelled_users: int
+
+
+def _judge_figures(counts: FloatArray, level: float) -> _JudgeFigures:
+    # The one implementation behind both paths (labels in memory, the store's counts): per-user counts in, every
+    # judge figure with its user-clustered CI out.
+    _, se, sp, _ = (float(x) for x in _rates(counts.sum(axis=0)))
+    naive = cluster_estimate(lambda t: _rates(t)[0], counts, level=level)
+    ppi_users = ppi_user_sums(counts)
+    n_labelled = labelled_users(ppi_users)
+    rg = cluster_estimate(lambda t: _rates(t)[3], counts, level=level)
+    ppi = cluster_estimate(ppi_stat, ppi_users, level=level)
+    if n_labelled < MIN_LABELLED_USERS:
+        # The corrections are measured on the labelled users: below the minimum of them, no interval.
+        nan = (float("nan"), float("nan"))
+        rg, ppi = replace(rg, ci=nan), replace(ppi, ci=nan)
+    return _JudgeFigures(naive, rg, se, sp, ppi, float(ppi_lambda(ppi_users.sum(axis=0))), n_labelled)
+
+
+def estimate_row(counts: FloatArray, human: Estimate, *, judge: str, dataset: str, quantity: str, rater_kind: str,
+                 humans: HumanSet, n_human: int, level: float = 0.95) -> EstimateRow:
+    """One judge's row from its per-user counts ``(U, 6)`` (:func:`user_counts`' columns) and the human-only rate.
+
+    Args:
+        counts: Per-user counts of the judge's items and of the reference's, users in sorted id order.
+        human: :func:`human_rate` of the dataset (the same for every judge).
+        judge: Judge display name.
+        dataset: Dataset key.
+        quantity: What is estimated (e.g. ``yes_rate``).
+        rater_kind: The judge's rater kind.
+        humans: Which humans the reference came from.
+        n_human: Items with a human reference label.
+        level: Confidence level.
+    """
+    fig = _judge_figures(counts, level)
+    # One reason per withheld interval; too few users in all withholds every one, so it says it alone.
+    notes = [too_few_users_note(len(counts))]
+    if notes[0] is None:
+        notes = [too_few_labelled_note(human.n_clusters or 0, "human-only"),
+                 too_few_labelled_note(fig.n_labelled_users, "Rogan-Gladen or PPI++")]
+    return EstimateRow(
+        judge=judge, dataset=dataset, quantity=quantity, rater_kind=rater_kind, humans=humans,
+        naive=fig.naive.value, naive_ci=ci_list(fig.naive), sensitivity=fig.sensitivity,
+        specificity=fig.specificity, rogan_gladen=fig.rogan_gladen.value, rogan_gladen_ci=ci_list(fig.rogan_gladen),
+        ppi=fig.ppi.value, ppi_ci=ci_list(fig.ppi), ppi_lambda=fig.ppi_lambda, human_only=human.value,
+        human_only_ci=ci_list(human), n_human=n_human, n_judge=int(counts[:, _JUDGE_N].sum()),
+        n_both=int(counts[:, _TP:].sum()), n_users=len(counts), n_labelled_users=fig.n_labelled_users,
+        ci_undefined={"naive": fig.naive.n_undefined, "rogan_gladen": fig.rogan_gladen.n_undefined,
+                      "ppi": fig.ppi.n_undefined, "human_only": human.n_undefined},
+        ci_note="; ".join(n for n in notes if n) or None)
 
 
 def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str, positive: str = "yes",
                     humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                    level: float = 0.95,
-                    human_only: tuple[Estimate, list[float]] | None = None) -> EstimateRow:
+                    level: float = 0.95, human_only: Estimate | None = None) -> EstimateRow:
     """Naive, Rogan–Gladen, PPI++ and human-only estimates of the human rate of ``positive`` for one judge.
 
     Args:
@@ -211,38 +291,33 @@ def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str
         dataset: Dataset key (recorded).
         positive: The label whose rate is estimated.
         humans: Which humans the reference came from (recorded).
-        n_resamples: Bootstrap resamples over users.
-        seed: Bootstrap seed.
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
-        human_only: :func:`human_rate` of ``reference`` with the same arguments, when the caller has it (it is
-            the same for every judge of a dataset).
+        human_only: :func:`human_rate` of ``reference``, when the caller has it (the same for every judge).
     """
     users = pd.concat([judge.users, reference["user_id"]])
     users = users[~users.index.duplicated()]
-    counts, ids = user_counts(judge.labels, reference["label"], users, positive)
-    naive, se, sp, rg = (float(x) for x in _rates(counts.sum(axis=0)))
-    boot = _rates(bootstrap_tables(counts, _resample_weights(len(ids), n_resamples, seed)))
-    naive_est = bootstrap_estimate(naive, boot[0], len(ids), level)
-    rg_est = bootstrap_estimate(rg, boot[3], len(ids), level)
+    counts, _ = user_counts(judge.labels, reference["label"], users, positive)
+    human = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
+    return estimate_row(counts, human, judge=judge.judge, dataset=dataset, quantity=f"{positive}_rate",
+                        rater_kind=judge.rater_kind, humans=humans, n_human=len(reference), level=level)
 
-    # Sorted item ids: PPI's sums then run in one order whatever order the rows came in.
-    labelled = judge.labels.index.intersection(reference.index).sort_values()
-    unlabelled = judge.labels.index.difference(reference.index).sort_values()
-    y = (reference.loc[labelled, "label"] == positive).to_numpy(dtype=float)
-    yhat = (judge.labels.loc[labelled] == positive).to_numpy(dtype=float)
-    yhat_u = (judge.labels.loc[unlabelled] == positive).to_numpy(dtype=float)
-    ppi, ppi_ci = _ppi(y, yhat, yhat_u, level)
-    human, human_iid = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed,
-                                                level=level)
-    return EstimateRow(
-        judge=judge.judge, dataset=dataset, quantity=f"{positive}_rate", rater_kind=judge.rater_kind, humans=humans,
-        naive=naive, naive_ci=ci_list(naive_est), sensitivity=se, specificity=sp, rogan_gladen=rg,
-        rogan_gladen_ci=ci_list(rg_est), ppi=ppi, ppi_ci=ppi_ci, human_only=human.value,
-        human_only_ci=ci_list(human), human_only_ci_iid=human_iid, n_human=len(reference),
-        n_judge=len(judge.labels), n_both=len(labelled), n_users=len(ids),
-        ci_undefined={"naive": naive_est.n_undefined, "rogan_gladen": rg_est.n_undefined,
-                      "human_only": human.n_undefined},
-        ci_note=too_few_users_note(len(ids)))
+
+def estimate_line(e: Mapping[str, Any]) -> str:
+    """One report line for an :class:`EstimateRow` dict: each estimate named by what it is, CIs user-clustered."""
+    def fig(key: str) -> str:
+        lo, hi = e.get(f"{key}_ci") or (None, None)
+        ci = "" if lo is None or hi is None else f" [{number(lo, 2)}, {number(hi, 2)}]"
+        return number(e.get(key), 2) + ci
+
+    note = f"; {e['ci_note']}" if e.get("ci_note") else ""
+    return (f"  {e['judge']} on {e['dataset']} ({e.get('humans', 'blind')} humans), {e['quantity']}: "
+            f"judge's own rate {fig('naive')}; corrected with human labels: Rogan-Gladen (by the judge's sensitivity "
+            f"and specificity) {fig('rogan_gladen')}, PPI++ (human labels plus the judge on unlabelled items) "
+            f"{fig('ppi')}; human labels only {fig('human_only')} (CIs user-clustered; n human {e['n_human']}, "
+            f"n judge {e['n_judge']}, {e.get('n_users', '?')} users, {e.get('n_labelled_users', '?')} with human "
+            f"labels){note}")
 
 
 def per_item_hits(labels: pd.Series, target: pd.Series) -> pd.Series:
@@ -273,8 +348,8 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
             Items without an entry are left out.
         quantity: Name of the quantity in the rows [default: ``<positive>_rate``, or ``hit_rate`` with
             ``positive_by_item``].
-        n_resamples: Bootstrap resamples over users.
-        seed: Bootstrap seed.
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
 
     Returns:

@@ -49,8 +49,12 @@ def test_hand_worked_frame() -> None:
     assert row["human_only"] == pytest.approx(2 / 6)
     assert (row["n_human"], row["n_judge"], row["n_both"], row["quantity"]) == (6, 10, 6, "yes_rate")
     y, yhat, yhat_u = np.array([1, 1, 0, 0, 0, 0.0]), np.array([1, 0, 1, 0, 0, 0.0]), np.array([1, 1, 0, 0.0])
-    assert row["ppi"] == pytest.approx(float(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u)[0]))
-    assert row["ppi_ci"] == pytest.approx([float(b[0]) for b in ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05)])
+    # PPI++ at its (user-clustered) tuning lam is ppi_py's estimate at that lam.
+    lam = row["ppi_lambda"]
+    assert 0.0 <= lam <= 1.0
+    assert row["ppi"] == pytest.approx(float(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam)[0]))
+    # Two users: no interval (the one CI rule), and the row says why.
+    assert row["ppi_ci"] == [None, None] and "too few users" in row["ci_note"]
 
 
 def _synthetic(seed: int, *, n_users: int = 40, per_user: int = 30, se: float = 0.8, sp: float = 0.7,
@@ -72,9 +76,14 @@ def _synthetic(seed: int, *, n_users: int = 40, per_user: int = 30, se: float = 
 def test_ppi_matches_ppi_py_on_synthetic_data() -> None:
     frame, y, yhat, yhat_u = _synthetic(11)
     [row] = estimate_rows(frame, "d", n_resamples=100)
-    # Our rows are assembled from the tidy frame; ppi_py gets the generator's arrays directly.
-    assert row["ppi"] == pytest.approx(float(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u)[0]))
-    assert row["ppi_ci"] == pytest.approx([float(b[0]) for b in ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05)])
+    # Our rows are assembled from the tidy frame; ppi_py gets the generator's arrays directly, at our lam.
+    lam = row["ppi_lambda"]
+    assert 0.0 < lam < 1.0
+    assert row["ppi"] == pytest.approx(float(ppi_py.ppi_mean_pointestimate(y, yhat, yhat_u, lam=lam)[0]))
+    # Items here are independent (no user effect): the user-clustered interval is about as wide as ppi_py's
+    # item-level one at the same lam, not a different order of magnitude.
+    lo, hi = (float(b[0]) for b in ppi_py.ppi_mean_ci(y, yhat, yhat_u, alpha=0.05, lam=lam))
+    assert 0.7 < (row["ppi_ci"][1] - row["ppi_ci"][0]) / (hi - lo) < 1.4
     assert row["n_both"] == len(y) and row["n_judge"] == len(y) + len(yhat_u)
 
 
