@@ -77,7 +77,7 @@ from personagap.analysis.diagnosis_records import (
     finite,
 )
 from personagap.analysis.diagnosis_text import next_steps, render_diagnosis, stage_message, stage_notes, verdict_text
-from personagap.analysis.origins import tag_origins
+from personagap.analysis.origins import REAL, tag_origins
 from personagap.analysis.panel import as_scale, panel_values, scale_metrics
 from personagap.datasets import dataset_records
 from personagap.records import DatasetScale
@@ -277,18 +277,22 @@ def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_r
     return ceiling, gaps, selected, stat, note
 
 
-def _ranked_dataset(ceilings: list[HumanCeiling], gaps: list[CeilingGap], judges: list[JudgeScore]) -> str | None:
+def _ranked_dataset(ceilings: list[HumanCeiling], gaps: list[CeilingGap], judges: list[JudgeScore],
+                    origins: Mapping[str, str]) -> str | None:
     """The one dataset a stage's judges are ranked within: a design property, never the figures being ranked.
 
-    A dataset with a ceiling and a judge gap first, then the most users, the most items, the name; else the
-    dataset whose judges are scored on the most users.
+    A dataset with a ceiling and a judge gap first; among those, real users before synthetic personas, then the
+    most users, the most items, the name. Else the dataset whose judges are scored on the most users (real first).
     """
+    def key(n_users: int, n_items: int, dataset: str) -> tuple[bool, int, int, str]:
+        return origins.get(dataset, REAL) != REAL, -n_users, -n_items, dataset
+
     with_gap = {g.dataset for g in gaps}
-    candidates = [(c.n_users, c.n_items, c.dataset) for c in ceilings if c.dataset in with_gap]
+    candidates = [key(c.n_users, c.n_items, c.dataset) for c in ceilings if c.dataset in with_gap]
     if candidates:
-        return min(candidates, key=lambda t: (-t[0], -t[1], t[2]))[2]
-    scored = [(j.n_users, j.n, j.dataset) for j in judges if finite(j.headline)]
-    return min(scored, key=lambda t: (-t[0], -t[1], t[2]))[2] if scored else None
+        return min(candidates)[3]
+    scored = [key(j.n_users, j.n, j.dataset) for j in judges if finite(j.headline)]
+    return min(scored)[3] if scored else None
 
 
 def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: pd.DataFrame, row: Any, *,
@@ -323,7 +327,8 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
         if note:
             notes.append(note + ".")
     gaps.sort(key=lambda g: (not finite(g.gap), g.gap if finite(g.gap) else 0.0, g.judge, g.dataset))
-    ranked_ds = _ranked_dataset(ceilings, [g for g in gaps if finite(g.gap) and g.n_items >= min_items], judges)
+    ranked_ds = _ranked_dataset(ceilings, [g for g in gaps if finite(g.gap) and g.n_items >= min_items], judges,
+                                origins)
     in_ds = [j for j in judges if j.dataset == ranked_ds and finite(j.headline)]
     ranked = [j for j in in_ds if j.n >= min_items] or in_ds
     eligible = [g for g in gaps if g.dataset == ranked_ds and finite(g.gap) and g.n_items >= min_items]

@@ -119,10 +119,19 @@ def test_diagnose_labels_origins_and_says_when_the_best_judge_is_synthetic(tmp_p
     assert scores[SYNTH]["kappa"] == pytest.approx(expected_vs_majority(synth)[1])
     assert scores[REAL]["kappa"] == pytest.approx(expected_vs_majority(real)[1])
     assert {g["dataset"]: g["origin"] for g in stage["gaps"]} == {REAL: "real", SYNTH: "synthetic"}
-    # The best judge is the one on synthetic personas (it copies an annotator there): the verdict says so.
-    assert stage["best"]["dataset"] == SYNTH and stage["best"]["origin"] == "synthetic"
+    # Judges are ranked within one dataset (issue 21), real users before synthetic personas: the judge looks
+    # better on synthetic personas (it copies an annotator there), and that figure is not the stage's best.
+    assert stage["best"]["dataset"] == REAL and stage["best"]["origin"] == "real"
+    assert "synthetic personas" not in diagnosis["verdict"].split("What would tell")[0].split("On synthetic")[0]
+    # With synthetic personas only, the best judge is scored on them, and the verdict says so.
+    _, synth_rows = _rows("relevance")
+    only = str(tmp_path / "synth.duckdb")
+    _cli("import", "labels", str(write_rows(tmp_path / "s.jsonl", synth_rows)), "--stage", "relevance", "--dataset",
+         SYNTH, "--origin", "synthetic", "--db", only)
+    diagnosis = json.loads(_cli("diagnose", "--db", only, "--resamples", RESAMPLES, "--json"))
+    assert diagnosis["stages"][1]["best"]["origin"] == "synthetic"
     assert f"best judge {LLM} is scored on synthetic personas ({SYNTH})" in diagnosis["verdict"]
-    text = _cli("diagnose", "--db", db, "--resamples", RESAMPLES)
+    text = _cli("diagnose", "--db", only, "--resamples", RESAMPLES)
     assert f"best judge:  {LLM} ({SYNTH}, synthetic personas" in text
 
 
