@@ -20,11 +20,21 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.agreement import Estimate, FloatArray, ci_list, cluster_estimate
+from personagap.analysis.agreement import (
+    MIN_USERS_FOR_CI,
+    Estimate,
+    FloatArray,
+    ci_list,
+    cluster_estimate,
+    interval_from_leave_outs,
+    leave_one_out,
+)
 from personagap.confidence import as_probability, scale_bounds
 
 DEFAULT_BINS = 10
 """Reliability bins: ten equal-width bins of the probability, as reliability diagrams usually draw them."""
+RATE = (0.0, 1.0)
+"""The range of every calibration figure (agreement rates, Brier score and ECE of probabilities)."""
 ECE_MIN_USERS_FOR_CI = 20
 """No ECE interval below this many users: ECE sums absolute per-bin gaps, so it is biased upward in small samples and
 its interval covered 0.895 at 10 users (0.930 at 20, 0.943 at 50; ``benchmarks/conf_coverage_table.md``)."""
@@ -142,9 +152,8 @@ def calibration(rows: pd.DataFrame, scale: str, *, n_bins: int = DEFAULT_BINS, l
         bins.append(ReliabilityBin(
             lo=float(lo + edges[b] * (hi - lo)), hi=float(lo + edges[b + 1] * (hi - lo)), n=int(total[b, 0]),
             confidence=float(total[b, 2] / total[b, 0]),
-            agreement=cluster_estimate(_rate, in_bin[:, [1, 0]], level=level)))
-    ece = cluster_estimate(_ece, per, level=level)
-    if len(users) < ECE_MIN_USERS_FOR_CI:
-        ece = Estimate(ece.value, (float("nan"), float("nan")), ece.n_clusters, ece.n_undefined)
+            agreement=cluster_estimate(_rate, in_bin[:, [1, 0]], level=level, bounds=RATE)))
+    ece = interval_from_leave_outs(*leave_one_out(_ece, per), level,
+                                   min_users=max(ECE_MIN_USERS_FOR_CI, MIN_USERS_FOR_CI), bounds=RATE)
     return Calibration(scale=scale, n=int(total[:, 0].sum()), n_users=len(users),
-                       brier=cluster_estimate(_brier, per, level=level), ece=ece, bins=tuple(bins))
+                       brier=cluster_estimate(_brier, per, level=level, bounds=RATE), ece=ece, bins=tuple(bins))
