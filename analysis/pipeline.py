@@ -276,7 +276,8 @@ def _stage1(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
 _G1, _G0 = 0, 6  # column offsets of the selected / left-out groups' judge counts
 
 
-def _s2_naive(quantity: str) -> Stat:
+def s2_naive(quantity: str) -> Stat:
+    """A judge's own stage-2 rate of ``quantity`` from its counts in the selected and the left-out attributes."""
     def stat(t: FloatArray) -> FloatArray:
         n1, y1, y0 = t[..., _G1], t[..., _G1 + 1], t[..., _G0 + 1]  # j_n and j_pos ("relevant") per group
         return {"irrelevant_selected": 1.0 - _div(y1, n1), "missed_relevant": _div(y0, y1 + y0),
@@ -284,7 +285,8 @@ def _s2_naive(quantity: str) -> Stat:
     return stat
 
 
-def _s2_corrected(quantity: str) -> Stat:
+def s2_corrected(quantity: str) -> Stat:
+    """The stage-2 rate of ``quantity`` corrected by the judge's errors against humans (Rogan–Gladen per group)."""
     # Relevant shares among the selected (p1) and the left-out (p0) attributes, each corrected by the judge's own
     # sensitivity and specificity in that group; the human-relevant count is p1 n1 + p0 n0.
     def stat(t: FloatArray) -> FloatArray:
@@ -314,7 +316,7 @@ def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
         kind = keys.pop("system_kind")
         for quantity, (num, den) in _S2.items():
             frac = pd.DataFrame({"num": pu[num].sum(axis=1), "den": pu[den].sum(axis=1)})
-            js = _judges(of.get(tuple(keys.values())), _s2_naive(quantity), _s2_corrected(quantity), cols,
+            js = _judges(of.get(tuple(keys.values())), s2_naive(quantity), s2_corrected(quantity), cols,
                          clip_one=quantity != "over_selection")
             row = _row(2, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
                        n_human=int(pu[["tp", "fp", "fn", "tn"]].to_numpy().sum()), judges=js)
