@@ -83,6 +83,10 @@ _ANNOTATORS = {
     "sample_annotator_c": (0.85, 0.3, 0.06),
 }
 _RELEVANT, _BORDERLINE, _UNRELATED = 0, 1, 2
+_PIPELINE = (0.9, 0.6, 0.15)
+"""The sample pipeline's chance of selecting a (relevant, borderline, unrelated) attribute."""
+WRITER = "sample-writer"
+"""The sample model that wrote every sample answer."""
 
 
 def _text(attr: str) -> str:
@@ -127,8 +131,9 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
         seed: Seed of the users and the label generator.
     """
     rng = random.Random(seed)
+    pick = random.Random(seed + 1)
     root = Path(dest)
-    for sub in ("stage2/llm_relevance", "pilot/annotations", "pilot/llm_relevance"):
+    for sub in ("stage2/llm_relevance", "stage3_responses", "pilot/annotations", "pilot/llm_relevance"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "README.txt").write_text(
         "SAMPLE DATA written for PersonaGap's demo. Not human judgments, not model outputs.\n", encoding="utf-8")
@@ -143,10 +148,15 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
             prompt = _PROMPTS[pool_index]
             relation = [_relation(topics, prompt) for _, topics in attrs]
             relations.append(relation)
+            # The sample pipeline's own selection (task5 items): like the sample LLMs, it over-selects borderline
+            # attributes. Drawn from its own stream, so the rest of the sample is what it always was.
+            chosen = [{"attribute": _text(a), "relevance": 0.9 if r == _RELEVANT else 0.5,
+                       "expected_behavior": "[sample expected behaviour]"}
+                      for (a, _), r in zip(attrs, relation, strict=True) if pick.random() < _PIPELINE[r]]
             task5.append({"user_id": user, "prompt_index": p, "prompt_text": prompt[0], "profile_attributes": profile,
-                          "items": [], "item_index": len(task5)})
+                          "items": chosen, "item_index": len(task5)})
             task6.append({
-                "model_tag": "sample-writer", "user_id": user, "prompt_id": f"{user}_{p}", "prompt_text": prompt[0],
+                "model_tag": WRITER, "user_id": user, "prompt_id": f"{user}_{p}", "prompt_text": prompt[0],
                 "attributes": [{"attribute": _text(a), "is_relevant": r == _RELEVANT}
                                for (a, _), r in zip(attrs, relation, strict=True)],
                 "response_no_context": f"[sample generic answer to: {prompt[0]}]",
@@ -163,6 +173,7 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
                                        "user_id": user, "items": items})
     _dump(root / "stage2/task5_items.jsonl", task5)
     _dump(root / "stage2/task6_items.jsonl", task6)
+    _write_stage3(root, task5, task6)
     for name, rows in llm_rows.items():
         _dump(root / f"stage2/llm_relevance/{name}.jsonl", rows)
 
@@ -194,6 +205,22 @@ def write_sample_release(dest: str | Path, seed: int = 7) -> Path:
     for name, rows in llm_rows.items():
         _dump(root / f"pilot/llm_relevance/{name}.jsonl", rows)
     return root
+
+
+def _write_stage3(root: Path, task5: list[dict[str, object]], task6: list[dict[str, object]]) -> None:
+    """The sample writer's answers under the three input conditions (layout of ``stage3_responses/``)."""
+    answers = {"attributes": "[sample answer written from the pipeline's selection to: {}]",
+               "gt_attributes": None, "no_context": None}
+    for mode, template in answers.items():
+        rows = []
+        for row5, row6 in zip(task5, task6, strict=True):
+            # The human-selected and generic answers are task6's, as in the release.
+            text = (template.format(row5["prompt_text"]) if template is not None else
+                    row6["response_personalized" if mode == "gt_attributes" else "response_no_context"])
+            rows.append({"user_id": row5["user_id"], "prompt_id": row6["prompt_id"],
+                         "prompt_text": row5["prompt_text"], "profile_attributes": row5["profile_attributes"],
+                         "items": row5["items"], "mode": mode, "model": WRITER, "response": text})
+        _dump(root / f"stage3_responses/eval_results_task5_{mode}_{WRITER}.jsonl", rows)
 
 
 def _dump(path: Path, rows: list[dict[str, object]]) -> None:
