@@ -16,9 +16,10 @@ report, per judge and beside the classical human-only estimate:
 
 Every interval is the one CI rule, :func:`~personagap.analysis.agreement.cluster_estimate`, over per-user
 additive sums: whole users are the independent units (one user's items are not). No interval below
-:data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users, and none for Rogan–Gladen and PPI++ below that
-many users with human labels (their corrections are measured on those users only); ``ci_note`` says why a row
-lacks one, ``ci_undefined`` counts the users whose removal leaves a figure undefined (no interval then).
+:data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users, and none for the human-only, Rogan–Gladen and
+PPI++ figures below :data:`MIN_LABELLED_USERS` users with human labels (their human part rests on those users
+only); ``ci_note`` says why a row lacks one, ``ci_undefined`` counts the users whose removal leaves a figure
+undefined (no interval then).
 
 The quantity is the share of one label (``positive``, default "yes") among the human reference labels;
 any other label counts as not positive. Human and judge labels are chosen by
