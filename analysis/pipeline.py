@@ -139,7 +139,8 @@ class Upstream(BaseModel):
     human: float | None
     human_ci: list[float | None]
     n_users: int
-    judges: list[dict[str, Any]] = Field(default_factory=list, description="Per judge: its naive difference.")
+    judges: list[dict[str, Any]] = Field(default_factory=list, description="Per judge: its naive difference (pipeline "
+                                         "minus oracle input) with its paired CI and users.")
 
 
 class Cascade(BaseModel):
@@ -185,6 +186,7 @@ class _Cell:
     row: PipelineRow
     per_user: pd.DataFrame  # index user_id, columns num, den
     system_kind: str | None = None
+    judge_users: dict[str, pd.DataFrame] | None = None  # stage 3: judge -> per-user (positive, labelled)
 
 
 def _ci(est: Estimate | None, low: float = -math.inf, high: float = math.inf) -> list[float | None]:
@@ -334,11 +336,15 @@ def _stage3(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
         for quantity, col, suffix in (("no_better_than_generic", "no_better", "_nb"), ("worse_than_generic", "worse",
                                                                                        "_w")):
             cols = [c + suffix for c in _JUDGE_COLS]
-            js = _judges(of.get(tuple(keys.values())), share(1, 0), corrected_rate, cols)
+            mine = of.get(tuple(keys.values()))
+            js = _judges(mine, share(1, 0), corrected_rate, cols)
             frac = pu[[col, "n_ref"]].set_axis(["num", "den"], axis=1)
             row = _row(3, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
                        n_human=int(pu["n_ref"].sum()), judges=js)
-            cells.append(_Cell(row, frac))
+            naive = {} if mine is None else {
+                judge_display(str(r), str(c)): _users(g, [f"j_pos{suffix}", f"j_n{suffix}"]).set_axis(
+                    ["num", "den"], axis=1) for (r, c), g in mine.groupby(["rater", "condition"], sort=True)}
+            cells.append(_Cell(row, frac, judge_users=naive))
     return cells
 
 
@@ -364,10 +370,9 @@ def _headline(cells: list[_Cell], stage: int) -> pd.DataFrame | None:
 
 
 def _compare(a: pd.DataFrame, b: pd.DataFrame, first: int, second: int) -> Comparison:
-    both = pd.concat([a, b.add_suffix("_b")], axis=1).fillna(0.0)
-    est = _estimate(difference(share(0, 1), share(0, 1), 2), both[["num", "den", "num_b", "den_b"]])
-    return Comparison(first=first, second=second, difference=_num(est.value), ci=_ci(est), n_users=len(both),
-                      shared_users=len(a.index.intersection(b.index)))
+    est = _paired(a, b)
+    return Comparison(first=first, second=second, difference=_num(est.value), ci=_ci(est),
+                      n_users=len(a.index.union(b.index)), shared_users=len(a.index.intersection(b.index)))
 
 
 def _pct(v: float | None) -> str:
@@ -427,6 +432,12 @@ def _signed(v: float | None) -> str:
     return "n/a" if v is None else f"{100 * v:+.0f} pts"
 
 
+def _paired(first: pd.DataFrame, second: pd.DataFrame) -> Estimate:
+    """``num/den`` of ``first`` minus that of ``second``, paired over the users they share (union of users)."""
+    both = pd.concat([first, second.add_suffix("_b")], axis=1).fillna(0.0)
+    return _estimate(difference(share(0, 1), share(0, 1), 2), both[["num", "den", "num_b", "den_b"]])
+
+
 def _upstream(cells: list[_Cell]) -> list[Upstream]:
     out = []
     rows = {(c.row.dataset, c.row.system, c.row.input_condition, c.row.quantity): c for c in cells
@@ -435,14 +446,14 @@ def _upstream(cells: list[_Cell]) -> list[Upstream]:
         oracle = rows.get((ds, system, ORACLE, quantity))
         if cond != PIPELINE or oracle is None:
             continue
-        human = None
-        if pipe.row.n_human and oracle.row.n_human:
-            both = pd.concat([pipe.per_user, oracle.per_user.add_suffix("_b")], axis=1).fillna(0.0)
-            human = _estimate(difference(share(0, 1), share(0, 1), 2), both)
-        judge = {j.judge: j.naive for j in pipe.row.judges}
-        diffs = [{"judge": j.judge, "naive_difference": (judge[j.judge] - j.naive)
-                  if judge.get(j.judge) is not None and j.naive is not None else None}
-                 for j in oracle.row.judges if j.judge in judge]
+        human = _paired(pipe.per_user, oracle.per_user) if pipe.row.n_human and oracle.row.n_human else None
+        diffs = []
+        for name, mine in sorted((pipe.judge_users or {}).items()):
+            other = (oracle.judge_users or {}).get(name)
+            if other is not None:
+                est = _paired(mine, other)
+                diffs.append({"judge": name, "naive_difference": _num(est.value), "naive_difference_ci": _ci(est),
+                              "n_users": est.n_clusters})
         users = pipe.per_user.index.union(oracle.per_user.index)
         out.append(Upstream(dataset=ds, system=system, quantity=quantity, human=_num(human.value) if human else None,
                             human_ci=_ci(human), n_users=len(users), judges=diffs))

@@ -91,7 +91,8 @@ def render_pipeline(view: PipelineView) -> str:
     for u in view.upstream:
         if u.quantity != "no_better_than_generic":
             continue
-        said = "; ".join(f"{j['judge']} {_points(j['naive_difference'])}" for j in u.judges[:JUDGES_SHOWN])
+        said = "; ".join(f"{j['judge']} {_points(j['naive_difference'])} {_ci_points(j['naive_difference_ci'])}"
+                         for j in u.judges[:JUDGES_SHOWN])
         human = (f"humans {_points(u.human)} {figure(None, None) if u.human is None else _ci_points(u.human_ci)}"
                  if u.human is not None else "no human verdict")
         lines.append(f"Caused upstream ({u.dataset} · {u.system or 'unnamed'}): no-better share with the pipeline's "

@@ -116,6 +116,12 @@ def test_upstream_difference(view: PipelineView) -> None:
     oracle = [v[3] for v in S3.values() if v[1] == "oracle" and v[3]]
     assert up.human == pytest.approx(sum(h != "B" for h in pipe) / len(pipe) - sum(h != "B" for h in oracle)
                                      / len(oracle))
+    # The judge's own difference, over every answer it labelled (with or without a human verdict).
+    said = {cond: [v[4] for v in S3.values() if v[1] == cond and v[4]] for cond in ("pipeline", "oracle")}
+    (pj,) = up.judges
+    assert pj["judge"] == "pj" and pj["naive_difference"] == pytest.approx(
+        sum(v != "B" for v in said["pipeline"]) / len(said["pipeline"])
+        - sum(v != "B" for v in said["oracle"]) / len(said["oracle"]))
 
 
 def test_cascade_flags_exactly_upstream_errors(view: PipelineView) -> None:
