@@ -174,13 +174,16 @@ VERBAL_SCALE = "0-100"
 """The scale the verbalised confidence field asks for."""
 
 
-def rater_name(judge: Judge, model: str, confidence: str = "none") -> str:
+def rater_name(judge: Judge, model: str, confidence: str = "none", sample: int | None = None) -> str:
     """The ``rater`` key of a judge's labels: judge, version and model, so a new version is a new rater.
 
     A judge asked for a verbalised confidence answers another prompt (:func:`verbal_program`), so its labels are
     another rater's (``pairwise+verbal-confidence/v1/MODEL``); log-probabilities change no prompt and keep the name.
+    Sample ``k`` of a repeated run (``judge --repeats K``) is rater ``pairwise+sample-k/v1/MODEL``.
     """
     name = f"{judge.name}+{VERBAL_CONFIDENCE}" if confidence == "verbal" else judge.name
+    if sample is not None:
+        name += f"+sample-{sample}"
     return f"{name}/v{judge.version}/{model}"
 
 

@@ -106,7 +106,7 @@ class _Answer:
 def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMConfig, *,
               concurrency: int = 8, limit: int | None = None, max_retries: int = 4, backoff_base: float = 0.5,
               backoff_cap: float = 30.0, flush_every: int = 256, flush_seconds: float = 1.0,
-              progress: bool = True, source: str = "", seed: int = 0) -> RunSummary:
+              progress: bool = True, source: str = "", seed: int = 0, sample: int | None = None) -> RunSummary:
     """Judge ``tasks`` with ``lm`` and store one label per target item.
 
     Args:
@@ -124,6 +124,8 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
         progress: Show a progress bar on stderr.
         source: What the tasks were built from (stored on the run row).
         seed: Seed of the backoff jitter (recorded).
+        sample: Sample ``k`` of a repeated run (:mod:`personagap.judges.repeats`): its own rater and its own cached
+            answers (the same request asked again at a temperature above 0 may answer otherwise).
 
     Returns:
         Counts of what happened.
@@ -136,13 +138,15 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
     keys = {t.key for t in chosen}
     if len(keys) != len(chosen):
         raise ValueError("task keys must be unique within a run")
-    rater = rater_name(judge, lm.model, lm.confidence)
+    rater = rater_name(judge, lm.model, lm.confidence, sample)
     program = program_for(judge, lm.confidence)
     identity = call_identity(judge, lm, program)
+    if sample is not None:
+        identity = answer_key(identity, {"sample": sample})
     run = Run(run_id=f"judge-{uuid.uuid4().hex[:12]}", kind="judge", source=source, rater=rater,
               judge_version=judge.version, git_sha=git_sha(), started_at=now(), status="running",
               parameters={"judge": judge.name, "lm": lm.public(), "concurrency": concurrency, "limit": limit,
-                          "max_retries": max_retries, "tasks": len(chosen), "seed": seed,
+                          "max_retries": max_retries, "tasks": len(chosen), "seed": seed, "sample": sample,
                           "cache_identity": identity, PROCESS_KEY: process_marker()})
     summary = RunSummary(run_id=run.run_id, rater=rater, tasks=len(chosen))
     started = time.monotonic()

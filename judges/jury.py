@@ -1,0 +1,149 @@
+"""A jury: a rater whose label on an item is the vote of several judges' labels (majority, or confidence-weighted).
+
+The jury is stored as a judge of its jurors' kind, so every report, ``diagnose`` and the dashboard score it like any
+judge. Two uses: a jury of different judges (``rule="majority"`` or ``"confidence"``), and the majority of one
+judge's K samples of each item (:mod:`personagap.judges.repeats`).
+
+Rules (:func:`jury_vote`): ``majority`` is the project's one majority rule
+(:func:`personagap.analysis.comparable.majority_label`: the unique most frequent label, a tie is undecided);
+``confidence`` sums each juror's stated confidence, as a probability (:func:`personagap.confidence.as_probability`),
+per label and takes the unique largest sum. An undecided item is stored as a failure with its reason, never as a
+guess; jurors' failures are not votes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from personagap.analysis.comparable import JUDGE_KINDS, majority_label
+from personagap.confidence import UNSTATED, as_probability
+from personagap.records import Label, Run
+from personagap.store import git_sha, now, opened, upsert, write_labels
+
+JuryRule = Literal["majority", "confidence"]
+JURY_RULES: tuple[JuryRule, ...] = ("majority", "confidence")
+
+
+def jury_vote(votes: Sequence[tuple[str, float | None]], rule: JuryRule) -> tuple[str | None, str | None]:
+    """The jury's label from its jurors' (label, confidence as a probability) votes. Pure.
+
+    Returns:
+        ``(label, None)`` or ``(None, why)`` (no vote, a tie, or a missing confidence under ``confidence``).
+    """
+    if not votes:
+        return None, "no juror labelled this item"
+    if rule == "majority":
+        winner = majority_label([label for label, _ in votes])
+        return (winner, None) if winner is not None else (None, "undecided: the jurors' labels tie")
+    weights: dict[str, float] = {}
+    for label, p in votes:
+        if p is None:
+            return None, "invalid: a juror's label carries no confidence"
+        weights[label] = weights.get(label, 0.0) + p
+    top = max(weights.values())
+    best = [label for label, w in weights.items() if w == top]
+    return (best[0], None) if len(best) == 1 else (None, "undecided: the jurors' confidences tie")
+
+
+def jury_labels(votes: pd.DataFrame, rule: JuryRule, *, rater: str, rater_kind: str, condition: str,
+                run_id: str) -> list[Label]:
+    """One jury label per item from its jurors' parsed labels.
+
+    Args:
+        votes: ``item_id``, ``juror`` (rater and condition as one text), ``label``, ``probability`` (NaN without).
+        rule: :data:`JURY_RULES`.
+        rater: The jury's rater key.
+        rater_kind: Its kind (its jurors').
+        condition: The condition its labels are stored under.
+        run_id: Its run.
+    """
+    out = []
+    for item, group in votes.groupby("item_id", sort=True):
+        cast_votes = [(str(r.label), None if pd.isna(r.probability) else float(r.probability))
+                      for r in group.itertuples(index=False)]
+        label, error = jury_vote(cast_votes, rule)
+        out.append(Label(item_id=str(item), rater=rater, rater_kind=rater_kind, condition=condition,  # type: ignore[arg-type]
+                         label=label, error=error, run_id=run_id,
+                         meta={"rule": rule, "jurors": dict(zip(group["juror"], group["label"], strict=True))}))
+    return out
+
+
+@dataclass(frozen=True)
+class JuryResult:
+    """What a jury run stored."""
+
+    rater: str
+    condition: str
+    labelled: int
+    undecided: int
+
+    def render(self) -> str:
+        """One line for the terminal."""
+        return f"jury {self.rater}: {self.labelled} items labelled, {self.undecided} undecided (stored as failures)"
+
+
+def build_jury(db: str | Path, jurors: Sequence[tuple[str, str]], rule: JuryRule, *, rater: str,
+               condition: str = "") -> JuryResult:
+    """Store the jury of ``jurors`` as a rater, replacing that rater's earlier labels.
+
+    Args:
+        db: The DuckDB file.
+        jurors: (rater, condition) of each juror: comparable judges of one kind.
+        rule: :data:`JURY_RULES`.
+        rater: The jury's rater key.
+        condition: The condition the jury's labels are stored under.
+
+    Raises:
+        ValueError: Fewer than two jurors, a juror with no parsed label, or jurors of different kinds.
+    """
+    if len(set(jurors)) < 2:
+        raise ValueError("a jury needs at least two different jurors")
+    with opened(db, read_only=True) as con:
+        rows = con.execute("""
+            SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label,
+                   TRY_CAST(json_extract_string(l.meta, '$.confidence') AS DOUBLE) AS confidence,
+                   json_extract_string(l.meta, '$.confidence_scale') AS scale
+            FROM labels l JOIN (SELECT unnest($raters) AS rater, unnest($conditions) AS condition) j
+                 USING (rater, condition)
+            WHERE l.label IS NOT NULL
+        """, {"raters": [r for r, _ in jurors], "conditions": [c for _, c in jurors]}).df()
+    found = set(zip(rows["rater"], rows["condition"], strict=True))
+    missing = [f"{r} [{c}]" if c else r for r, c in jurors if (r, c) not in found]
+    if missing:
+        raise ValueError(f"no parsed label of juror(s) {', '.join(missing)}")
+    kinds = set(rows["rater_kind"])
+    if len(kinds) != 1 or not kinds <= set(JUDGE_KINDS):
+        raise ValueError(f"jurors must be judges of one kind, got {', '.join(sorted(kinds))}")
+    rows["juror"] = rows["rater"] + "|" + rows["condition"]
+    rows["probability"] = [_probability(c, s) for c, s in zip(rows["confidence"], rows["scale"], strict=True)]
+    run = Run(run_id=f"jury-{uuid.uuid4().hex[:12]}", kind="judge",
+              source=", ".join(f"{r} [{c}]" if c else r for r, c in jurors),
+              rater=rater, git_sha=git_sha(), started_at=now(), finished_at=now(), status="finished",
+              parameters={"rule": rule, "jurors": [list(j) for j in jurors]})
+    labels = jury_labels(rows, rule, rater=rater, rater_kind=kinds.pop(), condition=condition, run_id=run.run_id)
+    with opened(db) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            # The jury is recomputed whole: an item its jurors no longer label loses its jury label too.
+            con.execute("DELETE FROM labels WHERE rater = ? AND condition = ?", [rater, condition])
+            upsert(con, "runs", [run.model_dump()])
+            write_labels(con, labels)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+    undecided = sum(label.label is None for label in labels)
+    return JuryResult(rater=rater, condition=condition, labelled=len(labels) - undecided, undecided=undecided)
+
+
+def _probability(confidence: float, scale: str | None) -> float | None:
+    # A confidence counts as a vote's weight only on a scale with stated ends.
+    if pd.isna(confidence) or scale is None or scale == UNSTATED:
+        return None
+    return float(as_probability([confidence], scale)[0])
