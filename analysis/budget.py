@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
+from scipy.stats import norm
 
 from personagap.analysis.agreement import (
     DEFAULT_SEED,
@@ -41,6 +42,7 @@ from personagap.analysis.agreement import (
     estimate,
     interval_from_leave_outs,
     kappa_from_tables,
+    leave_one_out,
 )
 from personagap.analysis.alt_test import (
     DEFAULT_EPSILON,
@@ -92,6 +94,10 @@ class KappaBudget(BaseModel):
         default_factory=list, description="10th and 90th percentiles of users_needed recomputed on resamples of "
                                           "the stored users (None: beyond reach in more than that share).")
     range_resamples: int = Field(default=0, description="Resamples of the stored users behind the range.")
+    variance_margin: float | None = Field(default=None, description="Upper `assurance` bound of the between-user "
+                                                                    "variance over its estimate: the target the "
+                                                                    "simulated studies must reach is divided by its "
+                                                                    "square root (the stored users are a sample).")
     projected_assurance: float | None = Field(default=None, description="Simulated share of studies reaching the "
                                                                         "target at users_needed.")
     additional_users: int | None
@@ -222,6 +228,27 @@ def smallest_sufficient(ok: Callable[[int], bool], guess: int, *, lowest: int, h
     return hi
 
 
+def variance_margin(tables: FloatArray, assurance: float) -> float:
+    """How much the stored users may understate the kappa's between-user variance: an upper bound over the estimate.
+
+    Studies are simulated from the stored users, so stored users that happen to vary little plan too few users for
+    every study (from a 47-user pilot the median-rule plan ranged 29-99 users; issue 21). As in sizing from a
+    pilot's upper confidence limit of the variance (Browne 1995), the plan uses the variance's upper ``assurance``
+    bound: the jackknife variance is a sum of squared deviations of the leave-one-user-out kappas, so its relative
+    SE is ``r = sd / (mean * sqrt(U))`` of those squares (large when a few users dominate), and the bound is the
+    log-normal ``exp(z_assurance * r)`` times the estimate (``sqrt(2 / U)`` for normal deviations: 1.19 at 47 users).
+
+    Returns:
+        The factor (>= 1; 1 where the variance is zero or undefined).
+    """
+    _, theta = leave_one_out(kappa_from_tables, tables)
+    squares = (theta - theta.mean()) ** 2
+    if not np.isfinite(squares).all() or squares.mean() == 0 or squares.size < 2:
+        return 1.0
+    r = float(squares.std(ddof=1) / (squares.mean() * math.sqrt(squares.size)))
+    return math.exp(float(norm.ppf(assurance)) * r)
+
+
 @dataclass(frozen=True)
 class KappaPlan:
     """What :func:`kappa_budget` finds for one judge."""
@@ -233,6 +260,7 @@ class KappaPlan:
     projected_assurance: float | None
     users_range: tuple[int | None, int | None]
     replans: int
+    variance_margin: float = 1.0
 
 
 def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, assurance: float,
@@ -247,11 +275,16 @@ def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, 
         simulations: Simulated studies per candidate size.
         seed: Seed (the same for every size: common random numbers keep the search monotone in practice).
         level: Confidence level.
-    """
-    def ok(n: int) -> bool:
-        return reach_share(tables, n, target, simulations=simulations, seed=seed, level=level) >= assurance
 
-    guess = math.ceil(tables.shape[0] * (halfwidth / target) ** 2)  # half-width ~ 1/sqrt(users)
+    The studies must reach ``target`` tightened by :func:`variance_margin` (the stored users are a sample too).
+    """
+    # The half-width scales with the square root of the variance: tighten the target by the variance's margin.
+    tight = target / math.sqrt(variance_margin(tables, assurance))
+
+    def ok(n: int) -> bool:
+        return reach_share(tables, n, tight, simulations=simulations, seed=seed, level=level) >= assurance
+
+    guess = math.ceil(tables.shape[0] * (halfwidth / tight) ** 2)  # half-width ~ 1/sqrt(users)
     # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
     return smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
 
@@ -281,7 +314,7 @@ def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assur
     reached = float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
     return KappaPlan(now.value, halfwidth, needed, float(np.nanmedian(widths)), reached,
                      _budget_range(t, target=target, assurance=assurance, simulations=simulations, replans=replans,
-                                   seed=seed, level=level), replans)
+                                   seed=seed, level=level), replans, variance_margin(t, assurance))
 
 
 def _budget_range(tables: FloatArray, *, target: float, assurance: float, simulations: int, replans: int,
@@ -406,6 +439,7 @@ def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage:
                     target_halfwidth=halfwidth, assurance=assurance, users_needed=needed,
                     users_needed_range=list(kp.users_range) if needed is not None else [],
                     range_resamples=kp.replans, projected_assurance=kp.projected_assurance,
+                    variance_margin=kp.variance_margin if needed is not None else None,
                     additional_users=None if needed is None else max(0, needed - tables.shape[0]),
                     items_needed=None if needed is None else math.ceil(needed * per_user),
                     additional_items=None if needed is None else max(0, math.ceil(needed * per_user) - len(shared)),

@@ -52,9 +52,9 @@ def true_size(gen: Generator, target: float, studies: int, seed: int) -> int | N
 
 
 def run(pilots: int, pilot_users: int, studies: int, target: float, seed: int, *, simulations: int = 100,
-        replans: int = 10) -> dict[str, object]:
+        replans: int = 10, generator: str = GENERATOR) -> dict[str, object]:
     """Per pilot the plan before and after and the share of fresh studies of that size reaching the target."""
-    gen = generators()[GENERATOR]
+    gen = generators()[generator]
     rng = np.random.default_rng(seed)
     rows = []
     for p in range(pilots):
@@ -80,12 +80,14 @@ def main() -> None:
     parser.add_argument("--studies", type=int, default=200)
     parser.add_argument("--target", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generator", default=GENERATOR, choices=["skewed-binary", "balanced-binary"])
     args = parser.parse_args()
     start = time.perf_counter()
-    result = run(args.pilots, args.pilot, args.studies, args.target, args.seed)
+    result = run(args.pilots, args.pilot, args.studies, args.target, args.seed, generator=args.generator)
     rows = result["rows"]
     assert isinstance(rows, list)
-    print(f"plan on {GENERATOR}: pilots of {args.pilot} users, target half-width {args.target}, {args.studies} fresh "
+    print(f"plan on {args.generator}: pilots of {args.pilot} users, target half-width {args.target}, "
+          f"{args.studies} fresh "
           f"studies per plan, seed {args.seed}; truth (80% of studies reach it): {result['truth']} users "
           f"({time.perf_counter() - start:.0f} s)")
     print("| pilot | before: users (median rule) | share reaching | after: users (80% rule) | range | share reaching |")

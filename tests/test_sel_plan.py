@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from personagap.analysis.agreement import estimate
-from personagap.analysis.budget import kappa_budget
+from personagap.analysis.budget import kappa_budget, variance_margin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.calibration_generators import generators  # noqa: E402
@@ -50,3 +50,16 @@ def test_the_range_comes_from_resampling_the_users_and_is_seeded() -> None:
     assert one == two
     lo, hi = one.users_range
     assert lo is not None and hi is not None and lo < hi  # 60 users: the budget moves when they are resampled
+
+
+def test_the_variance_margin_grows_when_few_users_carry_the_variance() -> None:
+    rng = np.random.default_rng(4)
+    light = generators()["balanced-binary"].draw(rng, 47)
+    heavy = light.copy()
+    heavy[0] *= 40  # one user with forty times the items: the variance rests on it
+    assert variance_margin(light[[0] * 47], 0.8) == 1.0  # identical users: no spread, nothing to bound
+    m_light, m_heavy = variance_margin(light, 0.8), variance_margin(heavy, 0.8)
+    assert 1.0 < m_light < m_heavy
+    assert variance_margin(light, 0.9) > m_light  # a surer plan bounds the variance higher
+    # Plans follow: the heavy-tailed users need more users for the same assurance than their bare variance says.
+    assert kappa_budget(light, target=TARGET, simulations=40, replans=0).variance_margin == m_light
