@@ -154,6 +154,33 @@ def simulate(n_users: int, reps: int, seed: int, gen: Generator | None = None,
     return tally.coverage()
 
 
+def self_agreement_truth(mu: float = 1.0, sigma_user: float = 0.5, sigma_item: float = 1.0) -> float:
+    """Pooled pair agreement of the self-agreement generator: E[q^2 + (1 - q)^2], q = sigmoid(mu + u + e)."""
+    rng = np.random.default_rng(12345)
+    q = 1.0 / (1.0 + np.exp(-(mu + rng.normal(0, sigma_user, 4_000_000) + rng.normal(0, sigma_item, 4_000_000))))
+    return float(np.mean(q ** 2 + (1 - q) ** 2))
+
+
+def simulate_self_agreement(n_users: int, reps: int, seed: int, k: int = 3, mu: float = 1.0,
+                            sigma_user: float = 0.5, sigma_item: float = 1.0) -> dict[str, tuple[float, float, int]]:
+    """Coverage of the self-agreement interval: K binary samples per item, the item's rate q = sigmoid(mu + u + e)."""
+    from personagap.analysis.self_agreement import self_agreement
+
+    truth = self_agreement_truth(mu, sigma_user, sigma_item)
+    rng = np.random.default_rng(seed)
+    tally = Tally()
+    for _ in range(reps):
+        sizes = rng.integers(1, 7, size=n_users)
+        user = np.repeat(np.arange(n_users), sizes)
+        logit = mu + rng.normal(0, sigma_user, n_users)[user] + rng.normal(0, sigma_item, user.size)
+        q = 1.0 / (1.0 + np.exp(-logit))
+        labels = np.where(rng.random((user.size, k)) < q[:, None], "A", "B")
+        frame = pd.DataFrame({"item_id": np.repeat(np.arange(user.size), k), "user_id": np.repeat(user, k),
+                              "sample": np.tile(np.arange(k), user.size), "label": labels.ravel()})
+        tally.add("self-agreement", self_agreement(frame, k).agreement.ci, truth)
+    return tally.coverage()
+
+
 def main() -> None:
     """Print the coverage table (markdown)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -164,7 +191,9 @@ def main() -> None:
     print("| users | figure | coverage | MC SE | studies with a CI |\n|---|---|---|---|---|")
     for n_users in args.users:
         started = time.monotonic()
-        for name, (c, se, n) in simulate(n_users, args.reps, args.seed + n_users).items():
+        table = simulate(n_users, args.reps, args.seed + n_users)
+        table |= simulate_self_agreement(n_users, args.reps, args.seed + n_users)
+        for name, (c, se, n) in table.items():
             print(f"| {n_users} | {name} | {c:.3f} | {se:.3f} | {n} |")
         print(f"<!-- {n_users} users: {time.monotonic() - started:.1f}s -->", file=sys.stderr)
 

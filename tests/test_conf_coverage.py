@@ -40,3 +40,10 @@ def test_no_ece_interval_below_its_minimum_users() -> None:
     assert "no ECE interval" in small.to_json()["ece_note"]
     large = calibration(gen.study(ECE_MIN_USERS_FOR_CI, np.random.default_rng(5)), SCALE)
     assert not np.isnan(large.ece.ci).any() and large.to_json()["ece_note"] is None
+
+
+def test_self_agreement_interval_covers_loosely() -> None:
+    from benchmarks.conf_coverage import simulate_self_agreement
+
+    coverage, _, studies = simulate_self_agreement(30, 40, seed=4)["self-agreement"]
+    assert studies == 40 and coverage >= 0.8
