@@ -192,7 +192,11 @@ class _Cell:
 def _ci(est: Estimate | None, low: float = -math.inf, high: float = math.inf) -> list[float | None]:
     # NaN bounds (no interval: too few users, an undefined figure) are null, in the model as in JSON. A figure that
     # cannot leave [low, high] (a share) has its symmetric interval cut there: it then covers at least as often.
-    return [None, None] if est is None else [_num(float(np.clip(b, low, high))) for b in ci_list(est)]
+    if est is None:
+        return [None, None]
+    lo, hi = (_num(float(np.clip(b, low, high))) for b in ci_list(est))
+    # A zero-width interval (every user's leave-one-out figure the same) claims a certainty users cannot give.
+    return [None, None] if lo is None or hi is None or lo == hi else [lo, hi]
 
 
 def _share_ci(est: Estimate | None, quantity: str) -> list[float | None]:

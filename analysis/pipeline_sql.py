@@ -222,7 +222,11 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
 
     An attribute used by an answer is an upstream error when humans rejected it at stage 1 (the reference of a
     stage-1 item with its ``attribute_id`` is ``bad``) or judged it irrelevant for this prompt at stage 2 (the
-    reference of the stage-2 item of the same user, prompt and ``attribute_id`` is ``no``).
+    reference of the stage-2 item of the same user, prompt and ``attribute_id`` is ``no``). Where several datasets
+    hold a stage-2 item of that key (a pilot and the final study number their prompts alike), the ones whose prompt
+    text is the answer's question decide; without such a match, those whose prompt text is not stored; a stage-2
+    item of another question is never linked. An error needs every linked human verdict to say so: where two
+    studies' humans disagree on the same attribute, it is not flagged.
 
     Returns:
         One row per linked answer: ``item_id``, ``dataset``, ``system``, ``input_condition``, ``user_id``,
@@ -233,7 +237,7 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return _frame(con, f"""
         WITH {_STAGE3},
         used AS (
-            SELECT i.item_id, i.user_id,
+            SELECT i.item_id, i.user_id, json_extract_string(i.payload, '$.question') AS question,
                    coalesce(json_extract_string(i.payload, '$.{PROMPT_ID}'), i.user_id || '_' || i.prompt_index)
                    AS prompt_id,
                    unnest(from_json(json_extract(i.payload, '$.{ATTRIBUTES_USED}'), '["VARCHAR"]')) AS aid
@@ -244,14 +248,26 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             SELECT i.user_id, json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid,
                    any_value(coalesce(i.attribute, aid)) AS text
             FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
-            WHERE i.stage = 'extraction' AND r.human = '{REJECTED}' GROUP BY ALL
+            WHERE i.stage = 'extraction' AND r.human IN ({_VERDICTS}) GROUP BY ALL
+            HAVING bool_and(r.human = '{REJECTED}')
+        ),
+        s2_all AS (
+            SELECT i.user_id, i.user_id || '_' || i.prompt_index AS prompt_id,
+                   json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid, coalesce(i.attribute, aid) AS text,
+                   r.human, p.prompt_text
+            FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
+            LEFT JOIN prompts p ON p.dataset = i.dataset AND p.user_id = i.user_id AND p.prompt_index = i.prompt_index
+            WHERE i.stage = 'relevance'
         ),
         s2 AS (
-            SELECT i.user_id, i.user_id || '_' || i.prompt_index AS prompt_id,
-                   json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid,
-                   any_value(coalesce(i.attribute, aid)) AS text
-            FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
-            WHERE i.stage = 'relevance' AND r.human = 'no' GROUP BY ALL
+            -- The linked stage-2 verdicts of each used attribute: same question first, then prompts without text.
+            SELECT u.item_id, u.aid, s.text
+            FROM used u JOIN s2_all s ON s.user_id = u.user_id AND s.prompt_id = u.prompt_id AND s.aid = u.aid
+            WHERE s.prompt_text IS NULL OR u.question IS NULL OR s.prompt_text = u.question
+            QUALIFY coalesce(s.prompt_text = u.question, false)
+                    = bool_or(coalesce(s.prompt_text = u.question, false)) OVER (PARTITION BY u.item_id, u.aid)
+                AND bool_and(s.human = 'no') OVER (PARTITION BY u.item_id, u.aid,
+                                                   coalesce(s.prompt_text = u.question, false))
         ),
         traced AS (
             SELECT u.item_id, count(DISTINCT u.aid) AS n_used,
@@ -261,7 +277,7 @@ def cascade_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                    list_sort(list(DISTINCT s2.text) FILTER (WHERE s2.aid IS NOT NULL)) AS irrelevant_text
             FROM used u
             LEFT JOIN s1 ON s1.user_id = u.user_id AND s1.aid = u.aid
-            LEFT JOIN s2 ON s2.user_id = u.user_id AND s2.prompt_id = u.prompt_id AND s2.aid = u.aid
+            LEFT JOIN (SELECT DISTINCT item_id, aid, text FROM s2) s2 ON s2.item_id = u.item_id AND s2.aid = u.aid
             GROUP BY u.item_id
         )
         SELECT t.item_id, n.dataset, n.system, n.input_condition, n.user_id, t.n_used,

@@ -33,6 +33,9 @@ def _store(path: Path) -> Path:
     for b, (u, human, pipe, g) in S2.items():
         items.append(item(b, "s2", "relevance", u, prompt_index=0, attribute=b, attribute_id=b))
         labels += [label(b, "hm", "human_majority", human), label(b, "pipe", "system", pipe), label(b, "g", "llm", g)]
+    # Another study's humans call b1 irrelevant for the same prompt: a conflict, so b1 is never an upstream error.
+    items.append(item("b1-pilot", "s2-pilot", "relevance", "u1", prompt_index=0, attribute="b1", attribute_id="b1"))
+    labels.append(label("b1-pilot", "hm", "human_majority", "no"))
     for c, (u, cond, used, human, pj) in S3.items():
         items.append(item(c, "s3", "response", u, prompt_index=0, kind="generic_vs_personalized", system="gen",
                           input_condition=cond, attributes_used=used, prompt_id=f"{u}_0"))
@@ -125,7 +128,8 @@ def test_upstream_difference(view: PipelineView) -> None:
 
 
 def test_cascade_flags_exactly_upstream_errors(view: PipelineView) -> None:
-    # c1 used b2 (humans: irrelevant for that prompt); c2 used a4 (humans rejected it at stage 1).
+    # c1 used b2 (humans: irrelevant for that prompt); c2 used a4 (humans rejected it at stage 1); b1's studies
+    # disagree, so c1 and c3 are not flagged for it.
     assert {f["item_id"]: (f["rejected"], f["irrelevant"]) for f in view.flagged} == {
         "c1": ([], ["b2"]), "c2": (["a4"], [])}
     pipe = next(c for c in view.cascade if c.input_condition == "pipeline")
