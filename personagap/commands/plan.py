@@ -63,7 +63,8 @@ def render_plan(plan: Plan) -> str:
             lines.append(f"{head}, {k.n_items} items -> {k.users_needed} users (+{k.additional_users}), "
                          f"~{k.items_needed} items (+{k.additional_items}); {_num(k.projected_assurance, 2)} of "
                          f"simulated studies reach ± {k.target_halfwidth:g} (median ± {_num(k.projected_halfwidth)}); "
-                         f"range {span} users over {k.range_resamples} resamples of the current users")
+                         f"range {span} users over {k.range_resamples} resamples of the current users; sized from "
+                         f"the between-user variance's upper {plan.assurance:.0%} bound, x{_num(k.variance_margin, 2)}")
     if not plan.kappa:
         lines.append("  (no judge shares items with a human reference)")
     else:
