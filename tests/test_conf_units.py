@@ -73,3 +73,25 @@ def test_target_prefers_a_given_one_then_the_datasets_own_ceiling() -> None:
     assert target_for("other", target_accuracy=None, target_kappa=None, ceilings=ceilings) is None
     with pytest.raises(ValueError, match="not both"):
         target_for("d", target_accuracy=0.9, target_kappa=0.5, ceilings=ceilings)
+
+
+def test_unstated_scale_gets_a_curve_but_no_calibration_and_json_is_valid(tmp_path: Path) -> None:
+    from personagap.analysis.confidence_report import confidence_json, judge_confidence
+    from personagap.stages.response import import_prism
+    from personagap.store import opened
+
+    folder = tmp_path / "prism_judge"
+    folder.mkdir()
+    for name, rows in release_builders.prism().items():  # no prompt: the certainty's scale is not stated
+        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    db = tmp_path / "u.duckdb"
+    import_prism(folder, db)
+    with opened(db, read_only=True) as con:
+        (entry,) = judge_confidence(con, "response", target_accuracy=0.5)
+    assert entry.confidence_scale == "unstated" and entry.calibration is None
+    assert "states no confidence scale" in str(entry.note)
+    assert [p.n for p in entry.coverage_curve] == [2]  # the two parsed answers, both stated 3
+    payload = confidence_json([entry])
+    assert list(payload) == [("prism-judge", entry.judge)]
+    text = json.dumps(payload[("prism-judge", entry.judge)], allow_nan=False)  # NaN became null
+    assert '"calibration": null' in text
