@@ -325,8 +325,8 @@ def attributes_used_sql(cell: str) -> str:
     """SQL of an ``attributes_used`` cell as a canonical JSON list of ids (text); NULL when it is not one.
 
     A cell is a JSON list of strings (JSONL, or a Parquet/DataFrame list column read as JSON) or text
-    separated by ``;`` (CSV); ids are trimmed and empty ones dropped (:func:`personagap.linking.split_attributes_used`
-    is the same rule in Python). An empty list is an answer written from no attribute.
+    separated by :data:`~personagap.linking.ATTRIBUTES_USED_SEPARATOR` (CSV); ids are trimmed and empty ones
+    dropped. An empty list is an answer written from no attribute.
     """
     sep = sql_quote(ATTRIBUTES_USED_SEPARATOR)
     strings = (f"coalesce(list_bool_and(list_transform(json_extract({cell}, '$[*]'), "

@@ -124,6 +124,7 @@ class Builder:
         self._seen: dict[tuple[str, str, str], tuple[Path | str, int | str | None]] = {}
         self._item_ids: dict[tuple[str, str, int], dict[str, str]] = {}
         self._seen_rows: dict[tuple[str, str, str, int], tuple[Path | str, int | str | None]] = {}
+        self._attribute_ids: dict[tuple[str, str], str] = {}
         self.run = ""
         """The run of the file being read."""
         self.owning = False
@@ -161,9 +162,12 @@ class Builder:
     def _new_relevance_item(self, iid: str, dataset: str, user: str, prompt_index: int, attribute: str) -> None:
         if iid not in self.batch.items:
             # The attribute's id links the pair to the same attribute at stage 1 and to the answers that used it.
+            key = (user, attribute)
+            aid = self._attribute_ids.get(key)
+            if aid is None:  # hashed once per user attribute, not once per prompt
+                aid = self._attribute_ids[key] = attribute_id(user, attribute)
             self.batch.items[iid] = Item(item_id=iid, dataset=dataset, stage="relevance", user_id=user,
-                                         prompt_index=prompt_index, attribute=attribute,
-                                         payload={ATTRIBUTE_ID: attribute_id(user, attribute)})
+                                         prompt_index=prompt_index, attribute=attribute, payload={ATTRIBUTE_ID: aid})
 
     def add_payload(self, iid: str, payload: dict[str, Any]) -> None:
         """Add ``payload``'s keys to item ``iid``'s payload (the linking keys it already holds stay)."""

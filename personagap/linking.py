@@ -21,7 +21,6 @@ This module is the one place these names and rules live; importers write them an
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from typing import Literal
 
 ATTRIBUTE_ID = "attribute_id"
@@ -61,24 +60,3 @@ def attribute_id(user_id: str, attribute: str) -> str:
 def prompt_id(user_id: str, prompt_index: int) -> str:
     """``<user_id>_<prompt_index>``: how a stage-3 answer names the stage-2 prompt it answers."""
     return f"{user_id}_{prompt_index}"
-
-
-def split_attributes_used(cell: str) -> list[str]:
-    """The attribute ids of a text cell: ``;``-separated, each trimmed, empty parts dropped.
-
-    Args:
-        cell: E.g. ``"attr-1; attr-7"``; an empty cell is an answer written from no attribute.
-    """
-    return [part.strip() for part in cell.split(ATTRIBUTES_USED_SEPARATOR) if part.strip()]
-
-
-def unknown_condition(value: str) -> str | None:
-    """Why ``value`` is not an input condition (one line), or None when it is one."""
-    if value in INPUT_CONDITIONS:
-        return None
-    return f"unknown input condition {value!r} (one of {', '.join(INPUT_CONDITIONS)})"
-
-
-def used_ids(attributes: Sequence[str], ids: dict[str, str]) -> list[str]:
-    """The ids of ``attributes`` (texts) in ``ids`` (text -> id), in the given order, each once."""
-    return list(dict.fromkeys(ids[a] for a in attributes))
