@@ -1,0 +1,41 @@
+"""A made-up relevance dataset for the routing tests (written for PersonaGap's tests, not human judgments).
+
+Items come from the routing harness's generator (:class:`benchmarks.calibration_routing.RoutingWorld`): each has the
+judge's yes/no with a certainty on 1-100 and, for some, one person's blind label.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmarks.calibration_routing import RoutingWorld
+from personagap.labels_api import import_labels
+
+DATASET = "route-team"
+JUDGE = "team-llm"
+HUMAN = "ann"
+
+
+def label_rows(items: pd.DataFrame) -> list[dict[str, Any]]:
+    """The generic format's rows of ``items``: the judge's label with its confidence, and the person's if any."""
+    rows: list[dict[str, Any]] = []
+    for it in items.itertuples(index=False):
+        rows.append({"item_id": it.item_id, "user_id": it.user_id, "rater": JUDGE, "rater_kind": "llm",
+                     "label": it.label, "confidence": float(it.confidence), "confidence_scale": "1-100",
+                     "prompt": f"Prompt of {it.item_id}", "attribute": f"Attribute of {it.item_id}"})
+        if it.human is not None:
+            rows.append({"item_id": it.item_id, "user_id": it.user_id, "rater": HUMAN, "rater_kind": "human",
+                         "label": it.human})
+    return rows
+
+
+def route_db(path: Path, *, users: int = 24, human_share: float = 0.6, seed: int = 4) -> tuple[Path, pd.DataFrame]:
+    """A store holding one relevance dataset of ``users`` users; returns it and the items as generated."""
+    items = RoutingWorld(human_share=human_share).study(users, np.random.default_rng(seed))
+    import_labels(pd.DataFrame(label_rows(items)), stage="relevance", dataset=DATASET, db=path,
+                  categories=["no", "yes"])
+    return path, items
