@@ -27,7 +27,7 @@ def label_rows(items: pd.DataFrame) -> list[dict[str, Any]]:
         rows.append({"item_id": it.item_id, "user_id": it.user_id, "rater": JUDGE, "rater_kind": "llm",
                      "label": it.label, "confidence": float(it.confidence), "confidence_scale": "1-100",
                      "prompt": f"Prompt of {it.item_id}", "attribute": f"Attribute of {it.item_id}"})
-        if it.human is not None:
+        if pd.notna(it.human):
             rows.append({"item_id": it.item_id, "user_id": it.user_id, "rater": HUMAN, "rater_kind": "human",
                          "label": it.human})
     return rows

@@ -81,8 +81,7 @@ def save_route(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, judge: 
         "run_id": run_id, "kind": ROUTE_KIND, "source": f"route {stage}/{dataset}", "rater": judge,
         "judge_version": None, "git_sha": _git_sha(), "started_at": stamp, "finished_at": stamp,
         "status": "finished",
-        "parameters": json.dumps(parameters | {"stage": stage, "dataset": dataset, "judge": judge,
-                                               "routed": sorted(routed)}, sort_keys=True)}])
+        "parameters": parameters | {"stage": stage, "dataset": dataset, "judge": judge, "routed": sorted(routed)}}])
     return run_id
 
 
