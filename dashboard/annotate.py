@@ -41,11 +41,12 @@ from personagap.dashboard import access
 from personagap.dashboard.queries import read_only
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS, Label, Run
 
-Order = Literal["disagreement", "uncertain", "random"]
+Order = Literal["disagreement", "uncertain", "random", "routed"]
 ORDERS: dict[str, str] = {
     "disagreement": "judges disagree with each other most",
     "uncertain": "the best judge is least certain",
     "random": "stratified random sample (unbiased estimates)",
+    "routed": "routed to people (the items `personagap route` left to people)",
 }
 #: Labels a stage takes when the dataset has none stored yet to learn its categories from.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -295,7 +296,7 @@ def _modal(labels: pd.Series) -> tuple[str, float]:
 
 
 def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, *, best_judge: str | None = None,
-                seed: int = 0) -> pd.DataFrame:
+                seed: int = 0, routed: Sequence[str] | None = None) -> pd.DataFrame:
     """Order every item of a stage and dataset for annotation (pure).
 
     Args:
@@ -308,8 +309,12 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
             inconsistent the best judge is across its conditions (orders, with/without profile), then how many
             other judges contradict it. ``random``: a seeded random order stratified by the best judge's label
             (every stratum interleaved in proportion to its size, so each prefix is a stratified sample).
+            ``routed``: only the ``routed`` items, in a seeded random order -- so the routed items people have
+            labelled at any point are a random sample of them, which the routed estimate's correction assumes
+            (:mod:`personagap.analysis.routing`).
         best_judge: The judge with the highest agreement with humans on this dataset (``uncertain``/``random``).
         seed: Seed of the random order and of every tie-break.
+        routed: The item ids the stored routing decision left to people (:func:`routed_items`; ``routed`` only).
 
     Returns:
         One row per item, in queue order: ``item_id``, ``score`` (what the order sorts by), ``stratum``, ``rank``.
@@ -349,6 +354,11 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
         frame = frame.sort_values(["has_best", "score", "second", "tie"], ascending=[False, False, False, True])
         frame["score"] = frame["score"].fillna(0.0)
         frame = frame.drop(columns=["second", "has_best"])
+    elif order == "routed":
+        if routed is None:
+            raise AnnotateError("no routing decision is stored for this dataset: run `personagap route` first")
+        frame = frame[frame["item_id"].isin(set(routed))].sort_values("tie")
+        frame["score"] = frame["tie"]
     elif order == "random":
         frame["stratum"] = frame["item_id"].map(best_modal.map(lambda m: m[0])).fillna("(no label)").astype(str) \
             if not best_modal.empty else "(all)"
@@ -376,6 +386,15 @@ def queue_inputs(db: str | Path, stage: str, dataset: str) -> tuple[list[str], p
             WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND {comparable_judge_sql('l')}
         """, [stage, dataset]).df()
     return items, labels
+
+
+def routed_items(db: str | Path, stage: str, dataset: str) -> list[str] | None:
+    """The item ids the stored routing decision of a stage and dataset left to people, or None (no decision)."""
+    from personagap.store.routing import load_route
+
+    with read_only(db) as con:
+        decision = load_route(con, stage, dataset)
+    return None if decision is None else [str(i) for i in decision["routed"]]
 
 
 def stored_by(db: str | Path, name: str, stage: str, dataset: str) -> set[str]:

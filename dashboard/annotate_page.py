@@ -22,7 +22,9 @@ FLUSH_EVERY_SECONDS = 2.0
 @st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Ordering the queue…")
 def _queue(db: str, stage: str, dataset: str, order: str, seed: int, best: str | None) -> pd.DataFrame:
     items, judge_labels = annotate.queue_inputs(db, stage, dataset)
-    return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed)  # type: ignore[arg-type]
+    routed = annotate.routed_items(db, stage, dataset) if order == "routed" else None
+    return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed,  # type: ignore[arg-type]
+                                routed=routed)
 
 
 @st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
@@ -132,7 +134,11 @@ def annotate_page() -> None:
     seed = int(c4.number_input("Seed", min_value=0, value=0, step=1, key="annotate_seed",
                                help="Seed of the random order and of every tie-break."))
     best = _best_judge(stage, dataset)
-    queue = _queue(db, stage, dataset, order, seed, best)
+    try:
+        queue = _queue(db, stage, dataset, order, seed, best)
+    except annotate.AnnotateError as exc:
+        st.info(render.md(str(exc)))
+        return
     done = _stored_by(db, name, stage, dataset) | annotate.pending_items(db, name)
     revealed = st.session_state.get("annotate_revealed")
     if revealed and revealed["item_id"] in set(queue["item_id"]):
@@ -142,7 +148,8 @@ def annotate_page() -> None:
     st.caption(f"{len(done):,} labelled by you · {len(todo):,} left in this queue"
                + (f" · best judge here: {render.md(best)}" if best else ""))
     if todo.empty:
-        st.success("You have labelled every item of this dataset. Thank you!")
+        st.success("You have labelled every item routed to people. Thank you!" if order == "routed"
+                   else "You have labelled every item of this dataset. Thank you!")
         return
     row = todo.iloc[0]
     _label_form(db, name, stage, dataset, row, order, seed, best)

@@ -360,3 +360,18 @@ def test_two_annotators_give_the_dataset_a_human_ceiling_and_their_labels_export
         runs = con.execute(f"SELECT count(*) FROM read_parquet('{out}/runs/**/*.parquet') "
                            "WHERE source = 'dashboard Annotate page'").fetchall()[0][0]
     assert rows == [("Ann One", 30), ("Bob Two", 30)] and runs == 2
+
+
+def test_routed_order_serves_exactly_the_routed_items_in_a_seeded_random_order():
+    items = [f"i{k:02d}" for k in range(40)]
+    routed = items[5:25:2] + ["not-an-item-any-more"]
+    labels = _labels([(i, "best", "yes", None) for i in items])
+    q = annotate.order_items(items, labels, "routed", best_judge="best", seed=3, routed=routed)
+    # Exactly the routed items that still exist, each once; the seed, not the input order, decides the order.
+    assert sorted(q["item_id"]) == sorted(items[5:25:2]) and q["item_id"].is_unique
+    again = annotate.order_items(list(reversed(items)), labels, "routed", best_judge="best", seed=3, routed=routed)
+    assert list(again["item_id"]) == list(q["item_id"])
+    other = annotate.order_items(items, labels, "routed", best_judge="best", seed=4, routed=routed)
+    assert list(other["item_id"]) != list(q["item_id"]) and list(q["item_id"]) != sorted(q["item_id"])
+    with pytest.raises(annotate.AnnotateError, match="personagap route"):
+        annotate.order_items(items, labels, "routed")

@@ -1,0 +1,74 @@
+"""The Annotate page's "routed to people" queue serves exactly the items `personagap route` left to people (AppTest)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from personagap.commands.route import route
+from personagap.dashboard import annotate
+from personagap.store import opened
+from tests.route_store import DATASET, JUDGE, route_db
+from tests.test_annotate import APP, _button, _served, _text
+
+LABELS = 3
+
+
+def routed_store(path: Path) -> tuple[Path, list[str]]:
+    """A routed store (target accuracy 0.9 splits the items) and the routed item ids."""
+    db, _ = route_db(path, users=12)
+    route(str(db), "relevance", DATASET, JUDGE, target_accuracy=0.9)
+    routed = annotate.routed_items(db, "relevance", DATASET)
+    assert routed  # the test needs some routed items
+    return db, routed
+
+
+def _left(text: str) -> int:
+    found = re.search(r"([\d,]+) left in this queue", text)
+    assert found, text
+    return int(found.group(1).replace(",", ""))
+
+
+def test_the_routed_queue_serves_exactly_the_routed_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db, routed = routed_store(tmp_path / "routed.duckdb")
+    with opened(db, read_only=True) as con:
+        every = {r[0] for r in con.execute("SELECT item_id FROM items").fetchall()}
+    assert set(routed) < every  # some items are kept by the judge: the queue must leave them out
+    monkeypatch.setenv("PERSONAGAP_DB", str(db))
+    at = AppTest.from_file(str(APP), default_timeout=180).run()
+    at.switch_page("page_annotate.py").run()
+    at.text_input[0].input("Router")
+    _button(at, "Start labelling").click().run()
+    at.selectbox(key="annotate_stage").set_value("relevance").run()
+    at.selectbox(key="annotate_dataset").set_value(DATASET)
+    at.selectbox(key="annotate_order").set_value("routed").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _left(_text(at)) == len(routed)
+    served = []
+    for k in range(LABELS):
+        served.append(_served(at))
+        at.radio[0].set_value("yes")
+        _button(at, "Save label").click().run()
+        _button(at, "Next item →").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert _left(_text(at)) == len(routed) - k - 1
+    assert set(served) <= set(routed) and len(set(served)) == LABELS
+    queue = annotate.order_items(sorted(every), annotate.queue_inputs(db, "relevance", DATASET)[1], "routed",
+                                 routed=routed)
+    assert served == list(queue["item_id"][:LABELS])  # in the queue's seeded order
+
+
+def test_without_a_routing_decision_the_page_says_how_to_make_one(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    db, _ = route_db(tmp_path / "plain.duckdb", users=6)
+    monkeypatch.setenv("PERSONAGAP_DB", str(db))
+    at = AppTest.from_file(str(APP), default_timeout=180).run()
+    at.switch_page("page_annotate.py").run()
+    at.text_input[0].input("Router")
+    _button(at, "Start labelling").click().run()
+    at.selectbox(key="annotate_order").set_value("routed").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "personagap route" in _text(at) and not at.radio
