@@ -205,9 +205,11 @@ def _clusters(rows: pd.DataFrame, item: npt.NDArray[Any]) -> npt.NDArray[np.int6
     """Each row's cluster code: its user's, or its item's own where the user is missing; None without users."""
     if "user_id" not in rows.columns or not rows["user_id"].notna().any():
         return None
-    user_code = pd.factorize(rows["user_id"])[0]  # -1 where missing
+    # Codes in sorted order, not in row order: the t-test then sums the same clusters in the same order whatever
+    # order the store returned the rows in (an exported and re-imported store gives byte-identical p-values).
+    user_code = pd.factorize(rows["user_id"], sort=True)[0]  # -1 where missing
     # An item without a user is a cluster of its own, numbered after every user.
-    item_code = pd.factorize(item)[0] + int(user_code.max()) + 1
+    item_code = pd.factorize(item, sort=True)[0] + int(user_code.max()) + 1
     out: npt.NDArray[np.int64] = np.where(user_code >= 0, user_code, item_code).astype(np.int64)
     return out
 

@@ -19,6 +19,7 @@ import personagap.analysis.robust as robust  # registers the panel's table metri
 from personagap.analysis.agreement import Estimate, ci_list
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import DEFAULT_EPSILON, EPSILON_GUIDANCE, Scoring, alt_test_rows
+from personagap.analysis.estimates import estimate_line
 from personagap.analysis.robust import HumanSet
 from personagap.records import DatasetScale
 
@@ -256,13 +257,8 @@ def extras_lines(alt_test: list[dict[str, Any]], estimates: list[dict[str, Any]]
         for (dataset, humans), rows in _groups(alt_test).items():
             lines += alt_test_group_lines(dataset, humans, rows)
     if estimates:
-        lines += ["", "Corrected estimates of the human rate (a judge's naive rate, then corrected with human labels):"]
-        for e in estimates:
-            lines.append(f"  {e['judge']} on {e['dataset']} ({e.get('humans', 'blind')} humans), {e['quantity']}: "
-                         f"naive {_f(e['naive'])}, Rogan-Gladen {_f(e['rogan_gladen'])}{_ci(e['rogan_gladen_ci'])}, "
-                         f"PPI {_f(e['ppi'])}{_ci(e['ppi_ci'])}, human only {_f(e['human_only'])}"
-                         f"{_ci(e['human_only_ci'])} (n human {e['n_human']}, n judge {e['n_judge']}, "
-                         f"{e.get('n_users', '?')} users)" + (f"; {e['ci_note']}" if e.get("ci_note") else ""))
+        lines += ["", "Estimates of the human rate (the judge's own rate, then corrected with human labels):"]
+        lines += [estimate_line(e) for e in estimates]
     return lines
 
 

@@ -57,9 +57,9 @@ def estimates_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([{
         "judge": text(r.get("judge")), "dataset": where(str(r.get("dataset")), str(r.get("origin", "real"))),
         "humans": text(r.get("humans", "blind")), "quantity": text(r.get("quantity")),
-        "judge's naive rate": num(r.get("naive")),
+        "judge's own rate": f"{num(r.get('naive'))} {_estimate_ci(r, 'naive_ci')}",
         "Rogan–Gladen": f"{num(r.get('rogan_gladen'))} {_estimate_ci(r, 'rogan_gladen_ci')}",
-        "PPI++": f"{num(r.get('ppi'))} {ci(r.get('ppi_ci'))}",
+        "PPI++": f"{num(r.get('ppi'))} {_estimate_ci(r, 'ppi_ci')}",
         "humans only": f"{num(r.get('human_only'))} {_estimate_ci(r, 'human_only_ci')}",
         "n human / judge": f"{r.get('n_human', 0):,} / {r.get('n_judge', 0):,}"} for r in rows])
 
