@@ -46,7 +46,7 @@ ORDERS: dict[str, str] = {
     "disagreement": "judges disagree with each other most",
     "uncertain": "the best judge is least certain",
     "random": "stratified random sample (unbiased estimates)",
-    "routed": "routed to people (the items `personagap route` left to people)",
+    "routed": "routed to people (by personagap route)",
 }
 #: Labels a stage takes when the dataset has none stored yet to learn its categories from.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {
