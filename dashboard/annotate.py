@@ -388,13 +388,29 @@ def queue_inputs(db: str | Path, stage: str, dataset: str) -> tuple[list[str], p
     return items, labels
 
 
-def routed_items(db: str | Path, stage: str, dataset: str) -> list[str] | None:
-    """The item ids the stored routing decision of a stage and dataset left to people, or None (no decision)."""
+def route_decision(db: str | Path, stage: str, dataset: str) -> dict[str, Any] | None:
+    """The stored routing decision of a stage and dataset (judge, threshold, target, routed ids), or None."""
     from personagap.store.routing import load_route
 
     with read_only(db) as con:
-        decision = load_route(con, stage, dataset)
+        return load_route(con, stage, dataset)
+
+
+def routed_items(db: str | Path, stage: str, dataset: str) -> list[str] | None:
+    """The item ids the stored routing decision of a stage and dataset left to people, or None (no decision)."""
+    decision = route_decision(db, stage, dataset)
     return None if decision is None else [str(i) for i in decision["routed"]]
+
+
+def route_caption(decision: dict[str, Any]) -> str:
+    """One line saying who routed the queue and why (the Annotate page shows it above the routed queue)."""
+    threshold = decision.get("threshold")
+    target = decision.get("target") or {}
+    kept = (f"its labels are kept where its confidence is at least {threshold:g}" if threshold is not None
+            else "no confidence reached the target, so every item is left to people")
+    return (f"Routed by {decision['judge']} (target {target.get('metric', '?')} >= {target.get('value', '?')}): "
+            f"{kept}; {len(decision['routed']):,} items are left to people, served in a seeded random order so "
+            "that the routed estimate stays unbiased at any point.")
 
 
 def stored_by(db: str | Path, name: str, stage: str, dataset: str) -> set[str]:

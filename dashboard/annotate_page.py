@@ -144,6 +144,10 @@ def annotate_page() -> None:
     if revealed and revealed["item_id"] in set(queue["item_id"]):
         _reveal(db, name, revealed)
         return
+    if order == "routed":
+        decision = annotate.route_decision(db, stage, dataset)
+        if decision is not None:
+            st.caption(render.md(annotate.route_caption(decision)))
     todo = queue[~queue["item_id"].isin(done)]
     st.caption(f"{len(done):,} labelled by you · {len(todo):,} left in this queue"
                + (f" · best judge here: {render.md(best)}" if best else ""))

@@ -47,6 +47,7 @@ def test_the_routed_queue_serves_exactly_the_routed_items(tmp_path: Path, monkey
     at.selectbox(key="annotate_order").set_value("routed").run()
     assert not at.exception, [e.value for e in at.exception]
     assert _left(_text(at)) == len(routed)
+    assert f"Routed by {JUDGE}" in _text(at) and f"{len(routed):,} items are left to people" in _text(at)
     served = []
     for k in range(LABELS):
         served.append(_served(at))
