@@ -86,3 +86,14 @@ def test_help_says_what_is_kept_routed_and_estimated() -> None:
     text = CliRunner().invoke(cli, ["route", "--help"]).output
     for phrase in ("other half", "Annotate", "routed to people", "--target-kappa", "--positive", "all-human"):
         assert phrase in " ".join(text.split()), phrase
+
+
+def test_a_kappa_target_is_chosen_on_kappa_and_text_output_names_the_three_rates(store) -> None:
+    db, items = store
+    out = _route(db, "--target-kappa", "0.6")
+    assert out["threshold"]["target"] == {"metric": "kappa", "value": 0.6, "source": "given"}
+    chosen = out["threshold"]["chosen_on"]
+    assert chosen is None or chosen["kappa"] >= 0.6
+    text = CliRunner().invoke(cli, [*ROUTE, "--db", str(db), "--target-kappa", "0.6"]).output
+    for line in ("routed (judge + people)", "all human", "all judge", "human labels still needed"):
+        assert line in text, line

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from personagap._cli_base import cli, db_option, fail
+
+if TYPE_CHECKING:
+    from personagap.analysis.coverage import ThresholdChoice
+    from personagap.analysis.routing import RoutingEstimate
 
 STAGE_NAMES = ("extraction", "relevance", "response")
 
@@ -30,10 +34,8 @@ class RouteResult:
     dataset: str
     judge: str
     confidence_scale: str
-    choice: Any
-    """The :class:`~personagap.analysis.coverage.ThresholdChoice`."""
-    estimate: Any
-    """The :class:`~personagap.analysis.routing.RoutingEstimate`."""
+    choice: ThresholdChoice
+    estimate: RoutingEstimate
     run_id: str
 
     def to_json(self) -> dict[str, Any]:
@@ -73,7 +75,8 @@ def route(db: str, stage: str, dataset: str, judge: str, *, target_accuracy: flo
     if target_accuracy is None and target_kappa is None:
         raise RouteError("give --target-accuracy or --target-kappa")
     target = target_for(dataset, target_accuracy=target_accuracy, target_kappa=target_kappa, ceilings={})
-    assert target is not None  # a given target never needs a ceiling
+    if target is None:  # unreachable: a given target needs no ceiling; kept for the type checker
+        raise RouteError("give --target-accuracy or --target-kappa")
     with opened(db, read_only=True) as con:
         record = dataset_record(con, stage, dataset)
         if record is None:
@@ -92,7 +95,7 @@ def route(db: str, stage: str, dataset: str, judge: str, *, target_accuracy: flo
     scales = sorted(set(mine["confidence_scale"].astype(str)))
     if len(scales) > 1:
         raise RouteError(f"judge {judge!r} states confidences on several scales ({', '.join(scales)}): not comparable")
-    categories = [c for c in record.scale.categories]
+    categories = list(record.scale.categories)
     chosen = positive if positive is not None else ("yes" if "yes" in categories else None)
     if chosen is None or chosen not in categories:
         raise RouteError(f"give --positive, one of {', '.join(categories)}: the category whose rate is estimated"
