@@ -45,6 +45,7 @@ from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import ResponseImport, load_prism
 from personagap.human_data.usr import load_usr
 from personagap.records import DatasetRecord
+from personagap.stages.frames import is_in
 from personagap.stages.response_pairwise import PAIRWISE_SCALE, gvp_dataset, pairwise_dataset
 from personagap.stages.response_records import (
     GVP_KIND,
@@ -242,17 +243,17 @@ def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: i
         frame = labels[labels["dataset"] == dataset]
         ds_items = item_index[item_index["dataset"] == dataset]
         record = (records or {}).get(dataset)
-        pair_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == "pairwise"])]
+        pair_frame = frame[is_in(frame["item_id"], ds_items.index[ds_items["kind"] == "pairwise"])]
         if not pair_frame.empty:
             js, hb, gp = pairwise_dataset(pair_frame, ds_items, dataset, scale=PAIRWISE_SCALE,
                                           n_resamples=n_resamples, seed=seed)
             judges += js
             humans += hb
             gaps += gp
-        gvp_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"] == GVP_KIND])]
+        gvp_frame = frame[is_in(frame["item_id"], ds_items.index[ds_items["kind"] == GVP_KIND])]
         if not gvp_frame.empty:
             gvp += gvp_dataset(gvp_frame, ds_items, dataset, n_resamples=n_resamples, seed=seed)
-        single_frame = frame[frame["item_id"].isin(ds_items.index[ds_items["kind"].isin(SINGLE_KINDS)])]
+        single_frame = frame[is_in(frame["item_id"], ds_items.index[ds_items["kind"].isin(SINGLE_KINDS)])]
         if not single_frame.empty:
             single_record = record if record is not None and record.item_kind == "single" else inferred_record(
                 dataset, single_frame)

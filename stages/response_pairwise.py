@@ -26,6 +26,7 @@ from personagap.analysis.response import (
     swap_consistency,
 )
 from personagap.records import PAIRWISE_LABELS, DatasetScale
+from personagap.stages.frames import is_in
 from personagap.stages.response_records import (
     NO_PROFILE,
     REVERSED,
@@ -94,14 +95,19 @@ def pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, 
         if joined.empty:
             continue
         ids = joined.index
-        clusters = items.loc[ids, "user_id"].to_numpy()
+        # Row positions of these items, looked up once: .loc per column looks them up again each time.
+        pos = items.index.get_indexer(ids)
+        if (pos < 0).any():
+            raise KeyError(f"{dataset}: labels on items the store does not hold: {list(ids[pos < 0][:3])}")
+        la, lb = len_a.iloc[pos], len_b.iloc[pos]
+        clusters = items["user_id"].to_numpy()[pos]
         judge = joined["label"].to_numpy(dtype=object)
         human = joined["human"].to_numpy(dtype=object)
         est = scale_estimates(joined["human"], joined["label"], pd.Series(clusters), scale,
                               n_resamples=n_resamples, seed=seed)
         swapped = np.array([bool(_meta(m).get("swapped", False)) for m in joined["meta"]])
         first = first_position_rate(judge, swapped, clusters, n_resamples=n_resamples, seed=seed)
-        longer = longer_rate(judge, len_a.loc[ids], len_b.loc[ids], clusters, n_resamples=n_resamples, seed=seed)
+        longer = longer_rate(judge, la, lb, clusters, n_resamples=n_resamples, seed=seed)
         not_tie = human != "tie"
         reverse = verdicts.get((rater, condition + REVERSED))
         consistency, swap_n = float("nan"), 0
@@ -111,7 +117,7 @@ def pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, 
             consistency = swap_consistency(parsed.loc[both, "label"].to_numpy(), reverse.loc[both].to_numpy())
         by_group = {}
         for col in ("split", "tier"):
-            groups = items.loc[ids, col]
+            groups = items[col].iloc[pos]
             for value in sorted(groups.dropna().unique()):
                 mask = (groups == value).to_numpy()
                 by_group[f"{col}={value}"] = GroupAccuracy(n=int(mask.sum()),
@@ -123,15 +129,14 @@ def pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, 
             kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
             failures=len(failed), failure_reasons=dict(Counter(reason_kind(e) for e in failed["error"])),
             accuracy_failures_as_wrong=float((judge == human).sum()
-                                             / (len(joined) + int(failed["item_id"].isin(ref.index).sum()))),
+                                             / (len(joined) + int(is_in(failed["item_id"], ref.index).sum()))),
             first_position_rate=first.value, first_position_ci=ci_list(first),
             longer_rate=longer.value, longer_ci=ci_list(longer),
             tie_rate=float((judge == "tie").mean()), human_tie_rate=float((~not_tie).mean()),
             accuracy_without_human_ties=float((judge[not_tie] == human[not_tie]).mean()) if not_tie.any()
             else float("nan"),
-            always_a_accuracy=float((baseline_labels("always-A", len_a.loc[ids], len_b.loc[ids]) == human).mean()),
-            always_longer_accuracy=float(
-                (baseline_labels("always-longer", len_a.loc[ids], len_b.loc[ids]) == human).mean()),
+            always_a_accuracy=float((baseline_labels("always-A", la, lb) == human).mean()),
+            always_longer_accuracy=float((baseline_labels("always-longer", la, lb) == human).mean()),
             swap_consistency=consistency, swap_pairs=swap_n, by_group=by_group, **panel_values(est),
         ))
 

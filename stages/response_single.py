@@ -19,6 +19,7 @@ from personagap.analysis.response import rater_agreement, rater_pairs
 from personagap.datasets import build_records
 from personagap.human_data.labels import RatedAspectSpec
 from personagap.records import DatasetRecord, DatasetScale
+from personagap.stages.frames import is_in
 from personagap.stages.response_pairwise import blind_reference, reason_kind
 from personagap.stages.response_records import (
     USR_DATASET,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 def inferred_record(dataset: str, frame: pd.DataFrame) -> DatasetRecord:
     """The record of single-response items no stored single-response record describes (the reader's rule)."""
     kinds = pd.DataFrame({"stage": ["response"], "dataset": [dataset], "item_kind": ["single"], "n": [1]})
-    kept = frame[frame["label"].notna() & frame["item_id"].isin(_human_labelled(frame))]
+    kept = frame[frame["label"].notna() & is_in(frame["item_id"], _human_labelled(frame))]
     rows = kept.assign(stage="response")[["stage", "dataset", "rater_kind", "condition", "label"]].drop_duplicates()
     return build_records(kinds, rows, {})[("response", dataset)]
 
