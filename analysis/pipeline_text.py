@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from personagap.analysis.pipeline import STAGE_NAMES, JudgeRate, PipelineRow, PipelineView
+from personagap.analysis.pipeline import STAGE_NAMES
+from personagap.analysis.pipeline_records import JudgeRate, PipelineRow, PipelineView
 
 TITLE = "Which stage of your pipeline fails (by human verdict)"
 JUDGES_SHOWN = 3

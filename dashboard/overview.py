@@ -13,7 +13,8 @@ from pathlib import Path
 import streamlit as st
 
 from personagap.analysis.comparable import SYSTEM_KINDS
-from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, PipelineRow, PipelineView, pipeline_db
+from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, pipeline_db
+from personagap.analysis.pipeline_records import PipelineRow, PipelineView
 from personagap.analysis.pipeline_text import TITLE, figure
 from personagap.dashboard import access, charts, data
 from personagap.dashboard.display import ci, ci_phrase, md, num

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from personagap.analysis.pipeline import PipelineView, pipeline_db
+from personagap.analysis.pipeline import pipeline_db
+from personagap.analysis.pipeline_records import PipelineView
 from personagap.analysis.pipeline_text import TITLE, figure
 from personagap.dashboard.explore import OVER_PERSONALISED
 from tests.pipe_store import write_store

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from personagap.analysis.pipeline import PipelineView, pipeline_db
+from personagap.analysis.pipeline import pipeline_db
+from personagap.analysis.pipeline_records import PipelineView
 from tests.pipe_store import item, label, write_store
 
 USERS, ATTRS, PROMPTS = 40, 6, 2

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from scipy.stats import norm
 
-from personagap.analysis.pipeline import PipelineView, labels_needed, pipeline_db
+from personagap.analysis.pipeline import labels_needed, pipeline_db
+from personagap.analysis.pipeline_records import PipelineView
 from tests.pipe_store import item, label, write_store
 
 # Stage 1: human reference per extracted attribute (None: no verdict), and verifier v1's verdicts.
