@@ -160,7 +160,9 @@ def routing_estimate(items: pd.DataFrame, threshold: float | None, positive: str
     human = _human_sums(items, positive)
     labelled_users = int((human[:, 1] > 0).sum())
     if labelled_users < min_labelled_users and not math.isnan(combined.ci[0]) and per[:, _R].sum() > 0:
-        # Its routed part rests on the labelled users alone, as every human-only rate: the same minimum.
+        # Its routed part rests on the labelled users alone, as every human-only rate: the same minimum. (The rule
+        # itself covered 0.938-0.958 from 10 users in benchmarks/calibration_routing_table.md, but human-only rates
+        # undercovered below 15 labelled users when users' item counts are very uneven: analysis/estimates.py.)
         combined = Estimate(combined.value, (math.nan, math.nan), combined.n_clusters, combined.n_undefined)
     judged = items["label"].notna().to_numpy()
     judge_per = np.column_stack([per[:, _KP] + per[:, _RF], _per_user(items, judged)])
