@@ -104,15 +104,40 @@ def test_sample_llms_over_select_and_figures_are_not_degenerate(demo: tuple[Path
     assert all(k == k and -1 < k < 1 for k in kappas), kappas  # defined, and never a perfect 1
 
 
+def test_demo_stores_the_sample_pipelines_selection_and_answer_conditions(demo: tuple[Path, str],
+                                                                         tmp_path: Path) -> None:
+    from personagap.human_data.recenter import PIPELINE_RATER, STAGE2, STAGE3
+    from personagap.sample_data import write_sample_release
+
+    root = write_sample_release(tmp_path / "recenter")
+    task5 = [json.loads(line) for line in (root / "stage2/task5_items.jsonl").read_text().splitlines()]
+    selected = sum(len(r["items"]) for r in task5)
+    profile_pairs = sum(len(r["profile_attributes"]) for r in task5)
+    with duckdb.connect(str(demo[0]), read_only=True) as con:
+        yes, total = con.execute(
+            "SELECT count(*) FILTER (WHERE l.label = 'yes'), count(*) FROM labels l JOIN items i USING (item_id) "
+            "WHERE l.rater = ? AND l.rater_kind = 'system' AND i.dataset = ?", [PIPELINE_RATER, STAGE2]).fetchall()[0]
+        pairs, human, judged = con.execute(
+            "SELECT count(DISTINCT i.item_id), count(l.item_id) FILTER (WHERE l.rater_kind IN ('human', "
+            "'human_majority')), count(DISTINCT l.item_id) FILTER (WHERE l.rater_kind = 'trained') "
+            "FROM items i LEFT JOIN labels l USING (item_id) WHERE i.dataset = ?", [STAGE3]).fetchall()[0]
+    assert (yes, total) == (selected, profile_pairs) and 0 < selected < profile_pairs
+    # One pair per prompt and condition (pipeline, oracle) of the one sample writer; no human verdict, and the
+    # demo's offline preference model rated every pair.
+    assert pairs == 2 * len(task5) and human == 0 and judged == pairs
+
+
 def test_sample_files_are_seeded_and_deterministic(tmp_path: Path) -> None:
     from personagap.sample_data import write_sample_release
     from personagap.sample_extraction import write_sample_extraction
+    from personagap.sample_pipeline import write_sample_pipeline
     from personagap.sample_response import write_sample_prism
 
     for run in ("a", "b"):
         write_sample_release(tmp_path / run / "recenter")
         write_sample_extraction(tmp_path / run / "extraction")
         write_sample_prism(tmp_path / run / "prism")
+        write_sample_pipeline(tmp_path / run / "pipeline")
     files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
     assert len(files) >= 14
     for rel in files:
@@ -133,11 +158,13 @@ def test_sample_text_is_not_copied_from_the_real_data(shared_data: Path, tmp_pat
     """No sentence of four or more words in the written sample files occurs in the real releases."""
     from personagap.sample_data import write_sample_release
     from personagap.sample_extraction import write_sample_extraction
+    from personagap.sample_pipeline import write_sample_pipeline
     from personagap.sample_response import write_sample_prism
 
     write_sample_release(tmp_path / "recenter")
     write_sample_extraction(tmp_path / "extraction")
     write_sample_prism(tmp_path / "prism")
+    write_sample_pipeline(tmp_path / "pipeline")
     sentences: set[str] = set()
     for path in tmp_path.rglob("*"):
         if path.suffix not in (".jsonl", ".json"):
