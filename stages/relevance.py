@@ -23,7 +23,6 @@ from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     ci_list,
-    shared_resample_weights,
 )
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import (
@@ -72,8 +71,8 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
         reference: The reference counts of the same call.
         failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
         dataset: Dataset key.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
+        n_resamples: Deprecated and ignored here (the one CI rule draws no resamples).
+        seed: Deprecated and ignored here.
         scale: The dataset's scale.
         which: The reference the counts were built with (recorded on each row).
     """
@@ -93,7 +92,7 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
         if joined.empty and fails.empty:
             continue
         tables, n_users = user_tables(joined, scale)
-        est = agreement_estimates(tables, judge_metrics(scale), shared_resample_weights(n_users, n_resamples, seed),
+        est = agreement_estimates(tables, judge_metrics(scale),
                                   levels=scale.levels() if scale.ordinal else None)
         reasons: Counter[str] = Counter()
         for error, n in zip(fails["error"], fails["n"], strict=True):
