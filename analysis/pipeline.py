@@ -230,19 +230,25 @@ def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
     cols = [f"{c}_g1" for c in _JUDGE_COLS] + [f"{c}_g0" for c in _JUDGE_COLS]
     of = _by_keys(judges, ["dataset", "system"])
     cells = []
+    counts = ["tp", "fp", "fn", "tn"]
     for keys, rows in _groups(sel, ["dataset", "system", "system_kind"]):
-        pu = _users(rows, ["tp", "fp", "fn", "tn", "n_items"])
-        if not pu[["tp", "fp", "fn", "tn"]].to_numpy().sum():
+        pu = _users(rows, [*counts, "n_items", "n_linked", *(f"{c}_ok" for c in counts)])
+        if not pu[counts].to_numpy().sum():
             continue
         kind = keys.pop("system_kind")
-        for quantity, (num, den) in _S2.items():
-            frac = pd.DataFrame({"num": pu[num].sum(axis=1), "den": pu[den].sum(axis=1)})
-            js = _judges(of.get(tuple(keys.values())), s2_naive(quantity), s2_corrected(quantity), cols,
-                         clip_one=quantity != "over_selection")
-            row = _row(2, keys, quantity, frac, share(0, 1), n_items=int(pu["n_items"].sum()),
-                       n_human=int(pu[["tp", "fp", "fn", "tn"]].to_numpy().sum()), judges=js)
-            row.system_kind = str(kind)
-            cells.append(_Cell(row, frac, str(kind)))
+        # All the selector's attributes, then (an oracle input for stage 2) only those humans accepted at stage 1.
+        inputs = [(None, "")] + ([(ORACLE, "_ok")] if pu["n_linked"].sum() else [])
+        for condition, suffix in inputs:
+            mine = pu[[f"{c}{suffix}" for c in counts]].set_axis(counts, axis=1)
+            n_human = int(mine[counts].to_numpy().sum())
+            for quantity, (num, den) in _S2.items():
+                frac = pd.DataFrame({"num": mine[num].sum(axis=1), "den": mine[den].sum(axis=1)})
+                js = [] if condition else _judges(of.get(tuple(keys.values())), s2_naive(quantity),
+                                                  s2_corrected(quantity), cols, clip_one=quantity != "over_selection")
+                row = _row(2, keys | {"input_condition": condition}, quantity, frac, share(0, 1),
+                           n_items=int(pu["n_linked" if condition else "n_items"].sum()), n_human=n_human, judges=js)
+                row.system_kind = str(kind)
+                cells.append(_Cell(row, frac, str(kind)))
     return cells
 
 
@@ -278,7 +284,8 @@ def labels_needed(halfwidth: float = TARGET_HALFWIDTH, level: float = 0.95) -> i
 
 def _headline(cells: list[_Cell], stage: int) -> pd.DataFrame | None:
     """The stage's headline failure share's per-user counts (num, den), pooled as the module docstring says."""
-    mine = [c for c in cells if c.row.stage == stage and c.row.quantity == HEADLINE[stage] and c.row.n_human]
+    mine = [c for c in cells if c.row.stage == stage and c.row.quantity == HEADLINE[stage] and c.row.n_human
+            and (stage == 3 or c.row.input_condition is None)]
     own = [c for c in mine if c.system_kind in SYSTEM_KINDS and c.per_user["den"].sum() > 0]
     if stage == 2 and own:
         mine = own
@@ -359,11 +366,11 @@ def _paired(first: pd.DataFrame, second: pd.DataFrame) -> Estimate:
 
 def _upstream(cells: list[_Cell]) -> list[Upstream]:
     out = []
-    rows = {(c.row.dataset, c.row.system, c.row.input_condition, c.row.quantity): c for c in cells
-            if c.row.stage == 3}
-    for (ds, system, cond, quantity), pipe in sorted(rows.items(), key=lambda kv: str(kv[0])):
-        oracle = rows.get((ds, system, ORACLE, quantity))
-        if cond != PIPELINE or oracle is None:
+    rows = {(c.row.stage, c.row.dataset, c.row.system, c.row.input_condition, c.row.quantity): c for c in cells}
+    for (stage, ds, system, cond, quantity), pipe in sorted(rows.items(), key=lambda kv: str(kv[0])):
+        # The pipeline's own input: stage 3's answers written from its selection; stage 2's every extracted attribute.
+        oracle = rows.get((stage, ds, system, ORACLE, quantity))
+        if cond != (PIPELINE if stage == 3 else None) or oracle is None:
             continue
         human = _paired(pipe.per_user, oracle.per_user) if pipe.row.n_human and oracle.row.n_human else None
         diffs = []
@@ -374,8 +381,9 @@ def _upstream(cells: list[_Cell]) -> list[Upstream]:
                 diffs.append({"judge": name, "naive_difference": _num(est.value), "naive_difference_ci": _ci(est),
                               "n_users": est.n_clusters})
         users = pipe.per_user.index.union(oracle.per_user.index)
-        out.append(Upstream(dataset=ds, system=system, quantity=quantity, human=_num(human.value) if human else None,
-                            human_ci=_ci(human), n_users=len(users), judges=diffs))
+        out.append(Upstream(stage=stage, dataset=ds, system=system, quantity=quantity,
+                            human=_num(human.value) if human else None, human_ci=_ci(human), n_users=len(users),
+                            judges=diffs))
     return out
 
 

@@ -28,7 +28,9 @@ class PipelineRow(BaseModel):
     system: str | None = Field(description="Extractor, selector or generator; null where the data does not say.")
     system_kind: str | None = Field(default=None, description="Stage 2: the selector's rater kind (``system`` = a "
                                                               "pipeline's own selection, ``llm`` = an LLM labeller).")
-    input_condition: str | None = Field(description="Stage 3: pipeline | oracle | none; null elsewhere or unknown.")
+    input_condition: str | None = Field(description="Stage 3: pipeline | oracle | none (null: not recorded). Stage 2: "
+                                                    "null = every attribute, oracle = only attributes humans accepted "
+                                                    "at stage 1. Stage 1: null.")
     quantity: str
     human: float | None = Field(description="By the blind human reference; null where no human verdict exists.")
     human_ci: list[float | None]
@@ -52,8 +54,13 @@ class Comparison(BaseModel):
 
 
 class Upstream(BaseModel):
-    """Stage 3 with the pipeline's input minus with oracle (human-selected) input: the part upstream causes."""
+    """A stage with the pipeline's input minus with an oracle input: the part of its failure upstream causes.
 
+    Stage 3: answers written from the pipeline's selection minus from the human-selected attributes. Stage 2: a
+    selector over every extracted attribute minus over the attributes humans accepted at stage 1.
+    """
+
+    stage: int
     dataset: str
     system: str | None
     quantity: str

@@ -142,10 +142,18 @@ def judge_columns(judge_pos: str, human_pos: str, has_ref: str = "u.human IS NOT
 
 
 _STAGE2 = f"""
+    accepted AS (
+        -- Stage-1 verdicts of linked attributes: accepted when every linked human verdict is ok.
+        SELECT i.user_id, json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid, bool_and(r.human = 'ok') AS ok
+        FROM items i JOIN {REFERENCE_TABLE} r USING (item_id)
+        WHERE i.stage = 'extraction' AND r.human IN ({_VERDICTS}) AND i.payload IS NOT NULL
+        GROUP BY ALL HAVING aid IS NOT NULL
+    ),
     sel AS (
         SELECT s.item_id, i.dataset, s.rater AS system, s.rater_kind AS system_kind, i.user_id, s.label = '{SELECTED}'
-               AS selected, r.human
+               AS selected, r.human, a.ok AS accepted
         FROM labels s JOIN items i USING (item_id) LEFT JOIN {REFERENCE_TABLE} r USING (item_id)
+        LEFT JOIN accepted a ON a.user_id = i.user_id AND a.aid = json_extract_string(i.payload, '$.{ATTRIBUTE_ID}')
         WHERE i.stage = 'relevance' AND s.label IS NOT NULL AND s.rater_kind IN ({_KINDS})
           AND (s.rater_kind NOT IN ({", ".join(f"'{k}'" for k in JUDGE_KINDS)}) OR s.condition = '')
     )
@@ -163,8 +171,10 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
 
     Returns:
         Selector counts (``dataset``, ``system``, ``system_kind``, ``user_id``, ``n_items``, ``tp``, ``fp``,
-        ``fn``, ``tn`` against the human reference) and judge counts (``dataset``, ``system``, ``rater``,
-        ``condition``, ``user_id``, then :func:`judge_columns` of "relevant" per group, suffixed ``_g1``/``_g0``).
+        ``fn``, ``tn`` against the human reference; ``n_linked`` attributes linked to a stage-1 verdict and the four
+        counts again over the attributes humans accepted at stage 1, suffixed ``_ok``) and judge counts
+        (``dataset``, ``system``, ``rater``, ``condition``, ``user_id``, then :func:`judge_columns` of "relevant"
+        per group, suffixed ``_g1``/``_g0``).
     """
     sel = _frame(con, f"""
         WITH {_STAGE2}
@@ -172,7 +182,12 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
                count(*) FILTER (WHERE selected AND human = 'yes') AS tp,
                count(*) FILTER (WHERE selected AND human = 'no') AS fp,
                count(*) FILTER (WHERE NOT selected AND human = 'yes') AS fn,
-               count(*) FILTER (WHERE NOT selected AND human = 'no') AS tn
+               count(*) FILTER (WHERE NOT selected AND human = 'no') AS tn,
+               count(accepted) AS n_linked,
+               count(*) FILTER (WHERE accepted AND selected AND human = 'yes') AS tp_ok,
+               count(*) FILTER (WHERE accepted AND selected AND human = 'no') AS fp_ok,
+               count(*) FILTER (WHERE accepted AND NOT selected AND human = 'yes') AS fn_ok,
+               count(*) FILTER (WHERE accepted AND NOT selected AND human = 'no') AS tn_ok
         FROM sel GROUP BY ALL
     """)
     if not sel["system_kind"].isin(SYSTEM_KINDS).any():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from personagap.analysis.pipeline import STAGE_NAMES
+from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES
 from personagap.analysis.pipeline_records import JudgeRate, PipelineRow, PipelineView
 
 TITLE = "Which stage of your pipeline fails (by human verdict)"
@@ -20,6 +20,9 @@ _WHAT = {1: "extracted attributes humans reject (bad; unsure apart)",
          2: "per selector: selected attributes humans call irrelevant, relevant ones missed, selected ÷ relevant",
          3: "per generator and input: personalised answers humans judge no better than the generic one, or worse"}
 _HEAD = {1: "extractor", 2: "selector", 3: "generator · input"}
+_UPSTREAM = {2: "irrelevant share of its selection over every extracted attribute minus over those humans accepted "
+                "at stage 1",
+             3: "no-better share with the pipeline's input minus with the human-selected input"}
 
 
 def figure(value: float | None, ci: list[float | None] | None, *, ratio: bool = False) -> str:
@@ -51,7 +54,9 @@ def judges_text(judges: list[JudgeRate], *, ratio: bool = False) -> str:
 
 def _system(r: PipelineRow) -> str:
     name = r.system or "unnamed"
-    return f"{name} · {r.input_condition or 'input not recorded'}" if r.stage == 3 else name
+    if r.stage == 3:
+        return f"{name} · {r.input_condition or 'input not recorded'}"
+    return f"{name} · accepted attrs only" if r.input_condition else name
 
 
 def stage_table(rows: list[PipelineRow], stage: int) -> list[str]:
@@ -90,15 +95,13 @@ def render_pipeline(view: PipelineView) -> str:
         lines += table + ([""] if table else [])
     lines.append(view.verdict)
     for u in view.upstream:
-        if u.quantity != "no_better_than_generic":
+        if u.quantity != HEADLINE[u.stage]:
             continue
         said = "; ".join(f"{j['judge']} {_points(j['naive_difference'])} {_ci_points(j['naive_difference_ci'])}"
                          for j in u.judges[:JUDGES_SHOWN])
-        human = (f"humans {_points(u.human)} {figure(None, None) if u.human is None else _ci_points(u.human_ci)}"
-                 if u.human is not None else "no human verdict")
-        lines.append(f"Caused upstream ({u.dataset} · {u.system or 'unnamed'}): no-better share with the pipeline's "
-                     f"input minus with the human-selected input: {human}, {u.n_users} users"
-                     + (f"; judges say {said}" if said else ""))
+        human = f"humans {_points(u.human)} {_ci_points(u.human_ci)}" if u.human is not None else "no human verdict"
+        lines.append(f"Caused upstream ({u.dataset} · {u.system or 'unnamed'}): {_UPSTREAM[u.stage]}: {human}, "
+                     f"{u.n_users} users" + (f"; judges say {said}" if said else ""))
     for c in view.cascade:
         if not c.n_flagged and not c.n_linked:
             continue

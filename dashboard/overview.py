@@ -143,7 +143,8 @@ def pipeline_section(view: PipelineView) -> None:
         return
     lines = ["| stage | system (dataset) | humans (95% CI) | users | judges say |", "|---|---|---|---|---|"]
     for stage in (1, 2, 3):
-        rows = [r for r in view.rows if r.stage == stage and r.quantity == HEADLINE[stage]]
+        rows = [r for r in view.rows if r.stage == stage and r.quantity == HEADLINE[stage]
+                and (stage == 3 or r.input_condition is None)]  # stage 2's oracle rows: in diagnose
         judged = sorted((r for r in rows if r.n_human), key=_order)
         cells = [_cells(r) for r in judged[:_ROWS_SHOWN]]
         if len(judged) > _ROWS_SHOWN:

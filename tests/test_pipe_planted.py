@@ -7,6 +7,7 @@ from the generator's own records (which answer used which attribute, what humans
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,13 @@ TRUTH = {
 }
 
 
-def _planted(seed: int = 7) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
+def _planted(seed: int = 7, records: list[tuple[str, bool, bool, bool]] | None = None
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], set[str]]:
+    """Items, labels and the over-personalised answers; ``records`` gets (user, rejected, relevant, selected) of
+    every stage-2 attribute."""
     rng = np.random.default_rng(seed)
     items, labels, flagged = [], [], set()
+    records = records if records is not None else []
     for u in range(USERS):
         user = f"u{u:02d}"
         bad = {f"{user}-a{k}": bool(rng.random() < P_BAD) for k in range(ATTRS)}
@@ -48,6 +53,7 @@ def _planted(seed: int = 7) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
                            label(iid, "plant-pipeline", "system", "yes" if sel else "no")]
                 relevant += [aid] if rel else []
                 selected += [aid] if sel else []
+                records.append((user, bad[aid], rel, sel))
             for cond, used in (("pipeline", selected), ("oracle", relevant)):
                 iid = f"s3-{user}-{p}-{cond}"
                 items.append(item(iid, "plant-s3", "response", user, prompt_index=p, kind="generic_vs_personalized",
@@ -74,13 +80,13 @@ def _inside(row: Any, truth: float) -> bool:
 def test_planted_rates_within_their_cis(planted: tuple[PipelineView, set[str]]) -> None:
     view, _ = planted
     for quantity, truth in TRUTH.items():
-        (row,) = [r for r in view.rows if r.quantity == quantity]
+        (row,) = [r for r in view.rows if r.quantity == quantity and r.input_condition is None]
         assert row.n_users == USERS
         assert _inside(row, truth), (quantity, truth, row.human, row.human_ci)
     for cond, truth in NO_BETTER.items():
         (row,) = [r for r in view.rows if r.quantity == "no_better_than_generic" and r.input_condition == cond]
         assert _inside(row, truth), (cond, truth, row.human, row.human_ci)
-    (up,) = [u for u in view.upstream if u.quantity == "no_better_than_generic"]
+    (up,) = [u for u in view.upstream if u.quantity == "no_better_than_generic" and u.stage == 3]
     lo, hi = up.human_ci
     assert lo is not None and hi is not None and lo <= NO_BETTER["pipeline"] - NO_BETTER["oracle"] <= hi
 
@@ -99,3 +105,29 @@ def test_over_personalisation_flags_exactly_the_planted_ones(planted: tuple[Pipe
     oracle = next(c for c in view.cascade if c.input_condition == "oracle")
     # Oracle answers use only human-relevant attributes: flagged only through a stage-1 rejection.
     assert oracle.n_irrelevant == 0 and oracle.n_flagged == oracle.n_rejected
+
+
+def test_stage2_with_human_accepted_attributes_only() -> None:
+    # The stage-2 oracle input: the selector scored only on attributes humans accepted at stage 1, and the
+    # difference from all attributes (the part stage 1 causes), paired over users.
+    records: list[tuple[str, bool, bool, bool]] = []
+    items, labels, _ = _planted(records=records)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        view = pipeline_db(write_store(Path(folder) / "p.duckdb", items, labels))
+
+    def irrelevant(keep: list[tuple[str, bool, bool, bool]]) -> float:
+        picked = [r for r in keep if r[3]]
+        return sum(not r[2] for r in picked) / len(picked)
+
+    accepted = [r for r in records if not r[1]]
+    (row,) = [r for r in view.rows if r.quantity == "irrelevant_selected" and r.input_condition == "oracle"]
+    assert row.human == pytest.approx(irrelevant(accepted)) and row.n_items == len(records)
+    assert row.n_human == len(accepted)
+    (up,) = [u for u in view.upstream if u.stage == 2 and u.quantity == "irrelevant_selected"]
+    assert up.human == pytest.approx(irrelevant(records) - irrelevant(accepted))
+    lo, hi = up.human_ci
+    assert lo is not None and hi is not None and lo <= up.human <= hi
+    # The verdict compares stage 2 on every attribute, never on the oracle rows.
+    assert [c for c in view.comparisons if 2 in (c.first, c.second)]
