@@ -35,7 +35,8 @@ def write_release(root: Path, users: int, prompts: int, attrs: int, llms: int) -
                                      "prompt_text": "x", "response_no_context": "g", "response_personalized": "p",
                                      "attributes": [{"attribute": t, "is_relevant": (u + p + a) % 5 == 0}
                                                     for a, t in enumerate(texts)]}) + "\n")
-                labels += attrs
+                labels += attrs  # task6's human majority on every profile attribute
+                labels += attrs  # task5's pipeline selection: a system label (yes/no) on every profile attribute
                 for k, f in enumerate(files):
                     f.write(json.dumps({"model": f"llm-{k}", "sample_index": 0, "prompt_index": p, "user_id": user,
                                         "items": [{"attribute": t, "relevant": (u + p + a + k) % 3 == 0,

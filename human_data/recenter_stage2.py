@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from personagap.human_data._jsonl import Row, clip, cut, no_rows
 from personagap.human_data.recenter_build import (
@@ -26,8 +25,7 @@ from personagap.human_data.recenter_build import (
 from personagap.linking import SYSTEM_KIND
 from personagap.records import Attribute, RaterKind, User, item_id
 
-# The store's label rows take a RaterKind; "system" is comparable.SYSTEM_KINDS' kind, not yet in records.RaterKind.
-_SYSTEM = cast(RaterKind, SYSTEM_KIND)
+_SYSTEM: RaterKind = SYSTEM_KIND
 
 @dataclass(frozen=True)
 class Stage2:

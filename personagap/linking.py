@@ -21,7 +21,7 @@ This module is the one place these names and rules live; importers write them an
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Final, Literal
 
 ATTRIBUTE_ID = "attribute_id"
 ATTRIBUTES_USED = "attributes_used"
@@ -35,7 +35,7 @@ INPUT_CONDITIONS: tuple[InputCondition, ...] = ("pipeline", "oracle", "none")
 """What a stage-3 answer was written from: the pipeline's own selection, the attributes humans selected
 (an "oracle" input: the stage is run on correct upstream output), or no attribute at all (the generic answer)."""
 
-SYSTEM_KIND = "system"
+SYSTEM_KIND: Final = "system"
 """The rater kind of a pipeline's own outputs stored as labels (``comparable.SYSTEM_KINDS``): never a judge."""
 
 ATTRIBUTES_USED_SEPARATOR = ";"

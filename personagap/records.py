@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hashlib import _Hash
 
 Stage = Literal["extraction", "relevance", "response"]
-RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline"]
+RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline", "system"]
 RunKind = Literal["import", "judge", "train", "annotate"]
 
 #: Label vocabularies per stage. A label outside its vocabulary is a data error.
