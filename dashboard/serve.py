@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> None:
     db = os.environ.get("PERSONAGAP_DB")
     if db and Path(db).exists():
         prefetch.start(db, DEFAULT_RESAMPLES, DEFAULT_SEED)
+        # The Overview's first screen is the pipeline view: start it now too (a worker thread, cached by file).
+        from personagap.dashboard import overview
+
+        overview.pipeline(db)
 
     import altair  # noqa: F401 - imported now so the first script run does not pay for it
     import pandas  # noqa: F401

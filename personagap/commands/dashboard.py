@@ -159,7 +159,14 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
 
 @demo_step("Pipeline — which stage fails, by human verdict")
 def demo_pipeline(workdir: Path, db: Path) -> str:
-    """The pipeline view of the demo's sample data: failure shares with CIs, judges beside them, the cascade."""
+    """The pipeline view of the demo's sample data: failure shares with CIs, judges beside them, the cascade.
+
+    The sample pipeline (three linked stages with human verdicts on every stage, planted failure rates and
+    over-personalised answers) is imported first, so that every stage has a human figure to show.
+    """
+    from personagap.sample_pipeline import import_sample_pipeline
+
+    import_sample_pipeline(workdir / "sample_pipeline", db)
     return render_pipeline(pipeline_db(db))
 
 
