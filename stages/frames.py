@@ -35,7 +35,8 @@ def is_in(values: pd.Series, pool: Iterable[Any]) -> np.ndarray[Any, np.dtype[np
         found = pc.is_in(_text(values.to_numpy(dtype=object)), value_set=_text(pool_values.to_numpy(dtype=object)))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         # Not all text (numbers, mixed types): pandas' own comparison rule decides.
-        return values.isin(pool_values).to_numpy(dtype=bool)
+        mask: np.ndarray[Any, np.dtype[np.bool_]] = values.isin(pool_values).to_numpy(dtype=bool)
+        return mask
     return np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
 
 
