@@ -24,8 +24,10 @@ DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
 MIN_USERS_FOR_CI = 5
 """Below this many users (clusters) no CI is given. Reports print "too few users for a CI" instead, always beside
-the number of users. Set from the calibration harness: the smallest number of users at which every printed figure's
-95% interval covered at least 0.93."""
+the number of users. The calibration harness (``benchmarks/calibration_table.md``) found 10: of 5, 10, 20 and 50
+users, the smallest from which every printed figure's 95% interval reaches 0.93 coverage (at 5 users some cover only
+0.90-0.91). TRANSITION (issue 21): it stays 5 until the demo sample and the tests built on 5-9 users are moved to
+10 or more; ``tests/test_calibration_harness.py`` holds a strict xfail that fails once it is raised."""
 
 Bounds = tuple[float, float]
 """A figure's range ``(low, high)``, e.g. ``(0, 1)`` for a rate, ``(-1, 1)`` for kappa."""
@@ -34,7 +36,7 @@ Stat = Callable[[FloatArray], FloatArray]
 
 
 def resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> FloatArray:
-    """Cluster bootstrap weights: row b counts how often each cluster is drawn in resample b."""
+    """Deprecated (issue 21): cluster bootstrap weights, row b counts how often each cluster is drawn in resample b."""
     rng = np.random.default_rng(seed)
     if n_clusters == 0:
         return np.zeros((n_resamples, 0))
@@ -60,7 +62,7 @@ def bootstrap_tables(tables: FloatArray, weights: FloatArray) -> FloatArray:
 
 
 def percentile_interval(samples: FloatArray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap samples, ignoring resamples where the figure is undefined."""
+    """Deprecated (issue 21): percentile interval of bootstrap samples, ignoring undefined resamples."""
     s = np.asarray(samples, dtype=float)
     s = s[~np.isnan(s)]
     if s.size == 0:
@@ -95,7 +97,7 @@ NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
 
 
 def bootstrap_estimate(point: float, samples: FloatArray, n_clusters: int, level: float = 0.95) -> Estimate:
-    """The one way a bootstrap becomes an :class:`Estimate`: percentile CI, undefined resamples counted.
+    """Deprecated (issue 21; printed intervals use :func:`cluster_estimate`): a percentile bootstrap :class:`Estimate`.
 
     Args:
         point: The figure on the original data.

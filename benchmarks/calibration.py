@@ -53,6 +53,7 @@ from personagap.analysis.agreement import (  # noqa: E402
 )
 
 TARGET = 0.93
+Z_ONE_SIDED = 1.645
 CHOSEN = "jackknife-t"
 TABLE = Path(__file__).with_name("calibration_table.md")
 MINIMUM_LINE = "MIN_USERS_FOR_CI = "
@@ -186,16 +187,25 @@ def printed(cell: Cell, n_users: int, min_users: int = MIN_USERS_FOR_CI) -> Cell
     return cell if n_users >= min_users else Cell(reps=cell.reps)
 
 
+def reaches(cell: Cell, target: float = TARGET) -> bool:
+    """The cell's coverage is not significantly below ``target``: a one-sided 5% z-test on its Monte Carlo error.
+
+    With ~40 figures of 400 studies each, a rule whose true coverage is 0.945 shows some cells under 0.93 by chance
+    alone (MC SE 0.011), so the point estimate alone cannot be the test; a cell fails when even its coverage plus
+    1.645 MC SE stays under the target.
+    """
+    return bool(cell.with_ci) and cell.coverage() + Z_ONE_SIDED * cell.mc_se() >= target
+
+
 def minimum_users(results: Mapping[str, Mapping[int, Mapping[str, Cell]]], target: float = TARGET) -> int | None:
-    """The smallest simulated number of users from which on every figure covers ``>= target`` (None: never).
+    """The smallest simulated number of users from which on every figure reaches ``target`` (None: never).
 
     Args:
         results: generator -> users -> figure -> cell, under one rule.
-        target: Coverage every printed interval must reach.
+        target: Coverage every printed interval must reach (:func:`reaches`).
     """
     users = sorted({u for by_users in results.values() for u in by_users})
-    ok = [all(c.with_ci and c.coverage() >= target for by_users in results.values() for c in by_users[u].values())
-          for u in users]
+    ok = [all(reaches(c, target) for by_users in results.values() for c in by_users[u].values()) for u in users]
     for i, u in enumerate(users):
         if all(ok[i:]):
             return u
@@ -289,7 +299,8 @@ def main() -> None:
         print(f"\n### {r} (measured at every number of users)\n")
         print("\n".join(table(results[r], truths, args.users)))
     minimum = minimum_users(results[CHOSEN])
-    verdict = (f"Every figure covers >= {TARGET} from {minimum} users on (simulated: {args.users}): "
+    verdict = (f"Every figure reaches {TARGET} (coverage + {Z_ONE_SIDED} MC SE) from {minimum} users on "
+               f"(simulated: {args.users}): "
                f"{MINIMUM_LINE}{minimum}." if minimum is not None
                else f"Some figure stays below {TARGET} at {max(args.users)} users: no minimum found.")
     print(f"\n{verdict}")

@@ -80,13 +80,15 @@ def test_ci_text_is_the_one_shape_reports_print() -> None:
     assert ag.ci_text(ci=[0.1, 0.2]) == "[0.10, 0.20]"
     assert ag.ci_text(ci=[0.1, 0.2], n_users=1) == "(too few users for a CI: 1 user)"
     assert ag.ci_text(ci=[0.1, 0.2], n_users=4) == "(too few users for a CI: 4 users)"
-    assert ag.ci_text(ci=[float("nan"), 0.2], n_users=9) == "[no CI; 9 users]"
+    below = ag.MIN_USERS_FOR_CI - 1
+    assert ag.ci_text(ci=[0.1, 0.2], n_users=below) == f"(too few users for a CI: {below} users)"
+    assert ag.ci_text(ci=[float("nan"), 0.2], n_users=19) == "[no CI; 19 users]"
     assert ag.ci_text(ci=None) == "[no CI]"
-    assert ag.ci_text(ci=[0.1, 0.2], n_users=9, undefined=3, n_resamples=1000) == \
-        "[0.10, 0.20; 9 users] (3/1000 resamples undefined)"
+    assert ag.ci_text(ci=[0.1, 0.2], n_users=19, undefined=3, n_resamples=1000) == \
+        "[0.10, 0.20; 19 users] (3/1000 resamples undefined)"
     # Without a resample count the undefined figures are leave-one-user-out ones (the one CI rule).
-    assert ag.ci_text(ci=[float("nan")] * 2, n_users=9, undefined=3) == \
-        "[no CI; 9 users] (undefined without 3 of the users)"
+    assert ag.ci_text(ci=[float("nan")] * 2, n_users=19, undefined=3) == \
+        "[no CI; 19 users] (undefined without 3 of the users)"
 
 
 def test_registered_metrics_keep_their_fields() -> None:

@@ -18,6 +18,7 @@ from benchmarks.calibration import (
     _binary_tables,
     generators,
     minimum_users,
+    reaches,
     run,
     truth,
 )
@@ -67,18 +68,23 @@ def test_run_measures_each_rule_and_figure() -> None:
     assert abs(true["fleiss_kappa"] - true["krippendorff_alpha"]) < 0.01
 
 
-def _cell(coverage: float, reps: int = 100) -> Cell:
+def _cell(coverage: float, reps: int = 2000) -> Cell:
     return Cell(covered=round(coverage * reps), with_ci=reps, reps=reps, widths=[0.1] * reps)
 
 
 def test_minimum_users_is_the_first_count_from_which_every_figure_holds() -> None:
+    # 2000 studies a cell: MC SE about 0.006, so 0.90 is significantly under 0.93 and 0.93 is not.
     results = {"g": {5: {"a": _cell(0.90), "b": _cell(0.95)}, 10: {"a": _cell(0.94), "b": _cell(0.93)},
                      20: {"a": _cell(0.95), "b": _cell(0.96)}}}
     assert minimum_users(results) == 10
-    results["g"][20]["b"] = _cell(0.92)  # a later failure moves the minimum past it: none here
+    results["g"][20]["b"] = _cell(0.91)  # a later failure moves the minimum past it: none here
     assert minimum_users(results) is None
+    # 0.92 over 100 studies (MC SE 0.027) is not evidence of undercoverage; over 2000 it is.
+    assert reaches(_cell(0.92, reps=100)) and not reaches(_cell(0.92))
 
 
+@pytest.mark.xfail(strict=True, reason="issue 21: MIN_USERS_FOR_CI stays 5 until the demo sample and the tests on "
+                   "5-9 users move to 10+ (the harness found 10); remove this mark when raising it")
 def test_min_users_for_ci_is_the_one_the_harness_table_states() -> None:
     if not TABLE.exists():
         pytest.skip(f"{TABLE.name} is written by a full harness run")

@@ -24,26 +24,38 @@ USERS = np.array([[[5, 1], [2, 4]], [[3, 2], [0, 6]], [[7, 0], [1, 1]], [[2, 3],
                   [[6, 2], [3, 2]]], dtype=float)
 
 
-def test_jackknife_t_of_kappa_matches_a_hand_computation() -> None:
-    u = len(USERS)
-    leave = [_kappa_2x2(sum(USERS[v] for v in range(u) if v != k)) for k in range(u)]
+def _hand_jackknife_t(users: np.ndarray) -> tuple[float, float, float]:
+    u = len(users)
+    leave = [_kappa_2x2(sum(users[v] for v in range(u) if v != k)) for k in range(u)]
     mean = sum(leave) / u
     se = math.sqrt((u - 1) / u * sum((x - mean) ** 2 for x in leave))
-    point = _kappa_2x2(USERS.sum(axis=0))
+    point = _kappa_2x2(users.sum(axis=0))
     half = stats.t.ppf(0.975, u - 1) * se
-    est = ag.cluster_estimate(ag.kappa_from_tables, USERS)
+    return point, point - half, point + half
+
+
+def test_jackknife_t_of_kappa_matches_a_hand_computation() -> None:
+    # Six users: the rule itself (below the printed minimum, as the calibration harness measures it).
+    point, lo, hi = _hand_jackknife_t(USERS)
+    value, theta = ag.leave_one_out(ag.kappa_from_tables, USERS)
+    est = ag.interval_from_leave_outs(value, theta, min_users=2)
+    assert est.value == pytest.approx(point) and est.ci == pytest.approx((lo, hi))
+    # Twelve users (the six twice, shifted): what cluster_estimate and estimates() print.
+    twelve = np.concatenate([USERS, USERS[:, ::-1, ::-1] + 1])
+    point, lo, hi = _hand_jackknife_t(twelve)
+    est = ag.cluster_estimate(ag.kappa_from_tables, twelve)
     assert est.value == pytest.approx(point)
-    assert est.ci == pytest.approx((point - half, point + half))
-    assert est.n_clusters == u and est.n_undefined == 0
-    # estimates() of a registered metric is the same rule
-    assert ag.estimates(USERS, ("kappa",))["kappa"] == est
+    assert est.ci == pytest.approx((lo, hi))
+    assert est.n_clusters == 12 and est.n_undefined == 0
+    assert ag.estimates(twelve, ("kappa",))["kappa"] == est
 
 
 def test_level_widens_the_interval_by_the_t_quantile_ratio() -> None:
-    e95 = ag.cluster_estimate(ag.kappa_from_tables, USERS)
-    e80 = ag.cluster_estimate(ag.kappa_from_tables, USERS, level=0.80)
+    twelve = np.concatenate([USERS, USERS + 1])
+    e95 = ag.cluster_estimate(ag.kappa_from_tables, twelve)
+    e80 = ag.cluster_estimate(ag.kappa_from_tables, twelve, level=0.80)
     ratio = (e95.ci[1] - e95.ci[0]) / (e80.ci[1] - e80.ci[0])
-    assert ratio == pytest.approx(stats.t.ppf(0.975, 5) / stats.t.ppf(0.90, 5))
+    assert ratio == pytest.approx(stats.t.ppf(0.975, 11) / stats.t.ppf(0.90, 11))
 
 
 def test_no_interval_below_the_minimum_users_and_the_reason_is_printed() -> None:
@@ -52,15 +64,14 @@ def test_no_interval_below_the_minimum_users_and_the_reason_is_printed() -> None
     assert est.value == pytest.approx(_kappa_2x2(few.sum(axis=0)))
     assert math.isnan(est.ci[0]) and math.isnan(est.ci[1]) and est.too_few_users
     assert "too few users for a CI" in ag.ci_text(est)
-    enough = ag.cluster_estimate(ag.kappa_from_tables, USERS[: ag.MIN_USERS_FOR_CI]) if \
-        ag.MIN_USERS_FOR_CI <= len(USERS) else None
-    if enough is not None:
-        assert not math.isnan(enough.ci[0]) and not enough.too_few_users
+    many = np.concatenate([USERS] * (ag.MIN_USERS_FOR_CI // len(USERS) + 1))
+    enough = ag.cluster_estimate(ag.kappa_from_tables, many[: ag.MIN_USERS_FOR_CI])
+    assert not math.isnan(enough.ci[0]) and not enough.too_few_users
 
 
 def test_an_undefined_leave_out_gives_no_interval_and_is_counted() -> None:
     # Only user 0 has any human "yes": without it recall is undefined, so its spread cannot be estimated.
-    tables = np.zeros((6, 2, 2))
+    tables = np.zeros((12, 2, 2))
     tables[:, 0, 0] = 5.0
     tables[0, 1, 1] = 3.0
     tables[0, 1, 0] = 1.0
@@ -71,7 +82,8 @@ def test_an_undefined_leave_out_gives_no_interval_and_is_counted() -> None:
 
 def test_vectorised_over_extra_cells_with_ratio_statistics() -> None:
     # A ratio of sums (numerator, denominator per user): the jackknife of the pooled ratio.
-    per = np.array([[3.0, 10.0], [1.0, 4.0], [6.0, 20.0], [2.0, 9.0], [5.0, 12.0], [0.0, 3.0]])
+    per = np.array([[3.0, 10.0], [1.0, 4.0], [6.0, 20.0], [2.0, 9.0], [5.0, 12.0], [0.0, 3.0], [4.0, 7.0],
+                    [2.0, 2.0], [0.0, 5.0], [7.0, 15.0], [1.0, 6.0], [3.0, 3.0]])
 
     def ratio(t: np.ndarray) -> np.ndarray:
         return np.asarray(t[..., 0] / t[..., 1])

@@ -26,7 +26,7 @@ def _jackknife_t(point: float, leave: list[float]) -> tuple[float, float]:
 
 def _auc_study(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    users = np.array([f"u{i}" for i in rng.integers(0, 9, 250)])
+    users = np.array([f"u{i}" for i in rng.integers(0, 12, 250)])
     y = rng.integers(0, 2, 250)
     return y, np.round(rng.normal(0.9 * y, 1.0), 1), users  # rounded scores: many ties
 
@@ -44,20 +44,20 @@ def test_auc_without_each_user_is_sklearns_on_the_other_users() -> None:
 
 
 def test_auc_leave_out_without_negatives_is_undefined() -> None:
-    y = np.array([1, 0, 1, 1, 1, 1, 1, 1, 1, 1])
-    p = np.arange(10.0)
-    users = np.array(["a", "a", "b", "b", "c", "c", "d", "d", "e", "e"])
-    est = auc_estimate(y, p, users)  # user "a" holds the only negative
+    y = np.array([1, 0] + [1] * 22)
+    p = np.arange(24.0)
+    users = np.repeat([f"u{i:02d}" for i in range(12)], 2)
+    est = auc_estimate(y, p, users)  # user u00 holds the only negative
     assert est.n_undefined == 1 and np.isnan(est.ci[0])
 
 
 def test_pair_mean_leaves_each_user_out_of_every_pair() -> None:
     rng = np.random.default_rng(4)
-    truth = rng.integers(0, 2, 60)
+    truth = rng.integers(0, 2, 96)
     rows = []
     for i, t in enumerate(truth):
         for rater, flip in (("h1", 0.1), ("h2", 0.2), ("h3", 0.3)):
-            rows.append((f"i{i}", rater, int(t if rng.random() > flip else 1 - t), f"u{i % 6}"))
+            rows.append((f"i{i}", rater, int(t if rng.random() > flip else 1 - t), f"u{i % 12}"))
     frame = pd.DataFrame(rows, columns=["item_id", "rater", "label", "cluster"])
     est = pairwise_agreement(frame, dict.fromkeys(("h1", "h2", "h3"), "human"), min_overlap=5) \
         .groups["human–human"].mean_kappa
@@ -76,15 +76,15 @@ def test_pair_mean_leaves_each_user_out_of_every_pair() -> None:
 
 def test_optimize_difference_is_paired_over_users() -> None:
     rng = np.random.default_rng(6)
-    n = 90
+    n = 120
     human = rng.choice(["yes", "no"], n)
     before = np.where(rng.random(n) < 0.7, human, rng.choice(["yes", "no"], n))
     after = np.where(rng.random(n) < 0.5, before, np.where(rng.random(n) < 0.9, human, before))
-    users = np.array([f"u{i % 8}" for i in range(n)])
+    users = np.array([f"u{i % 12}" for i in range(n)])
     examples = [Example(f"i{i}", users[i], JudgeTask(f"i{i}", (f"i{i}",), {}), human[i]) for i in range(n)]
     out, n_items, n_users = compare(examples, {f"i{i}": before[i] for i in range(n)},
                                     {f"i{i}": after[i] for i in range(n)}, ["no", "yes"], ["kappa"])
-    assert (n_items, n_users) == (n, 8)
+    assert (n_items, n_users) == (n, 12)
 
     def diff(keep: np.ndarray) -> float:
         return float(cohen_kappa_score(human[keep], after[keep]) - cohen_kappa_score(human[keep], before[keep]))
@@ -100,14 +100,16 @@ def test_optimize_difference_is_paired_over_users() -> None:
 
 
 def test_rates_are_cut_to_their_range() -> None:
-    # Five users, almost every hit: the symmetric interval would pass 1; a rate's CI stops there.
-    hits = np.array([1] * 9 + [0] + [1] * 10 + [1] * 3 + [0] * 2 + [1] * 10 + [1] * 10, dtype=bool)
-    users = np.repeat(np.arange(5), [10, 10, 5, 10, 10])
+    # Ten users, almost every hit: the symmetric interval would pass 1; a rate's CI stops there.
+    sizes = np.array([10, 10, 5, 10, 10, 10, 10, 10, 10, 10])
+    misses = np.array([1, 0, 3, 0, 0, 0, 0, 0, 0, 0])
+    hits = np.concatenate([[True] * (s - m) + [False] * m for s, m in zip(sizes, misses, strict=True)])
+    users = np.repeat(np.arange(10), sizes)
     est = clustered_rate(hits, users)
-    totals = np.array([[hits[users == u].sum(), (users == u).sum()] for u in range(5)], dtype=float)
+    totals = np.array([[hits[users == u].sum(), (users == u).sum()] for u in range(10)], dtype=float)
     leave = [(totals[:, 0].sum() - h) / (totals[:, 1].sum() - m) for h, m in totals]
     lo, hi = _jackknife_t(hits.mean(), leave)
     assert hi > 1.0 and est.ci == pytest.approx((lo, 1.0))
-    with_, without = np.array(["a"] * 20), np.array(["a"] * 10 + ["b"] * 10)
-    _, _, gap = accuracy_gap(np.array(["a"] * 20), with_, without, np.repeat(np.arange(5), 4))
+    with_, without = np.array(["a"] * 40), np.array(["a"] * 20 + ["b"] * 20)
+    _, _, gap = accuracy_gap(np.array(["a"] * 40), with_, without, np.repeat(np.arange(10), 4))
     assert gap.value == pytest.approx(0.5) and -1.0 <= gap.ci[0] <= gap.ci[1] <= 1.0

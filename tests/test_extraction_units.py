@@ -174,9 +174,9 @@ def test_prf_hand_worked_and_ci_contains_point():
     assert (out.n_attributes, out.n_gold, out.n_users) == (3, 4, 2)
     # Two users are below the documented minimum for a CI: no interval, rather than a misleading one.
     assert all(math.isnan(b) for b in out.precision.ci)
-    # The same two users' counts, three times over (six users): now the CI exists and holds the point.
-    many = prf([1, 1] * 3, [2, 1] * 3, [1, 1] * 3, [1, 3] * 3, ["a", "b", "c", "d", "e", "f"], n_resamples=200)
-    assert many.precision.value == pytest.approx(2 / 3) and many.n_users == 6
+    # The same two users' counts, six times over (twelve users): now the CI exists and holds the point.
+    many = prf([1, 1] * 6, [2, 1] * 6, [1, 1] * 6, [1, 3] * 6, [f"u{i}" for i in range(12)], n_resamples=200)
+    assert many.precision.value == pytest.approx(2 / 3) and many.n_users == 12
     assert many.precision.ci[0] <= 2 / 3 <= many.precision.ci[1] and many.precision.ci[0] < many.precision.ci[1]
 
 
@@ -214,7 +214,7 @@ def test_rater_agreement_matches_krippendorff_and_statsmodels():
         truth = cats[item % 3]
         for rater in ("a", "b", "c"):
             label = truth if rng.random() < 0.7 else cats[rng.integers(3)]
-            rows.append({"item_id": f"i{item}", "rater": rater, "label": label, "cluster": f"u{item // 5}"})
+            rows.append({"item_id": f"i{item}", "rater": rater, "label": label, "cluster": f"u{item // 2}"})
     rows.append({"item_id": "i99", "rater": "a", "label": "ok", "cluster": "u9"})  # rated once: ignored
     frame = pd.DataFrame(rows)
     out = rater_agreement(frame, n_resamples=100)
@@ -224,7 +224,7 @@ def test_rater_agreement_matches_krippendorff_and_statsmodels():
     assert out.alpha.value == pytest.approx(expected)
     counts = np.column_stack([(coded == k).sum(axis=1) for k in range(3)])
     assert out.fleiss.value == pytest.approx(sm_fleiss(counts))
-    assert (out.n_items, out.fleiss_items, out.fleiss_raters_per_item, out.n_users) == (30, 30, 3, 6)
+    assert (out.n_items, out.fleiss_items, out.fleiss_raters_per_item, out.n_users) == (30, 30, 3, 15)
     assert out.pairwise is not None and out.pairwise.groups["human–human"].n_pairs == 3
     assert out.alpha.ci[0] <= out.alpha.value <= out.alpha.ci[1]
 

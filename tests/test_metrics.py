@@ -199,9 +199,9 @@ def test_too_few_users_for_a_ci_is_said_with_the_user_count() -> None:
 
 def test_undefined_leave_outs_are_counted_and_reported() -> None:
     # User 0 holds the only "yes" items: without user 0 kappa has one class and is undefined, so no interval.
-    human = np.array([1, 1] + [0, 0] * 4)
+    human = np.array([1, 1] + [0, 0] * 11)
     judge = human.copy()
-    users = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4])
+    users = np.repeat(np.arange(12), 2)
     est = ag.agreement(human, judge, users)["kappa"]
     assert est.value == 1.0 and est.n_undefined == 1 and math.isnan(est.ci[0])
-    assert ag.ci_text(est) == "[no CI; 5 users] (undefined without 1 of the users)"
+    assert ag.ci_text(est) == "[no CI; 12 users] (undefined without 1 of the users)"

@@ -41,8 +41,8 @@ def test_first_position_rate_hand_worked() -> None:
     assert est.value == pytest.approx(0.75)
     # Two users (the tie of user 3 is not counted) are too few for a CI: none is given, and the estimate says so.
     assert est.too_few_users and est.n_clusters == 2 and all(math.isnan(c) for c in est.ci)
-    many = first_position_rate(["A", "A", "B", "B", "tie"] * 2, [False, False, True, False, False] * 2,
-                               list(range(10)), n_resamples=200)
+    many = first_position_rate(["A", "A", "B", "B", "tie"] * 3, [False, False, True, False, False] * 3,
+                               list(range(15)), n_resamples=200)  # 12 decisive users: a CI
     assert many.value == pytest.approx(0.75) and not many.too_few_users
     assert 0.0 <= many.ci[0] <= many.value <= many.ci[1] <= 1.0
 
@@ -60,7 +60,7 @@ def test_longer_rate_skips_ties_and_equal_lengths() -> None:
 
 def test_clustered_rate_empty_is_nan_and_ci_collapses_when_constant() -> None:
     assert math.isnan(clustered_rate([], []).value)
-    est = clustered_rate([True] * 5, ["u", "v", "w", "x", "y"], n_resamples=100)
+    est = clustered_rate([True] * 10, [f"u{i}" for i in range(10)], n_resamples=100)
     assert est.value == 1.0 and est.ci == (1.0, 1.0) and est.n_undefined == 0
 
 
@@ -103,15 +103,15 @@ def test_judge_vs_human_total_disagreement() -> None:
 
 
 def test_accuracy_gap_hand_worked() -> None:
-    human = ["A", "B"] * 5
-    with_profile = ["A", "B"] * 5       # all right
-    without_profile = ["B", "B"] * 5    # half right
-    clusters = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    human = ["A", "B"] * 10
+    with_profile = ["A", "B"] * 10       # all right
+    without_profile = ["B", "B"] * 10    # half right
+    clusters = np.repeat(np.arange(10), 2)
     acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, clusters, n_resamples=200)
     assert (acc_with, acc_without) == (1.0, 0.5)
     assert gap.value == pytest.approx(0.5)
-    # Every cluster gives a gap of 0.5: every resample gives 0.5.
-    assert gap.ci == pytest.approx((0.5, 0.5)) and gap.n_clusters == 5
+    # Every cluster gives a gap of 0.5: so does the figure without any one of them, and the CI has no width.
+    assert gap.ci == pytest.approx((0.5, 0.5)) and gap.n_clusters == 10
 
 
 def test_swap_consistency() -> None:
