@@ -267,7 +267,7 @@ def human_reference(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.Data
 
     The reference is :func:`~personagap.analysis.comparable.reference_labels` (the one rule: a stored
     majority stands when its rows agree, otherwise the majority of one vote per person, ties undecided);
-    this adds the user each item belongs to, which the clustered bootstrap needs.
+    this adds the user each item belongs to, which the user-clustered CI needs.
 
     Args:
         labels: Tidy labels (``item_id``, ``rater``, ``rater_kind``, ``condition``, ``label``, ``user_id``).

@@ -106,7 +106,7 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
         scales: Per dataset, the categories the diagnosis scores it over (``panel_reference``'s second part).
         pair_counts: :func:`personagap.dashboard.queries.panel_pair_counts` for at least the datasets that
             :func:`needs_recount` names (and every dataset when the diagnosis used other bootstrap settings).
-        n_resamples: Bootstrap resamples.
+        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
         seed: Bootstrap seed.
         level: Confidence level.
 

@@ -119,7 +119,7 @@ def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...]
         eval_split: The split evaluated once with the fitted model (skipped when absent).
         n_splits: CV folds (fewer when there are fewer users).
         seed: Negative sampling, fold assignment and model seed.
-        n_resamples: Bootstrap resamples of the CIs (user-clustered).
+        n_resamples: Deprecated and ignored (the CIs are the one CI rule, which draws no resamples).
         c: Inverse regularisation strength (scikit-learn's default 1.0; not tuned).
 
     Raises:
