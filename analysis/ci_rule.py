@@ -22,12 +22,11 @@ from personagap.analysis.arrays import FloatArray
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
-MIN_USERS_FOR_CI = 5
+MIN_USERS_FOR_CI = 10
 """Below this many users (clusters) no CI is given. Reports print "too few users for a CI" instead, always beside
-the number of users. The calibration harness (``benchmarks/calibration_table.md``) found 10: of 5, 10, 20 and 50
+the number of users. From the calibration harness (``benchmarks/calibration_table.md``): of 5, 10, 20 and 50
 users, the smallest from which every printed figure's 95% interval reaches 0.93 coverage (at 5 users some cover only
-0.90-0.91). TRANSITION (issue 21): it stays 5 until the demo sample and the tests built on 5-9 users are moved to
-10 or more; ``tests/test_calibration_harness.py`` holds a strict xfail that fails once it is raised."""
+0.90-0.91; sizes between 5 and 10 were not measured, so none of them is claimed)."""
 
 Bounds = tuple[float, float]
 """A figure's range ``(low, high)``, e.g. ``(0, 1)`` for a rate, ``(-1, 1)`` for kappa."""

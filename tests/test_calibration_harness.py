@@ -83,8 +83,6 @@ def test_minimum_users_is_the_first_count_from_which_every_figure_holds() -> Non
     assert reaches(_cell(0.92, reps=100)) and not reaches(_cell(0.92))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21: MIN_USERS_FOR_CI stays 5 until the demo sample and the tests on "
-                   "5-9 users move to 10+ (the harness found 10); remove this mark when raising it")
 def test_min_users_for_ci_is_the_one_the_harness_table_states() -> None:
     if not TABLE.exists():
         pytest.skip(f"{TABLE.name} is written by a full harness run")
