@@ -47,3 +47,17 @@ def test_self_agreement_interval_covers_loosely() -> None:
 
     coverage, _, studies = simulate_self_agreement(30, 40, seed=4)["self-agreement"]
     assert studies == 40 and coverage >= 0.8
+
+
+def test_no_curve_interval_where_the_kept_items_span_too_few_users() -> None:
+    from personagap.analysis.coverage import CURVE_MIN_USERS_FOR_CI
+
+    curve = coverage_curve(Generator().study(60, np.random.default_rng(7)), PAIR_SCALE)
+    few = [p for p in curve if (p.accuracy.n_clusters or 0) < CURVE_MIN_USERS_FOR_CI]
+    many = [p for p in curve if (p.accuracy.n_clusters or 0) >= CURVE_MIN_USERS_FOR_CI]
+    assert few and many  # high thresholds keep few users, the lowest keeps all 60
+    for p in few:
+        assert np.isnan(p.accuracy.ci).all() and np.isnan(p.kappa.ci).all()
+        assert "no CI below" in p.to_json()["ci_note"]
+    for p in many:
+        assert not np.isnan(p.accuracy.ci).any() and p.to_json()["ci_note"] is None
