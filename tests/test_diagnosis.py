@@ -18,13 +18,15 @@ EMPTY_FAIL = pd.DataFrame(columns=["stage", "dataset", "rater", "rater_kind", "c
 EMPTY_HUM = pd.DataFrame(columns=["stage", "dataset", "item_id", "rater", "label", "user_id"])
 
 
-def _pairs(stage: str, rater: str, table: dict[tuple[str, str], int], users: int = 5) -> pd.DataFrame:
-    # Spread each (human, judge) count evenly over `users` users so the bootstrap has clusters.
+def _pairs(stage: str, rater: str, table: dict[tuple[str, str], int], users: int = 10) -> pd.DataFrame:
+    # Spread each (human, judge) count over `users` users (the remainder to the first ones, so the totals are
+    # exact) so the user-clustered interval has clusters; 10 users is MIN_USERS_FOR_CI.
     rows = []
     for (human, label), n in table.items():
         for u in range(users):
             rows.append({"stage": stage, "dataset": "ds", "rater": rater, "rater_kind": "llm", "condition": "",
-                         "user_id": f"u{u}", "human": human, "label": label, "n": n // users})
+                         "user_id": f"u{u}", "human": human, "label": label,
+                         "n": n // users + (u < n % users)})
     return pd.DataFrame(rows)
 
 
@@ -85,7 +87,7 @@ def test_human_ceiling_from_individual_humans():
         for r, flip in (("h1", False), ("h2", i % 10 == 0), ("h3", i % 7 == 0)):
             label = ("no" if truth == "yes" else "yes") if flip else truth
             rows.append({"stage": "relevance", "dataset": "ds", "item_id": f"i{i}", "rater": r, "label": label,
-                         "user_id": f"u{i % 8}"})
+                         "user_id": f"u{i % 10}"})
     d = diagnose(_pairs("relevance", "j", {("yes", "yes"): 40, ("no", "no"): 40}), EMPTY_FAIL, pd.DataFrame(rows),
                  pd.DataFrame([{"stage": "relevance", "n_items": 40, "n_labels": 200, "n_human_labels": 120,
                                 "n_judge_labels": 80}]), n_resamples=100)
