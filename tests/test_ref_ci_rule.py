@@ -65,9 +65,10 @@ def test_five_users_get_every_ci() -> None:
 
 
 def test_undefined_resamples_are_counted() -> None:
-    # Only u0's humans say "yes": leaving u0 out leaves sensitivity, hence Rogan-Gladen, undefined.
-    labels = _labels(6)
-    no_yes = labels["user_id"].isin(["u1", "u2", "u3", "u4", "u5"]) & (labels["rater"] == "ann")
+    # Only u0's humans say "yes": leaving u0 out leaves sensitivity, hence Rogan-Gladen, undefined. Enough users
+    # for a CI, or nothing is computed to be undefined.
+    labels = _labels(MIN_USERS_FOR_CI)
+    no_yes = (labels["user_id"] != "u0") & (labels["rater"] == "ann")
     labels.loc[no_yes, "label"] = "no"
     [row] = estimate_rows(labels, "d", n_resamples=200)
     assert row["ci_undefined"]["rogan_gladen"] > 0 and row["ci_undefined"]["naive"] == 0
