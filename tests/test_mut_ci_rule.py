@@ -1,0 +1,203 @@
+"""Mutation-killing tests of the one CI rule (analysis/ci_rule.py, the `ci` set of .ci/mutation).
+
+Each expected value is computed here independently of the rule: the jackknife-t by plain numpy and scipy's t
+quantile, the printed text from the format the reports document (``[lo, hi; N users]``), sums by a Python loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from personagap.analysis import ci_rule as cr
+
+MIN = cr.MIN_USERS_FOR_CI
+
+
+def _theta(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0.5, 0.1, n)
+
+
+def _hand_interval(point: float, theta: np.ndarray, level: float) -> tuple[float, float]:
+    # SE = sqrt((n - 1) / n * sum (theta - mean)^2), written as a loop over the leave-outs.
+    n = len(theta)
+    mean = sum(theta) / n
+    se = math.sqrt((n - 1) / n * sum((x - mean) ** 2 for x in theta))
+    half = stats.t.ppf(1 - (1 - level) / 2, n - 1) * se
+    return point - half, point + half
+
+
+# interval_from_leave_outs ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [0.5, 0.8, 0.95, 0.99])
+def test_interval_is_the_jackknife_t_at_each_level(level: float) -> None:
+    theta = _theta(MIN + 3)
+    est = cr.interval_from_leave_outs(0.5, theta, level)
+    assert est.ci == pytest.approx(_hand_interval(0.5, theta, level), rel=1e-12)
+    assert est.value == 0.5 and est.n_clusters == MIN + 3 and est.n_undefined == 0
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, -0.5, 1.5, 95.0])
+def test_a_level_outside_zero_one_is_one_clear_error(level: float) -> None:
+    with pytest.raises(ValueError, match=f"^level must be in \\(0, 1\\), got {level}$"):
+        cr.interval_from_leave_outs(0.5, _theta(MIN), level)
+
+
+def test_the_default_minimum_is_min_users_for_ci() -> None:
+    below = cr.interval_from_leave_outs(0.5, _theta(MIN - 1))
+    at = cr.interval_from_leave_outs(0.5, _theta(MIN))
+    assert math.isnan(below.ci[0]) and math.isnan(below.ci[1])
+    assert below.n_clusters == MIN - 1 and below.n_undefined == 0 and below.value == 0.5
+    assert at.ci == pytest.approx(_hand_interval(0.5, _theta(MIN), 0.95))
+
+
+def test_an_explicit_minimum_replaces_the_default_and_is_never_below_two() -> None:
+    # A minimum of 3: two users get no interval, three do (below MIN_USERS_FOR_CI, as the harness measures).
+    assert math.isnan(cr.interval_from_leave_outs(0.5, _theta(2), min_users=3).ci[0])
+    three = _theta(3)
+    assert cr.interval_from_leave_outs(0.5, three, min_users=3).ci == pytest.approx(_hand_interval(0.5, three, 0.95))
+    # A minimum of 0 or 1 means 2: one user has no spread (t with 0 degrees of freedom), two users do.
+    for low in (0, 1):
+        one = cr.interval_from_leave_outs(0.5, _theta(1), min_users=low)
+        assert math.isnan(one.ci[0]) and math.isnan(one.ci[1]) and one.n_clusters == 1
+        two = _theta(2)
+        assert cr.interval_from_leave_outs(0.5, two, min_users=low).ci == pytest.approx(_hand_interval(0.5, two, 0.95))
+
+
+def test_an_undefined_point_gives_no_interval_and_no_undefined_count() -> None:
+    est = cr.interval_from_leave_outs(float("nan"), _theta(MIN + 1))
+    assert math.isnan(est.value) and math.isnan(est.ci[0]) and math.isnan(est.ci[1])
+    assert est.n_clusters == MIN + 1 and est.n_undefined == 0
+
+
+def test_undefined_leave_outs_give_no_interval_and_are_counted() -> None:
+    theta = _theta(MIN + 2)
+    theta[[1, 4]] = np.nan
+    est = cr.interval_from_leave_outs(0.5, theta)
+    assert math.isnan(est.ci[0]) and math.isnan(est.ci[1])
+    assert est.n_undefined == int(np.isnan(theta).sum()) and est.n_clusters == len(theta) and est.value == 0.5
+
+
+def test_bounds_cut_each_end_only_where_it_passes_the_range() -> None:
+    theta = _theta(MIN, seed=3) * 20  # a wide spread: the interval passes both ends of (0.3, 0.7)
+    lo, hi = _hand_interval(0.5, theta, 0.95)
+    assert lo < 0.3 and hi > 0.7
+    assert cr.interval_from_leave_outs(0.5, theta, bounds=(0.3, 0.7)).ci == (0.3, 0.7)
+    # A range that cuts one end only leaves the other end the jackknife's.
+    assert cr.interval_from_leave_outs(0.5, theta, bounds=(lo + 0.01, hi + 1)).ci == pytest.approx((lo + 0.01, hi))
+    assert cr.interval_from_leave_outs(0.5, theta, bounds=(lo - 1, hi - 0.01)).ci == pytest.approx((lo, hi - 0.01))
+
+
+# leave_one_out, cluster_estimate, per_cluster_sums --------------------------------------------------------------
+
+
+def _ratio(t: np.ndarray) -> np.ndarray:
+    return np.asarray(t[..., 0] / t[..., 1])
+
+
+PER = np.random.default_rng(7).integers(1, 20, size=(MIN + 4, 2)).astype(float)
+
+
+def test_leave_one_out_is_the_figure_without_each_user() -> None:
+    point, theta = cr.leave_one_out(_ratio, PER)
+    assert point == pytest.approx(PER[:, 0].sum() / PER[:, 1].sum())
+    by_loop = [sum(PER[v, 0] for v in range(len(PER)) if v != u) / sum(PER[v, 1] for v in range(len(PER)) if v != u)
+               for u in range(len(PER))]
+    assert theta == pytest.approx(by_loop)
+    assert isinstance(point, float)
+
+
+def test_leave_one_out_needs_a_user_axis() -> None:
+    with pytest.raises(ValueError, match=r"^per_cluster needs a leading user axis, got shape \(\)$"):
+        cr.leave_one_out(_ratio, 3.0)
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95])
+def test_cluster_estimate_passes_its_level_and_bounds_to_the_interval(level: float) -> None:
+    point, theta = cr.leave_one_out(_ratio, PER)
+    lo, hi = _hand_interval(point, theta, level)
+    assert cr.cluster_estimate(_ratio, PER, level=level).ci == pytest.approx((lo, hi))
+    cut = cr.cluster_estimate(_ratio, PER, level=level, bounds=(lo + 0.001, hi - 0.001))
+    assert cut.ci == pytest.approx((lo + 0.001, hi - 0.001))
+
+
+def test_per_cluster_sums_adds_each_users_rows_in_sorted_id_order() -> None:
+    values = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0], [9.0, 10.0]])
+    clusters = np.array(["u2", "u1", "u2", "u3", "u1"])
+    per, ids = cr.per_cluster_sums(values, clusters)
+    expected_ids = sorted(set(clusters.tolist()))
+    assert ids.tolist() == expected_ids
+    by_loop = [[sum(values[i, c] for i in range(len(values)) if clusters[i] == u) for c in range(2)]
+               for u in expected_ids]
+    assert per.tolist() == by_loop
+    one_d, _ = cr.per_cluster_sums(values[:, 0], clusters)
+    assert one_d.tolist() == [row[0] for row in by_loop]
+
+
+def test_per_cluster_sums_of_mismatched_lengths_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="^3 values for 2 cluster ids$"):
+        cr.per_cluster_sums([1.0, 2.0, 3.0], ["a", "b"])
+    with pytest.raises(ValueError, match="^0 values for 2 cluster ids$"):
+        cr.per_cluster_sums(1.0, ["a", "b"])
+    with pytest.raises(ValueError, match="^2 values for 0 cluster ids$"):
+        cr.per_cluster_sums([1.0, 2.0], "a")
+
+
+# Estimate, ci_text, ci_list --------------------------------------------------------------------------------------
+
+
+def test_too_few_users_is_below_the_minimum_only() -> None:
+    ci = (0.1, 0.2)
+    assert cr.Estimate(0.5, ci, MIN - 1).too_few_users
+    assert not cr.Estimate(0.5, ci, MIN).too_few_users
+    assert not cr.Estimate(0.5, ci, None).too_few_users
+    assert cr.Estimate(0.5, ci).n_clusters is None and cr.Estimate(0.5, ci).n_undefined == 0
+
+
+def test_ci_list_is_low_then_high() -> None:
+    assert cr.ci_list(cr.Estimate(0.5, (0.25, 0.75), MIN)) == [0.25, 0.75]
+
+
+def test_ci_text_of_an_estimate_with_enough_users() -> None:
+    lo, hi = 0.123456, 0.987654
+    est = cr.Estimate(0.5, (lo, hi), MIN)
+    assert cr.ci_text(est) == "[%.2f, %.2f; %d users]" % (lo, hi, MIN)
+    assert cr.ci_text(est, digits=3) == "[%.3f, %.3f; %d users]" % (lo, hi, MIN)
+    # The estimate's own ci and users win over the keyword ones.
+    assert cr.ci_text(est, ci=[0.0, 1.0], n_users=1) == cr.ci_text(est)
+
+
+def test_ci_text_below_the_minimum_says_why_with_the_users() -> None:
+    assert cr.ci_text(ci=[0.1, 0.2], n_users=MIN - 1) == "(too few users for a CI: %d users)" % (MIN - 1)
+    assert cr.ci_text(ci=[0.1, 0.2], n_users=1) == "(too few users for a CI: 1 user)"
+    assert cr.ci_text(cr.Estimate(0.5, (0.1, 0.2), MIN - 1)) == "(too few users for a CI: %d users)" % (MIN - 1)
+
+
+def test_ci_text_without_an_interval() -> None:
+    nan = float("nan")
+    assert cr.ci_text() == "[no CI]"
+    assert cr.ci_text(ci=[nan, nan]) == "[no CI]"
+    assert cr.ci_text(ci=[0.1, nan], n_users=MIN) == "[no CI; %d users]" % MIN
+    assert cr.ci_text(ci=[nan, 0.2], n_users=MIN) == "[no CI; %d users]" % MIN
+    assert cr.ci_text(ci=[None, 0.2], n_users=MIN) == "[no CI; %d users]" % MIN  # type: ignore[list-item]
+    assert cr.ci_text(ci=[0.1, None], n_users=MIN) == "[no CI; %d users]" % MIN  # type: ignore[list-item]
+    assert cr.ci_text(ci=None, n_users=MIN) == "[no CI; %d users]" % MIN
+
+
+def test_ci_text_without_users_prints_the_bare_interval() -> None:
+    assert cr.ci_text(ci=[0.1, 0.25]) == "[%.2f, %.2f]" % (0.1, 0.25)
+
+
+def test_ci_text_says_how_many_are_undefined() -> None:
+    users = MIN + 2
+    est = cr.Estimate(0.5, (float("nan"), float("nan")), users, 3)
+    assert cr.ci_text(est) == "[no CI; %d users] (undefined without 3 of the users)" % users
+    # The deprecated bootstrap's count is over resamples.
+    assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=4, n_resamples=200) == (
+        "[%.2f, %.2f; %d users] (4/200 resamples undefined)" % (0.1, 0.2, users))
+    assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=0, n_resamples=200) == (
+        "[%.2f, %.2f; %d users]" % (0.1, 0.2, users))
