@@ -8,23 +8,26 @@ condition), and :func:`self_agreement_of` reports how often the samples agree (a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from personagap.analysis.agreement import ci_text
 from personagap.analysis.self_agreement import SelfAgreement, self_agreement
-from personagap.judges.base import Judge, JudgeTask
+from personagap.judges.base import VERBAL_CONFIDENCE, Judge, JudgeTask
 from personagap.judges.jury import JuryResult, build_jury
 from personagap.judges.lm import LMConfig
 from personagap.judges.runner import run_judge
+from personagap.judges.sampling import as_sample
 from personagap.judges.summary import RunSummary
 from personagap.store import opened
 
 
-def majority_rater(judge: Judge, model: str, repeats: int) -> str:
-    """The rater key of the majority of ``repeats`` samples."""
-    return f"{judge.name}+majority-of-{repeats}/v{judge.version}/{model}"
+def majority_rater(judge: Judge, model: str, repeats: int, confidence: str = "none") -> str:
+    """The rater key of the majority of ``repeats`` samples (of the verbal-confidence prompt when it asked for one)."""
+    name = f"{judge.name}+{VERBAL_CONFIDENCE}" if confidence == "verbal" else judge.name
+    return f"{name}+majority-of-{repeats}/v{judge.version}/{model}"
 
 
 @dataclass(frozen=True)
@@ -39,9 +42,8 @@ class RepeatsResult:
         """Lines for the terminal."""
         lines = [s.render() for s in self.samples] + [m.render() for m in self.majority]
         for condition, sa in self.self_agreement.items():
-            ci = sa.agreement.ci
             lines.append(f"self-agreement [{condition or 'standard'}]: {sa.agreement.value:.3f} "
-                         f"[{ci[0]:.3f}, {ci[1]:.3f}; {sa.agreement.n_clusters} users] over {sa.items} items "
+                         f"{ci_text(sa.agreement, digits=3)} over {sa.items} items "
                          f"(Fleiss' kappa {sa.fleiss_kappa:.3f} on {sa.fleiss_items} items with all {sa.samples})")
         return "\n".join(lines)
 
@@ -61,15 +63,47 @@ def run_repeats(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LM
     Raises:
         ValueError: ``repeats`` below 2.
     """
+    return repeat_runs(db, judge, lm, repeats, lambda: run_judge(db, judge, tasks, lm, **run))
+
+
+def repeat_runs(db: str | Path, judge: Judge, lm: LMConfig, repeats: int,
+                run_once: Callable[[], RunSummary]) -> RepeatsResult:
+    """Run ``run_once`` as samples 1..``repeats``, then store the majority rater and measure self-agreement.
+
+    ``run_once`` is one ordinary judge run (a stage's own judge function, say): inside
+    :func:`~personagap.judges.sampling.as_sample` its ``run_judge`` call becomes sample ``k``, so every sample
+    judges exactly the tasks a single run would.
+
+    Args:
+        db: The DuckDB file.
+        judge: The judge ``run_once`` runs (names the majority rater).
+        lm: Its model settings.
+        repeats: Samples per item (at least 2).
+        run_once: Starts one run of ``judge`` with ``lm`` and returns its summary.
+
+    Raises:
+        ValueError: ``repeats`` below 2.
+    """
     if repeats < 2:
         raise ValueError(f"--repeats needs at least 2 samples per item, got {repeats}")
-    summaries = [run_judge(db, judge, tasks, lm, sample=k, **run) for k in range(1, repeats + 1)]
+    summaries = []
+    for k in range(1, repeats + 1):
+        with as_sample(k):
+            summaries.append(run_once())
     raters = [s.rater for s in summaries]
-    conditions = sorted({t.condition for t in tasks})
-    majority = [build_jury(db, [(r, c) for r in raters], "majority", rater=majority_rater(judge, lm.model, repeats),
-                           condition=c) for c in conditions]
-    return RepeatsResult(summaries, majority,
-                         {c: self_agreement_of(db, raters, c) for c in conditions})
+    conditions = _conditions(db, [s.run_id for s in summaries])
+    majority = [build_jury(db, [(r, c) for r in raters], "majority",
+                           rater=majority_rater(judge, lm.model, repeats, lm.confidence), condition=c)
+                for c in conditions]
+    return RepeatsResult(summaries, majority, {c: self_agreement_of(db, raters, c) for c in conditions})
+
+
+def _conditions(db: str | Path, run_ids: list[str]) -> list[str]:
+    # The conditions the samples' runs stored parsed labels under (cached answers are stored under the new run).
+    with opened(db, read_only=True) as con:
+        rows = con.execute("SELECT DISTINCT condition FROM labels WHERE run_id IN (SELECT unnest($runs)) "
+                           "AND label IS NOT NULL ORDER BY condition", {"runs": run_ids}).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def self_agreement_of(db: str | Path, raters: Sequence[str], condition: str) -> SelfAgreement:

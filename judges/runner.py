@@ -57,6 +57,7 @@ from personagap.judges.http_call import Fatal, Retryable, first_line, one_call
 from personagap.judges.journal import Journal, recover_journals, store_answers
 from personagap.judges.lm import ConfidenceMode, LMConfig, TokenPrices, token_prices
 from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
+from personagap.judges.sampling import current_sample
 from personagap.judges.summary import RunSummary
 from personagap.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.records import Label, Run
@@ -125,7 +126,8 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
         source: What the tasks were built from (stored on the run row).
         seed: Seed of the backoff jitter (recorded).
         sample: Sample ``k`` of a repeated run (:mod:`personagap.judges.repeats`): its own rater and its own cached
-            answers (the same request asked again at a temperature above 0 may answer otherwise).
+            answers (the same request asked again at a temperature above 0 may answer otherwise). Default: the
+            sample set by :func:`personagap.judges.sampling.as_sample`, if any.
 
     Returns:
         Counts of what happened.
@@ -138,6 +140,7 @@ def run_judge(db: str | Path, judge: Judge, tasks: Sequence[JudgeTask], lm: LMCo
     keys = {t.key for t in chosen}
     if len(keys) != len(chosen):
         raise ValueError("task keys must be unique within a run")
+    sample = current_sample() if sample is None else sample  # a stage's run inside repeats.as_sample
     rater = rater_name(judge, lm.model, lm.confidence, sample)
     program = program_for(judge, lm.confidence)
     identity = call_identity(judge, lm, program)

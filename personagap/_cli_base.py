@@ -19,6 +19,7 @@ from personagap.records import DatasetRecord
 from personagap.store import DEFAULT_DB, StoreError
 
 if TYPE_CHECKING:
+    from personagap.judges.lm import ConfidenceMode
     from personagap.judges.runner import LMConfig, RunSummary
 
 T = TypeVar("T")
@@ -197,6 +198,11 @@ def echo_run(summary: RunSummary) -> None:
         fail(f"error: {summary.failure_line()}", EXIT_RUN_FAILED)
 
 
+_CONFIDENCE_CHOICES = ("none", "verbal", "logprobs")
+"""``--confidence`` choices: :data:`personagap.judges.lm.CONFIDENCE_MODES`, spelled here so that ``--help`` does not
+import the judges (DSPy); tests/test_wire_cli.py checks the two are equal."""
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """How a judge run executes (shared by every `personagap judge ...` command)."""
@@ -204,6 +210,8 @@ class RunSettings:
     concurrency: int
     max_retries: int
     progress: bool
+    repeats: int = 1
+    """Samples per item (``--repeats``); above 1 the command stores each sample, their majority and self-agreement."""
 
 
 _LLM_OPTIONS = (
@@ -227,6 +235,18 @@ _LLM_OPTIONS = (
     click.option("--max-tokens", type=click.IntRange(min=16), default=None,
                  help="Answer length cap [default: the judge's need; 512, 1024 for extraction]."),
     click.option("--no-progress", is_flag=True, help="Hide the progress bar."),
+    click.option("--confidence", type=click.Choice(_CONFIDENCE_CHOICES), default="none", show_default=True,
+                 help="Store the judge's confidence with each label: verbal = the prompt asks for a 0-100 "
+                 "confidence field (a rater of its own, NAME+verbal-confidence); logprobs = the probability of the "
+                 "answer tokens, from the server's log-probabilities (same prompt); none = no confidence. Reports "
+                 "then show calibration and agreement at each confidence; `personagap route` uses it."),
+    click.option("--temperature", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                 help="Sampling temperature (0: reproducible answers). Above 0 with --repeats, to see how stable "
+                 "the judge is."),
+    click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True,
+                 help="Samples per item (needs --temperature above 0 when above 1): stores each sample as a rater "
+                 "(NAME+sample-k), their majority as a judge of its own (NAME+majority-of-K) and prints the judge's "
+                 "agreement with itself, a ceiling on its agreement with people."),
 )
 
 
@@ -243,20 +263,60 @@ def llm_judge_options(default_max_tokens: int = 512) -> Callable[[Callable[..., 
         @functools.wraps(fn)
         def wrapper(*args: Any, model: str | None, api_base: str | None, api_key_env: str | None, concurrency: int,
                     timeout: float, max_retries: int, structured: Literal["off", "json_schema", "json_object"],
-                    adapter: Literal["json", "chat"], max_tokens: int | None, no_progress: bool, **kwargs: Any) -> Any:
+                    adapter: Literal["json", "chat"], max_tokens: int | None, no_progress: bool,
+                    confidence: ConfidenceMode, temperature: float, repeats: int, **kwargs: Any) -> Any:
             from personagap.judges.runner import LMConfig
 
+            if repeats > 1 and temperature == 0:
+                raise click.UsageError(f"--repeats {repeats} at --temperature 0 asks one deterministic question "
+                                       f"{repeats} times; give --temperature above 0 (e.g. 0.7)")
             lm = None if model is None else LMConfig(
                 model=model, api_base=api_base, api_key_env=api_key_env, timeout=timeout,
-                structured=structured, adapter=adapter,
+                structured=structured, adapter=adapter, temperature=temperature, confidence=confidence,
                 max_tokens=max_tokens or default_max_tokens)
-            return fn(*args, lm=lm, run=RunSettings(concurrency, max_retries, not no_progress), **kwargs)
+            return fn(*args, lm=lm, run=RunSettings(concurrency, max_retries, not no_progress, repeats), **kwargs)
 
         for option in reversed(_LLM_OPTIONS):
             wrapper = option(wrapper)
         return wrapper
 
     return decorate
+
+
+def echo_judge_run(db: str, judge_name: str, lm: LMConfig, run: RunSettings,
+                   run_once: Callable[[], RunSummary]) -> None:
+    """Run a stage's judge once, or ``run.repeats`` times as samples; print what was stored.
+
+    With ``--repeats K`` above 1, each sample is its own rater, their majority is stored as a judge
+    (:func:`personagap.judges.repeats.repeat_runs`) and the judge's self-agreement is printed. A sample whose every
+    call failed stops the command as a failed single run does (:func:`echo_run`).
+
+    Args:
+        db: The store.
+        judge_name: The registered judge ``run_once`` runs.
+        lm: Its model settings.
+        run: The run settings (``repeats``).
+        run_once: One run of the stage's judge (e.g. ``lambda: api.judge_relevance(...)``).
+    """
+    if run.repeats == 1:
+        echo_run(run_once())
+        return
+    from personagap.judges.base import get_judge
+    from personagap.judges.repeats import repeat_runs
+
+    def sample() -> RunSummary:
+        summary = run_once()
+        if summary.status == "failed":
+            echo_run(summary)  # prints it and exits EXIT_RUN_FAILED
+        return summary
+
+    click.echo(repeat_runs(db, get_judge(judge_name), lm, run.repeats, sample).render())
+
+
+def refuse_repeats(run: RunSettings, what: str) -> None:
+    """Stop with a usage error when ``--repeats`` above 1 was given to a judge that cannot repeat (``what``)."""
+    if run.repeats > 1:
+        raise click.UsageError(f"--repeats is for LLM judges' labels; {what} cannot repeat")
 
 
 def require_lm(lm: LMConfig | None, judge: str) -> LMConfig:

@@ -12,7 +12,8 @@ import click
 from personagap._cli_base import DEMO_STEPS, cli, run_or_exit
 
 # Each stage registers its commands and demo step on import. Order = order in `personagap demo`.
-COMMAND_MODULES = ("extraction", "relevance", "response", "train", "labels", "plan", "optimize", "dashboard")
+COMMAND_MODULES = ("extraction", "relevance", "response", "train", "labels", "plan", "optimize", "route", "jury",
+                   "dashboard")
 for _name in COMMAND_MODULES:
     importlib.import_module(f"personagap.commands.{_name}")
 

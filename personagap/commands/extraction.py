@@ -12,10 +12,11 @@ from personagap._cli_base import (
     RunSettings,
     db_option,
     demo_step,
-    echo_run,
+    echo_judge_run,
     import_group,
     judge_group,
     llm_judge_options,
+    refuse_repeats,
     report_group,
     require_lm,
     run_or_exit,
@@ -96,10 +97,14 @@ def judge_extraction(judge_name: str, model_path: str | None, datasets: tuple[st
     Then: personagap report extraction.
     """
     if judge_name == "trained":
+        refuse_repeats(run, "a trained judge (the same model gives the same answer)")
         click.echo(_judge_trained(db, model_path, datasets, splits, extractor))
         return
+    if judge_name == "extract":
+        # Extracted attributes are free text, not labels on one scale: K samples have no majority to vote.
+        refuse_repeats(run, "--judge extract (its answers are free-text attributes, not labels)")
     llm = require_lm(lm, judge_name)
-    echo_run(stage1.judge_extraction(
+    echo_judge_run(db, judge_name, llm, run, lambda: stage1.judge_extraction(
         db, judge_name, llm, datasets=datasets or None, splits=splits or None, extractor=extractor,
         max_chars=max_chars, concurrency=run.concurrency, limit=limit, max_retries=run.max_retries,
         progress=run.progress))

@@ -14,6 +14,7 @@ from personagap._cli_base import (
     echo_run,
     fail,
     llm_judge_options,
+    refuse_repeats,
     require_lm,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES
@@ -72,8 +73,11 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
     """
     from personagap.judges.optimize import OptimizeError, OptimizeSettings, optimize, plan_run
 
+    refuse_repeats(run, "optimize")
     judge = judge_name or DEFAULT_JUDGE[stage]
     llm = require_lm(lm, judge)
+    if llm.confidence != "none":
+        raise click.UsageError("optimize scores answers, not confidences: leave out --confidence")
     settings = OptimizeSettings(stage=stage, judge=judge, optimizer=optimizer, metric=metric,  # type: ignore[arg-type]
                                 budget=budget, seed=seed, n_users=n_users, candidates=candidates,
                                 max_demos=max_demos, max_bootstrapped=min(4, max_demos), threads=run.concurrency,

@@ -13,10 +13,11 @@ from personagap._cli_base import (
     RunSettings,
     db_option,
     demo_step,
-    echo_run,
+    echo_judge_run,
     import_group,
     judge_group,
     llm_judge_options,
+    refuse_repeats,
     report_group,
     require_lm,
     run_or_exit,
@@ -94,14 +95,17 @@ def judge_relevance(judge_name: str, model_path: str | None, datasets: tuple[str
     personagap report relevance.
     """
     if program is not None:
+        refuse_repeats(run, "a --program run")
         judge_program("relevance", judge_name, db, program, lm, run, limit=limit, datasets=datasets)
         return
     if judge_name == "trained":
+        refuse_repeats(run, "a trained judge (the same model gives the same answer)")
         click.echo(_judge_trained(db, model_path, datasets))
         return
     llm = require_lm(lm, judge_name)
-    echo_run(api.judge_relevance(db, judge_name, llm, datasets=datasets, concurrency=run.concurrency, limit=limit,
-                                 max_retries=run.max_retries, progress=run.progress))
+    echo_judge_run(db, judge_name, llm, run, lambda: api.judge_relevance(
+        db, judge_name, llm, datasets=datasets, concurrency=run.concurrency, limit=limit,
+        max_retries=run.max_retries, progress=run.progress))
 
 
 def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -> str:

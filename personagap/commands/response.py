@@ -12,11 +12,12 @@ from personagap._cli_base import (
     RunSettings,
     db_option,
     demo_step,
-    echo_run,
+    echo_judge_run,
     fitting_judges,
     import_group,
     judge_group,
     llm_judge_options,
+    refuse_repeats,
     report_group,
     require_fitting_data,
     require_lm,
@@ -85,9 +86,11 @@ def judge_response(judge_name: str | None, model_path: str | None, no_profile: b
     if judge_name is None:
         raise click.UsageError(f"missing option '--judge'. {fitting_judges(db, 'response', datasets)}")
     if program is not None:
+        refuse_repeats(run, "a --program run")
         judge_program("response", judge_name, db, program, lm, run, limit=limit, datasets=datasets)
         return
     if judge_name == "trained":
+        refuse_repeats(run, "a trained judge (the same model gives the same answer)")
         click.echo(_judge_trained(db, model_path, datasets))
         return
     if judge_name == "persona-use" and no_profile:
@@ -95,9 +98,9 @@ def judge_response(judge_name: str | None, model_path: str | None, no_profile: b
                                "the persona, so it needs the persona")
     require_fitting_data(db, "response", judge_name, datasets)
     llm = require_lm(lm, judge_name)
-    echo_run(stage.judge_response(db, judge_name, llm, profile=not no_profile, datasets=datasets or None,
-                                  concurrency=run.concurrency, limit=limit, seed=seed, both_orders=both_orders,
-                                  max_retries=run.max_retries, progress=run.progress))
+    echo_judge_run(db, judge_name, llm, run, lambda: stage.judge_response(
+        db, judge_name, llm, profile=not no_profile, datasets=datasets or None, concurrency=run.concurrency,
+        limit=limit, seed=seed, both_orders=both_orders, max_retries=run.max_retries, progress=run.progress))
 
 
 def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -> str:
