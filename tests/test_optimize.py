@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from sklearn.metrics import balanced_accuracy_score
 
+from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.analysis.comparable import IN_SAMPLE
 from personagap.cli import cli
 from personagap.judges import get_judge
@@ -42,9 +43,9 @@ from personagap.judges.runner import LMConfig
 from tests.db_cut import keep_first_users
 from tests.demo_llm_server import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
-N_USERS = 12
-KEEP_USERS = 12
-FRACTIONS = (0.4, 0.2, 0.4)  # 5 test users: the fewest that get a CI
+N_USERS = 17
+KEEP_USERS = 17
+FRACTIONS = (0.3, 0.1, 0.6)  # 5 train, 2 dev and MIN_USERS_FOR_CI (10) test users: the fewest that get a CI
 JUDGE = "relevance-per-attribute"
 
 
@@ -105,7 +106,7 @@ def _users_seen(seen: list[Seen], user_of: dict[str, str]) -> tuple[set[str], se
 
 
 def test_demo_sensitive_judge_improves_on_test_users(run: Run) -> None:
-    assert run.result.test_users == 5
+    assert run.result.test_users == MIN_USERS_FOR_CI
     kappa = run.result.test["kappa"]
     assert run.result.chosen != "unoptimised"
     assert kappa.before.value == pytest.approx(0.0)  # YES to everything: no agreement beyond chance
@@ -348,8 +349,9 @@ def test_response_persona_use_on_usr(shared_data: Path, tmp_path: Path) -> None:
     starts: dict[str, int] = {}
     with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
         lm = LMConfig(model="openai/demo", api_base=server.base_url)
+        # 10 train, 4 dev and MIN_USERS_FOR_CI (10) test users: the gain's CI needs that many.
         result = optimize(db, OptimizeSettings(stage="response", judge="persona-use", n_users=24, budget=40,
-                                               candidates=2, n_resamples=300, seed=1),
+                                               candidates=2, n_resamples=300, seed=1, fractions=(0.4, 0.15, 0.45)),
                           lm, tmp_path / "r.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
         log = list(server.log)
     meta = load_program(tmp_path / "r.json").meta
