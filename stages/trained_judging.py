@@ -70,8 +70,23 @@ def open_model(model_path: str | Path, kind: TrainedKind) -> TrainedModel:
 
 def store_labels(db: str | Path, spec: TrainedJudgeSpec, rater: str, item_ids: list[str], labels: list[str], *,
                   kind: str, source: str, parameters: dict[str, Any], meta: dict[str, Any] | None = None,
-                  conditions: list[str] | None = None) -> tuple[int, str]:
+                  conditions: list[str] | None = None,
+                  confidences: list[dict[str, Any]] | None = None) -> tuple[int, str]:
     """Write one run row and one label per item (rater_kind 'trained'), replacing the rater's earlier labels.
+
+    Args:
+        db: The DuckDB file.
+        spec: The trained judge.
+        rater: Its rater key.
+        item_ids: The items labelled.
+        labels: Their labels, aligned with ``item_ids``.
+        kind: The run's kind ('judge', or 'train' for out-of-fold labels).
+        source: What the items came from.
+        parameters: The run's parameters.
+        meta: Meta entries every label carries.
+        conditions: Each label's condition [default: the standard one].
+        confidences: Each label's own meta entries (its confidence and scale,
+            :meth:`~personagap.judges.trained.models.TrainedModel.label_confidences`), added to ``meta``.
 
     Returns:
         The number of labels and the run id.
@@ -80,8 +95,10 @@ def store_labels(db: str | Path, spec: TrainedJudgeSpec, rater: str, item_ids: l
               rater=rater, judge_version=spec.version, git_sha=git_sha(), started_at=now(), finished_at=now(),
               status="finished", parameters=parameters)
     conds = conditions if conditions is not None else [""] * len(item_ids)
+    own: list[dict[str, Any]] = confidences if confidences is not None else [{}] * len(item_ids)
     rows = [Label(item_id=i, rater=rater, rater_kind="trained", condition=c, label=lab, run_id=run.run_id,
-                  meta=meta) for i, lab, c in zip(item_ids, labels, conds, strict=True)]
+                  meta=(meta or {}) | extra or None)
+            for i, lab, c, extra in zip(item_ids, labels, conds, own, strict=True)]
     with opened(db) as con:
         con.execute("BEGIN TRANSACTION")
         try:
@@ -109,8 +126,7 @@ def judge_relevance_trained(db: str | Path, model_path: str | Path, *,
     if items.empty:
         raise StoreError(f"{db}: no relevance items with prompt text in {', '.join(datasets)}; "
                          "import a release first (personagap import recenter PATH)")
-    labels = model.predict(items)
-    return judge_run(db, model, RELEVANCE_JUDGE, items, labels, model_path, datasets, started, meta=None)
+    return judge_run(db, model, RELEVANCE_JUDGE, items, model_path, datasets, started, meta=None)
 
 
 def _require_encoder(model: TrainedModel, model_path: str | Path) -> None:
@@ -137,8 +153,7 @@ def judge_response_trained(db: str | Path, model_path: str | Path, *,
     if items.empty:
         raise StoreError(f"{db}: no pairwise response items; import a release first "
                          "(personagap import prism-judge PATH)")
-    labels = model.predict(items)
-    return judge_run(db, model, PREFERENCE_JUDGE, items, labels, model_path,
+    return judge_run(db, model, PREFERENCE_JUDGE, items, model_path,
                       tuple(sorted(set(items["dataset"]))), started, meta={"swapped": False})
 
 
@@ -153,10 +168,16 @@ def in_sample_mask(model: TrainedModel, items: pd.DataFrame) -> np.ndarray:
     return np.asarray(ids | users, dtype=bool)
 
 
-def judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, items: pd.DataFrame, labels: list[str],
+def judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, items: pd.DataFrame,
                model_path: str | Path, datasets: tuple[str, ...], started: float,
                meta: dict[str, Any] | None, in_training: np.ndarray | None = None) -> TrainedRunSummary:
-    """Store a saved model's labels as one run and summarise it (items it was trained on stored as in-sample)."""
+    """Label ``items`` with a saved model and store the labels as one run; summarise it.
+
+    Each label carries its confidence, the predicted probability of the label given (scale ``probability``), so
+    reports calibrate trained judges like LLM ones; items it was trained on are stored as in-sample.
+    """
+    p = model.predict_proba(items)  # once: the labels and their confidences come from the same probabilities
+    labels = model.predict(items, p)
     spec = get_trained_judge(model.judge) if model.judge in TRAINED_JUDGES else spec
     rater = trained_rater(spec, model.tag)
     run_params = {"model_path": str(model_path), "model_id": model.tag,
@@ -170,7 +191,8 @@ def judge_run(db: str | Path, model: TrainedModel, spec: TrainedJudgeSpec, items
                                                   else np.asarray(in_training, dtype=bool))
     conditions = [IN_SAMPLE if t else "" for t in in_training]
     n, run_id = store_labels(db, spec, rater, items["item_id"].tolist(), labels, kind="judge",
-                              source=",".join(datasets), parameters=run_params, meta=meta, conditions=conditions)
+                              source=",".join(datasets), parameters=run_params, meta=meta, conditions=conditions,
+                              confidences=model.label_confidences(items, p))
     counts = pd.Series(labels).value_counts().to_dict()
     return TrainedRunSummary(run_id=str(run_id), rater=rater, labelled=n, by_label={str(k): int(v)
                                                                                    for k, v in counts.items()},

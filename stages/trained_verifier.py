@@ -192,8 +192,7 @@ def judge_extraction_trained(db: str | Path, model_path: str | Path, *, datasets
     items = extracted_attribute_items(db, datasets=datasets, splits=splits, extractor=extractor)
     if items.empty:
         raise StoreError(f"{db}: no extracted attributes with a stored conversation to verify")
-    labels = model.predict(items)
     in_training = np.array([f"{d}\x1f{u}" in model.train_units
                             for d, u in zip(items["dataset"], items["unit"], strict=True)], dtype=bool)
-    return judge_run(db, model, VERIFIER_JUDGE, items, labels, model_path, tuple(sorted(set(items["dataset"]))),
+    return judge_run(db, model, VERIFIER_JUDGE, items, model_path, tuple(sorted(set(items["dataset"]))),
                       started, meta=None, in_training=in_training)

@@ -1,0 +1,45 @@
+"""Trained judges' labels carry their predicted probability as a confidence (issue 23 item 1, in labels.meta)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from personagap.judges.trained import load_model
+from personagap.stages import trained as stage
+
+
+@pytest.fixture(scope="module")
+def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from personagap.api import import_recenter
+    from personagap.sample_data import write_sample_release
+
+    work = tmp_path_factory.mktemp("wire-trained")
+    db = work / "sample.duckdb"
+    import_recenter(write_sample_release(work / "sample"), db)
+    return db
+
+
+def test_trained_judge_labels_carry_the_probability_of_the_label_given(sample_db: Path, tmp_path: Path) -> None:
+    model_path = tmp_path / "rel.joblib"
+    stage.train_relevance(sample_db, model_path, n_resamples=20, store_cv=False)
+    summary = stage.judge_relevance_trained(sample_db, model_path)
+    model = load_model(model_path, "relevance")
+    items = stage.relevance_items(sample_db, ("recenter-stage2",))
+    with duckdb.connect(str(sample_db), read_only=True) as con:
+        rows = con.execute("SELECT item_id, label, meta FROM labels WHERE rater = ?", [summary.rater]).fetchall()
+    stored = {i: (label, json.loads(meta)) for i, label, meta in rows}
+    assert len(stored) == len(items) == summary.labelled
+    p_yes = model.predict_proba(items)
+    for item, p in zip(items["item_id"], p_yes, strict=True):
+        label, meta = stored[item]
+        # By hand: P(yes) for a 'yes' label, 1 - P(yes) for a 'no' one, on the probability scale.
+        expected = p if label == "yes" else 1 - p
+        assert meta["confidence_scale"] == "probability"
+        assert meta["confidence"] == pytest.approx(expected, abs=5e-5)
+        assert (label == "yes") == (p >= model.threshold)  # the label and its confidence from one probability
+    assert np.unique([m["confidence"] for _, m in stored.values()]).size > 1
