@@ -19,6 +19,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+from personagap.analysis.agreement import MIN_USERS_FOR_CI
+
 _LAPS = [
     {"worker_id": "sample-worker-1", "topic": "movie", "sessions": [{
         "dialogue": [
@@ -39,8 +41,6 @@ _LAPS = [
         "task_setting": "weekend (SAMPLE)"}]},
 ]
 
-N_USERS = 10
-"""Sample users (>= 5, so every demo figure gets a user-clustered CI)."""
 FACTS_PER_USER = 5
 EXTRACTOR = "sample-extractor"
 VERIFIER = "sample-verifier"
@@ -114,6 +114,8 @@ _FACTS: dict[str, list[_Fact]] = {
          "The user has never used a knife."),
     ],
 }
+N_USERS = -(-MIN_USERS_FOR_CI * len(_FACTS) // FACTS_PER_USER)
+"""Sample users: each gold category is stated by MIN_USERS_FOR_CI of them, so every per-category row gets a CI."""
 _ASSISTANT = ("Good to know. Anything else I should keep in mind?", "Thanks. Anything else about you or the meal?")
 _EXTRACT = {"faithful": 0.85, "over": 0.35}
 """Chance the sample extractor writes each fact's faithful / over-generalised attribute."""
