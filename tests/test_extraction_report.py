@@ -45,7 +45,10 @@ def test_real_report_shows_pilot_human_agreement(real_db: Path, shared_data: Pat
     data = data[:, (~np.isnan(data)).sum(axis=0) >= 2]
     assert pilot.items == data.shape[1]
     assert pilot.alpha == pytest.approx(krippendorff.alpha(reliability_data=data, level_of_measurement="nominal"))
-    assert pilot.alpha_ci[0] <= pilot.alpha <= pilot.alpha_ci[1]
+    # The pilot has 5 users, below MIN_USERS_FOR_CI: alpha is reported without an interval, and says why.
+    from personagap.analysis.agreement import MIN_USERS_FOR_CI
+
+    assert pilot.users < MIN_USERS_FOR_CI and all(math.isnan(c) for c in pilot.alpha_ci)
     assert not math.isnan(pilot.fleiss) and pilot.fleiss_raters_per_item >= 2
     rates = {r.rater: r for r in pilot.per_annotator}
     assert len(rates) == 8 and all(abs(r.ok + r.bad + r.unsure - 1) < 1e-9 for r in rates.values())
@@ -53,11 +56,12 @@ def test_real_report_shows_pilot_human_agreement(real_db: Path, shared_data: Pat
     assert humans.n == sum(r.n for r in rates.values())
     text = render_extraction(report)
     assert "Krippendorff's alpha (nominal)" in text and "annotator_01" in text
+    assert f"{_fmt3(pilot.alpha)} (too few users for a CI: {pilot.users} users)" in text
 
 
 def test_a_ci_over_too_few_users_is_not_printed_as_one(real_db: Path):
-    # The pilot's Fleiss items (all eight annotators) come from a single user: a bootstrap over one user has
-    # zero width. The report gives no CI there and says why, with the user count; other CIs carry theirs.
+    # The pilot's Fleiss items (all eight annotators) come from a single user: an interval over one user means
+    # nothing. The report gives no CI there and says why, with the user count.
     from personagap.analysis.agreement import MIN_USERS_FOR_CI
 
     report = report_extraction(real_db, n_resamples=100)
@@ -67,7 +71,8 @@ def test_a_ci_over_too_few_users_is_not_printed_as_one(real_db: Path):
     text = render_extraction(report)
     users = f"{pilot.fleiss_users} user{'s' if pilot.fleiss_users != 1 else ''}"
     assert f"{_fmt3(pilot.fleiss)} (too few users for a CI: {users})" in text
-    assert f"; {pilot.users} users]" in text  # alpha's CI with its user count
+    # Alpha spans all of the pilot's users, still too few: no interval there either, the count given.
+    assert f"{_fmt3(pilot.alpha)} (too few users for a CI: {pilot.users} users)" in text
     assert json.loads(json.dumps(report.to_json_dict()))["human_agreement"][0]["fleiss_ci"] == [None, None]
 
 
