@@ -60,6 +60,7 @@ from personagap.analysis.pipeline_sql import (
     stage3_counts,
 )
 from personagap.linking import INPUT_CONDITIONS
+from personagap.store.aggregates import label_counts
 
 PIPELINE, ORACLE, NO_INPUT = INPUT_CONDITIONS
 HEADLINE = {1: "rejected_attributes", 2: "irrelevant_selected", 3: "no_better_than_generic"}
@@ -225,8 +226,8 @@ _S2 = {  # quantity -> (numerator columns, denominator columns) of the selector'
 }
 
 
-def _stage2(con: duckdb.DuckDBPyConnection) -> list[_Cell]:
-    sel, judges = stage2_counts(con)
+def _stage2(con: duckdb.DuckDBPyConnection, counts: pd.DataFrame) -> list[_Cell]:
+    sel, judges = stage2_counts(con, counts)
     cols = [f"{c}_g1" for c in _JUDGE_COLS] + [f"{c}_g0" for c in _JUDGE_COLS]
     of = _by_keys(judges, ["dataset", "system"])
     cells = []
@@ -426,14 +427,19 @@ def _missing(rows: list[PipelineRow]) -> list[str]:
     return out
 
 
-def pipeline_view(con: duckdb.DuckDBPyConnection) -> PipelineView:
+def pipeline_view(con: duckdb.DuckDBPyConnection, judge_counts: pd.DataFrame | None = None) -> PipelineView:
     """The pipeline view of a store: rows per stage and system, the verdict, oracle differences and the cascade.
 
     Args:
         con: An open store connection (read-only is enough).
+        judge_counts: The judge frame of :func:`personagap.store.aggregates.label_counts` (blind reference, every
+            stage or at least ``relevance``) when the caller has it (``diagnose`` and the dashboard count it once
+            for the diagnosis too); None: counted here for stage 2.
     """
+    if judge_counts is None:
+        judge_counts = label_counts(con, "relevance", "blind")[0]
     with reference_table(con):
-        cells = _stage1(con) + _stage2(con) + _stage3(con)
+        cells = _stage1(con) + _stage2(con, judge_counts) + _stage3(con)
         cascade, flagged = _cascade(con)
     verdict, worst, comps = _verdict(cells)
     rows = [c.row for c in cells]

@@ -35,13 +35,10 @@ SELECTED = "yes"
 REFERENCE_TABLE = "_pipeline_reference"
 """The blind reference per item, computed once per view (:func:`reference_table`) and read by every query here."""
 _JUDGE = comparable_judge_sql("j")
-_SELECTOR_KINDS = ("llm", *SYSTEM_KINDS)
-"""Stage-2 selectors: every LLM relevance labeller used as a selector, and every pipeline's own selection."""
 _VERDICTS = ", ".join(f"'{v}'" for v in VERDICTS)
 _ATTRIBUTE_KIND = ("(json_extract_string(i.payload, '$.kind') IS NULL OR json_extract_string(i.payload, '$.kind') IN ("
                    + ", ".join(f"'{k}'" for k in ATTRIBUTE_KINDS if k is not None) + "))")
 """Stage-1 items that are extracted attributes (not gold preferences, chunks or conversations)."""
-_KINDS = ", ".join(f"'{k}'" for k in _SELECTOR_KINDS)
 _NOT_REVERSED = f"NOT ends_with(j.condition, '{REVERSED}')"  # a reverse-order run is not a judge of its own
 
 
@@ -141,7 +138,14 @@ def judge_columns(judge_pos: str, human_pos: str, has_ref: str = "u.human IS NOT
     return ", ".join(f"count(*) FILTER (WHERE ({within}) AND {cond}) AS {name}{suffix}" for name, cond in cells.items())
 
 
-_STAGE2 = f"""
+def _stage2(kinds: tuple[str, ...], *, linked_only: bool = False) -> str:
+    """CTEs ending in ``sel``: selections of stage-2 selectors of rater kinds ``kinds`` with the human reference.
+
+    ``linked_only``: only attributes linked to a stage-1 verdict (the oracle-input counts; few rows, so the scan of
+    every LLM label is not paid twice).
+    """
+    link = "JOIN accepted a" if linked_only else "LEFT JOIN accepted a"
+    return f"""
     accepted AS (
         -- Stage-1 verdicts of linked attributes: accepted when every linked human verdict is ok.
         SELECT i.user_id, json_extract_string(i.payload, '$.{ATTRIBUTE_ID}') AS aid, bool_and(r.human = 'ok') AS ok
@@ -153,21 +157,57 @@ _STAGE2 = f"""
         SELECT s.item_id, i.dataset, s.rater AS system, s.rater_kind AS system_kind, i.user_id, s.label = '{SELECTED}'
                AS selected, r.human, a.ok AS accepted
         FROM labels s JOIN items i USING (item_id) LEFT JOIN {REFERENCE_TABLE} r USING (item_id)
-        LEFT JOIN accepted a ON a.user_id = i.user_id AND a.aid = json_extract_string(i.payload, '$.{ATTRIBUTE_ID}')
-        WHERE i.stage = 'relevance' AND s.label IS NOT NULL AND s.rater_kind IN ({_KINDS})
-          AND (s.rater_kind NOT IN ({", ".join(f"'{k}'" for k in JUDGE_KINDS)}) OR s.condition = '')
+        {link} ON a.user_id = i.user_id AND a.aid = json_extract_string(i.payload, '$.{ATTRIBUTE_ID}')
+        WHERE i.stage = 'relevance' AND s.label IS NOT NULL AND s.rater_kind IN ({_sql(kinds)})
+          AND (s.rater_kind NOT IN ({_sql(JUDGE_KINDS)}) OR s.condition = '')
     )
 """
 
 
-def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _sql(values: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+_LINKED = """count(accepted) AS n_linked,
+               count(*) FILTER (WHERE accepted AND selected AND human = 'yes') AS tp_ok,
+               count(*) FILTER (WHERE accepted AND selected AND human = 'no') AS fp_ok,
+               count(*) FILTER (WHERE accepted AND NOT selected AND human = 'yes') AS fn_ok,
+               count(*) FILTER (WHERE accepted AND NOT selected AND human = 'no') AS tn_ok"""
+_COUNTS = ["tp", "fp", "fn", "tn"]
+
+
+def llm_selections(judges: pd.DataFrame) -> pd.DataFrame:
+    """Every LLM selector's per-user counts against humans, from the relevance judge counts of ``label_counts``.
+
+    An LLM relevance labeller's standard-protocol labels are its selection; ``judges`` (the judge frame of
+    :func:`personagap.store.aggregates.label_counts`: per dataset, rater, kind, condition, user, reference and
+    label, the number of items) already counts them, so no label is read again.
+
+    Returns:
+        Columns ``dataset``, ``system``, ``system_kind``, ``user_id``, ``n_items``, ``tp``, ``fp``, ``fn``, ``tn``.
+    """
+    mine = judges[(judges["stage"] == "relevance") & (judges["rater_kind"] == "llm") & (judges["condition"] == "")]
+    picked, human = mine["label"].eq(SELECTED), mine["human"]
+    cells = {"tp": picked & human.eq(SELECTED), "fp": picked & human.eq("no"),
+             "fn": ~picked & human.eq(SELECTED), "tn": ~picked & human.eq("no")}
+    n = mine["n"].astype("int64")
+    frame = pd.DataFrame({"dataset": mine["dataset"], "system": mine["rater"], "system_kind": mine["rater_kind"],
+                          "user_id": mine["user_id"], "n_items": n} | {k: n.where(v, 0) for k, v in cells.items()})
+    return frame.groupby(["dataset", "system", "system_kind", "user_id"], as_index=False, sort=True).sum()
+
+
+def stage2_counts(con: duckdb.DuckDBPyConnection, judges: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Stage 2: per (dataset, selector, user) the selector's selection against the human relevance verdict.
 
-    A selector is an LLM relevance labeller (its standard-protocol labels) or a pipeline's own selection (a
-    ``system`` rater). Judges rate a pipeline's selection: for every comparable judge, its "relevant" verdicts on
-    the attributes the pipeline selected (``g1``) and on those it left out (``g0``). An LLM selector's rows get no
-    judges: the other LLMs are selectors beside it, not judges of it (and the cross join of every LLM with every
-    other is most of the cost at 10^6 labels).
+    A selector is an LLM relevance labeller (its standard-protocol labels, counted from ``judges``: see
+    :func:`llm_selections`) or a pipeline's own selection (a ``system`` rater, read here). Judges rate a pipeline's
+    selection: for every comparable judge, its "relevant" verdicts on the attributes the pipeline selected
+    (``g1``) and on those it left out (``g0``). LLM selectors' rows get their judges from
+    :func:`personagap.analysis.pipeline_cross.cross_judges`.
+
+    Args:
+        con: An open store connection holding :data:`REFERENCE_TABLE`.
+        judges: The judge frame of :func:`personagap.store.aggregates.label_counts` (blind reference).
 
     Returns:
         Selector counts (``dataset``, ``system``, ``system_kind``, ``user_id``, ``n_items``, ``tp``, ``fp``,
@@ -176,33 +216,36 @@ def stage2_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
         (``dataset``, ``system``, ``rater``, ``condition``, ``user_id``, then :func:`judge_columns` of "relevant"
         per group, suffixed ``_g1``/``_g0``).
     """
-    sel = _frame(con, f"""
-        WITH {_STAGE2}
-        SELECT dataset, system, system_kind, user_id, count(*) AS n_items,
+    keys = ["dataset", "system", "system_kind", "user_id"]
+    own = _frame(con, f"""
+        WITH {_stage2(SYSTEM_KINDS)}
+        SELECT {", ".join(keys)}, count(*) AS n_items,
                count(*) FILTER (WHERE selected AND human = 'yes') AS tp,
                count(*) FILTER (WHERE selected AND human = 'no') AS fp,
                count(*) FILTER (WHERE NOT selected AND human = 'yes') AS fn,
                count(*) FILTER (WHERE NOT selected AND human = 'no') AS tn,
-               count(accepted) AS n_linked,
-               count(*) FILTER (WHERE accepted AND selected AND human = 'yes') AS tp_ok,
-               count(*) FILTER (WHERE accepted AND selected AND human = 'no') AS fp_ok,
-               count(*) FILTER (WHERE accepted AND NOT selected AND human = 'yes') AS fn_ok,
-               count(*) FILTER (WHERE accepted AND NOT selected AND human = 'no') AS tn_ok
+               {_LINKED}
         FROM sel GROUP BY ALL
     """)
-    if not sel["system_kind"].isin(SYSTEM_KINDS).any():
-        return sel, pd.DataFrame()  # no pipeline's own selection stored: nothing for judges to rate
+    linked = _frame(con, f"WITH {_stage2(('llm',), linked_only=True)} SELECT {', '.join(keys)}, {_LINKED} "
+                         "FROM sel GROUP BY ALL")
+    llm = llm_selections(judges).merge(linked, on=keys, how="left")
+    extra = ["n_linked", *(f"{c}_ok" for c in _COUNTS)]
+    llm[extra] = llm[extra].fillna(0).astype("int64")
+    parts = [f for f in (own, llm) if not f.empty]
+    sel = pd.concat(parts, ignore_index=True) if parts else own
+    if own.empty:
+        return sel, pd.DataFrame()  # no pipeline's own selection stored: nothing for judges to rate here
     relevant = (f"j.label = '{SELECTED}'", f"u.human = '{SELECTED}'", "u.human IN ('yes', 'no')")
     selects = ", ".join(judge_columns(*relevant, within=flag, suffix=suffix)
                         for flag, suffix in (("u.selected", "_g1"), ("NOT u.selected", "_g0")))
-    own = ", ".join(f"'{k}'" for k in SYSTEM_KINDS)
-    judges = _frame(con, f"""
-        WITH {_STAGE2}, own AS (SELECT * FROM sel WHERE system_kind IN ({own}))
+    judged = _frame(con, f"""
+        WITH {_stage2(SYSTEM_KINDS)}
         SELECT u.dataset, u.system, j.rater, j.condition, u.user_id, {selects}
-        FROM own u JOIN labels j USING (item_id)
+        FROM sel u JOIN labels j USING (item_id)
         WHERE {_JUDGE} AND j.label IS NOT NULL GROUP BY ALL
     """)
-    return sel, judges
+    return sel, judged
 
 
 def stage3_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.analysis.comparable import SYSTEM_KINDS
 from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, pipeline_db
 from personagap.analysis.pipeline_records import PipelineRow, PipelineView
@@ -58,19 +59,30 @@ def pipeline(db: str) -> Future[PipelineView]:
         return future
 
 
+def adopt(db: str) -> Future[PipelineView]:
+    """A pending pipeline view of ``db`` that another worker completes (the server's prefetch), cached as one.
+
+    :func:`pipeline` returns it until it expires like any other (a failure set on it is retried).
+    """
+    future: Future[PipelineView] = Future()
+    with _lock:
+        _views[db] = (_stamp(db), time.monotonic(), future)
+    return future
+
+
 def overview() -> None:
     """Overview: which stage fails by human verdict, then the judges against humans."""
     st.title("Overview — which stage of your pipeline fails?")
     state = require_data()
     if state is None:
         return
-    view = pipeline(data.db_path())
+    # The pipeline table is sent to the browser before the diagnosis is awaited: it is the first thing to read.
+    pipeline_section(pipeline(data.db_path()).result())
     d = data.diag()
-    pipeline_section(view.result())
     st.header(JUDGES_TITLE)
     (st.error if d.worst_stage else st.info)(md(d.verdict))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
-               f"95% CIs: user-clustered bootstrap ({d.n_resamples} resamples, seed {d.seed}); "
+               f"95% CIs: user-clustered jackknife-t (none below {MIN_USERS_FOR_CI} users); "
                "kappa = Cohen's kappa against the blind human reference.")
     cols = st.columns(len(d.stages))
     for col, s in zip(cols, d.stages, strict=True):

@@ -1,8 +1,10 @@
-"""Start the diagnosis while the server boots, so the first Overview does not pay for it.
+"""Start the pipeline view and the diagnosis while the server boots, so the first Overview does not pay for them.
 
 ``personagap dashboard`` serves the app through :mod:`personagap.dashboard.serve`, which
-imports the heavy modules and calls :func:`start` before Streamlit opens its port. The
-first Overview then takes the result (:func:`take`), once: later reads go through the
+imports the heavy modules and calls :func:`start` before Streamlit opens its port. Both come from one set of
+per-user counts (:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis`), the pipeline view first: it is
+handed to the Overview's cache (:func:`personagap.dashboard.overview.adopt`) as soon as it is ready. The
+first Overview then takes the diagnosis (:func:`take`), once: later reads go through the
 dashboard's own TTL cache, and a Refresh recomputes from the file.
 """
 
@@ -25,20 +27,24 @@ def _stamp(db: str) -> tuple[int, int]:
 
 
 def start(db: str, n_resamples: int, seed: int) -> None:
-    """Compute the diagnosis of ``db`` in a background thread (errors are left to the page to report)."""
-    from personagap.analysis.diagnosis import diagnose_db
-    from personagap.dashboard import access
+    """Compute the pipeline view and the diagnosis of ``db`` in a background thread (errors: the page's to report)."""
+    from personagap.analysis.pipeline_first import pipeline_and_diagnosis
+    from personagap.dashboard import access, overview
 
     key = (db, n_resamples, seed)
     done = threading.Event()
     box: dict[str, Any] = {"stamp": _stamp(db)}
+    view = overview.adopt(db)
 
     def work() -> None:
         try:
             with access.reading():
-                box["result"] = diagnose_db(db, n_resamples=n_resamples, seed=seed)
-        except Exception:  # noqa: BLE001 - the page recomputes and shows the error itself
+                box["result"] = pipeline_and_diagnosis(db, n_resamples=n_resamples, seed=seed, extras=False,
+                                                       on_view=view.set_result)[1]
+        except Exception as exc:  # noqa: BLE001 - the page recomputes and shows the error itself
             box["result"] = None
+            if not view.done():
+                view.set_exception(exc)  # the Overview's next call recomputes a failed view
         finally:
             done.set()
 

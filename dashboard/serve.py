@@ -13,18 +13,14 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> None:
     """Warm up, then hand over to Streamlit's own CLI with ``argv`` as ``streamlit run`` flags."""
-    # The diagnosis first: its queries run in DuckDB (off the interpreter lock) while the imports below
-    # and Streamlit's start-up use the other core.
+    # The pipeline view and the diagnosis first: their queries run in DuckDB (off the interpreter lock) while the
+    # imports below and Streamlit's start-up use the other core.
     from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
     from personagap.dashboard import prefetch
 
     db = os.environ.get("PERSONAGAP_DB")
     if db and Path(db).exists():
-        prefetch.start(db, DEFAULT_RESAMPLES, DEFAULT_SEED)
-        # The Overview's first screen is the pipeline view: start it now too (a worker thread, cached by file).
-        from personagap.dashboard import overview
-
-        overview.pipeline(db)
+        prefetch.start(db, DEFAULT_RESAMPLES, DEFAULT_SEED)  # the Overview's pipeline view too
 
     import altair  # noqa: F401 - imported now so the first script run does not pay for it
     import pandas  # noqa: F401

@@ -139,12 +139,12 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
     and the gap to it; then, for each stage's best judge, the alternative-annotator test (can it replace a
     human?) and the corrected estimate of the human rate. The dashboard's Overview shows the same diagnosis.
     """
-    from personagap.analysis.aggregated import diagnose_from_store
     from personagap.analysis.panel import extras_lines
+    from personagap.analysis.pipeline_first import pipeline_and_diagnosis
 
-    # From DuckDB's aggregates (per-user counts counted once): memory does not grow with the number of labels.
-    result, tests = run_or_exit(lambda: diagnose_from_store(db, n_resamples=resamples, seed=seed))
-    view = run_or_exit(lambda: pipeline_db(db))
+    # From DuckDB's aggregates, counted once for the pipeline view and the diagnosis: memory does not grow with
+    # the number of labels.
+    view, result, tests = run_or_exit(lambda: pipeline_and_diagnosis(db, n_resamples=resamples, seed=seed))
     if as_json:
         click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}
                               | view.to_json_dict(), indent=2))
