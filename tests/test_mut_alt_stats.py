@@ -38,7 +38,7 @@ def _loop_indicators(judge: dict[str, Any], humans: pd.DataFrame, scoring: str, 
 
     def score(pred: Any, others: list[Any]) -> float:
         if scoring == "accuracy":
-            return sum(pred == o for o in others) / len(others)
+            return sum(bool(pred == o) for o in others) / len(others)
         return -math.sqrt(sum((float(pred) - float(o)) ** 2 for o in others) / len(others))
 
     out: dict[str, Any] = {"tested": {}, "skipped": {}}
@@ -59,7 +59,7 @@ def _loop_indicators(judge: dict[str, Any], humans: pd.DataFrame, scoring: str, 
     return out
 
 
-def _humans(seed: int, n_items: int = 40, raters: str = "ABCD", scale: int = 2) -> tuple[pd.DataFrame, dict]:
+def _humans(seed: int, n_items: int = 40, raters: str = "ABCD", scale: int = 2) -> tuple[pd.DataFrame, dict[str, int]]:
     rng = np.random.default_rng(seed)
     items = [f"i{n:03d}" for n in range(n_items)]
     truth = rng.integers(0, scale, n_items)
@@ -94,6 +94,21 @@ def test_indicators_equal_the_papers_loop(scoring: at.Scoring, scale: int, seed:
         assert a.clusters.tolist() == [sorted(set(humans["user_id"])).index(u) for u in users]
     assert ind.n_items == len({i for v in ref["tested"].values() for i in v[0]})
     assert ind.cluster_unit == at.CLUSTER_UNIT_USER
+
+
+def test_categories_of_mixed_types_are_compared_as_themselves() -> None:
+    # True/False/"unsure" labels: a label is equal only to the same value (True is not the string "True").
+    humans, _ = _humans(6, scale=3)
+    names = {0: True, 1: False, 2: "unsure"}
+    humans = humans.assign(label=humans["label"].map(names))
+    items = sorted(set(humans["item_id"]))
+    judge = {i: names[k % 3] for k, i in enumerate(items)}
+    ind = at.indicators(judge, humans, min_items_per_annotator=10)
+    ref = _loop_indicators(judge, humans, "accuracy", 2, 10)
+    assert [a.annotator for a in ind.annotators] == list(ref["tested"]) and ref["tested"]
+    for a in ind.annotators:
+        assert a.judge_wins.tolist() == ref["tested"][a.annotator][1]
+        assert a.human_wins.tolist() == ref["tested"][a.annotator][2]
 
 
 def test_indicators_defaults_are_the_papers() -> None:
@@ -172,9 +187,10 @@ def test_pair_scores_of_missing_labels_match_nothing() -> None:
 
 
 def test_pair_scores_of_no_rows_are_empty() -> None:
-    for scoring in ("accuracy", "neg_rmse"):
+    scorings: tuple[at.Scoring, ...] = ("accuracy", "neg_rmse")
+    for scoring in scorings:
         human, judged = at._pair_scores(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=object),
-                                        np.zeros(0, dtype=object), scoring)  # type: ignore[arg-type]
+                                        np.zeros(0, dtype=object), scoring)
         assert human.shape == (0,) and judged.shape == (0,)
 
 
@@ -222,6 +238,31 @@ def test_by_leaves_nan_p_values_unrejected(q: float) -> None:
     assert got.tolist() == expected.tolist() and not got[~finite].any()
     assert at.benjamini_yekutieli([]).tolist() == []
     assert at.benjamini_yekutieli([np.nan, np.nan]).tolist() == [False, False]
+
+
+def test_by_of_one_hypothesis_rejects_at_q_itself() -> None:
+    # m = 1: H_1 = 1, the threshold is q; step-up rejects p <= q, so p = q itself is rejected.
+    for q in (0.05, 0.1):
+        assert at.benjamini_yekutieli([q], q).tolist() == [True]
+        assert at.benjamini_yekutieli([q], q).tolist() == multipletests([q], alpha=q, method="fdr_by")[0].tolist()
+        assert at.benjamini_yekutieli([q * 1.001], q).tolist() == [False]
+
+
+@pytest.mark.parametrize("m", [2, 3, 5, 8])
+def test_by_threshold_uses_the_harmonic_number_of_m(m: int) -> None:
+    # The smallest p just under (just over) its threshold q / m / H_m: rejected (not), the others far above.
+    q = 0.05
+    threshold = q / m / sum(1 / k for k in range(1, m + 1))
+    rest = [0.9] * (m - 1)
+    assert at.benjamini_yekutieli([threshold * 0.999, *rest], q).tolist() == [True] + [False] * (m - 1)
+    assert at.benjamini_yekutieli([threshold * 1.001, *rest], q).tolist() == [False] * m
+
+
+def test_by_returns_booleans_and_treats_a_missing_p_value_as_nan() -> None:
+    got = at.benjamini_yekutieli([0.0001, 0.9])
+    assert got.dtype == np.bool_
+    # A p-value read back from JSON as null (a NaN when written) is never rejected.
+    assert at.benjamini_yekutieli([None, 0.0001]).tolist() == [False, True]
 
 
 def test_by_default_q_is_the_papers() -> None:

@@ -111,6 +111,15 @@ def test_leave_one_out_is_the_figure_without_each_user() -> None:
     assert isinstance(point, float)
 
 
+def test_per_user_scalars_are_a_user_axis_of_their_own() -> None:
+    # One additive number per user (U,): the figure is a function of the scalar total (here the total itself).
+    per = np.arange(1.0, MIN + 3)
+    point, theta = cr.leave_one_out(lambda t: np.asarray(t, dtype=float), per)
+    assert point == sum(per) and theta.tolist() == [sum(per) - x for x in per]
+    est = cr.cluster_estimate(lambda t: np.asarray(t, dtype=float), per)
+    assert est.ci == pytest.approx(_hand_interval(point, theta, 0.95))
+
+
 def test_leave_one_out_needs_a_user_axis() -> None:
     with pytest.raises(ValueError, match=r"^per_cluster needs a leading user axis, got shape \(\)$"):
         cr.leave_one_out(_ratio, 3.0)
@@ -165,39 +174,40 @@ def test_ci_list_is_low_then_high() -> None:
 def test_ci_text_of_an_estimate_with_enough_users() -> None:
     lo, hi = 0.123456, 0.987654
     est = cr.Estimate(0.5, (lo, hi), MIN)
-    assert cr.ci_text(est) == "[%.2f, %.2f; %d users]" % (lo, hi, MIN)
-    assert cr.ci_text(est, digits=3) == "[%.3f, %.3f; %d users]" % (lo, hi, MIN)
+    assert cr.ci_text(est) == f"[{round(lo, 2)}, {round(hi, 2)}; {MIN} users]"
+    assert cr.ci_text(est, digits=3) == f"[{round(lo, 3)}, {round(hi, 3)}; {MIN} users]"
     # The estimate's own ci and users win over the keyword ones.
     assert cr.ci_text(est, ci=[0.0, 1.0], n_users=1) == cr.ci_text(est)
 
 
 def test_ci_text_below_the_minimum_says_why_with_the_users() -> None:
-    assert cr.ci_text(ci=[0.1, 0.2], n_users=MIN - 1) == "(too few users for a CI: %d users)" % (MIN - 1)
+    few = f"(too few users for a CI: {MIN - 1} users)"
+    assert cr.ci_text(ci=[0.1, 0.2], n_users=MIN - 1) == few
     assert cr.ci_text(ci=[0.1, 0.2], n_users=1) == "(too few users for a CI: 1 user)"
-    assert cr.ci_text(cr.Estimate(0.5, (0.1, 0.2), MIN - 1)) == "(too few users for a CI: %d users)" % (MIN - 1)
+    assert cr.ci_text(cr.Estimate(0.5, (0.1, 0.2), MIN - 1)) == few
 
 
 def test_ci_text_without_an_interval() -> None:
     nan = float("nan")
+    none = f"[no CI; {MIN} users]"
     assert cr.ci_text() == "[no CI]"
     assert cr.ci_text(ci=[nan, nan]) == "[no CI]"
-    assert cr.ci_text(ci=[0.1, nan], n_users=MIN) == "[no CI; %d users]" % MIN
-    assert cr.ci_text(ci=[nan, 0.2], n_users=MIN) == "[no CI; %d users]" % MIN
-    assert cr.ci_text(ci=[None, 0.2], n_users=MIN) == "[no CI; %d users]" % MIN  # type: ignore[list-item]
-    assert cr.ci_text(ci=[0.1, None], n_users=MIN) == "[no CI; %d users]" % MIN  # type: ignore[list-item]
-    assert cr.ci_text(ci=None, n_users=MIN) == "[no CI; %d users]" % MIN
+    assert cr.ci_text(ci=[0.1, nan], n_users=MIN) == none
+    assert cr.ci_text(ci=[nan, 0.2], n_users=MIN) == none
+    assert cr.ci_text(ci=[None, 0.2], n_users=MIN) == none
+    assert cr.ci_text(ci=[0.1, None], n_users=MIN) == none
+    assert cr.ci_text(ci=None, n_users=MIN) == none
 
 
 def test_ci_text_without_users_prints_the_bare_interval() -> None:
-    assert cr.ci_text(ci=[0.1, 0.25]) == "[%.2f, %.2f]" % (0.1, 0.25)
+    assert cr.ci_text(ci=[0.1, 0.25]) == "[0.10, 0.25]"
 
 
 def test_ci_text_says_how_many_are_undefined() -> None:
     users = MIN + 2
     est = cr.Estimate(0.5, (float("nan"), float("nan")), users, 3)
-    assert cr.ci_text(est) == "[no CI; %d users] (undefined without 3 of the users)" % users
+    assert cr.ci_text(est) == f"[no CI; {users} users] (undefined without 3 of the users)"
     # The deprecated bootstrap's count is over resamples.
     assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=4, n_resamples=200) == (
-        "[%.2f, %.2f; %d users] (4/200 resamples undefined)" % (0.1, 0.2, users))
-    assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=0, n_resamples=200) == (
-        "[%.2f, %.2f; %d users]" % (0.1, 0.2, users))
+        f"[0.10, 0.20; {users} users] (4/200 resamples undefined)")
+    assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=0, n_resamples=200) == f"[0.10, 0.20; {users} users]"
