@@ -353,9 +353,13 @@ def alt_test_power(ind: Indicators, items_per_annotator: int | None = None, *, e
     rng = np.random.default_rng(seed)
     p = np.empty((simulations, len(ind.annotators)))
     for k, a in enumerate(ind.annotators):
-        m = items_per_annotator or len(a.items)
-        draws = rng.integers(0, len(a.items), size=(simulations, m))
-        p[:, k] = one_sided_p_rows(a.difference[draws], epsilon)
+        # The test reads per-cluster means (prompt or user), so a simulated study draws whole clusters: as many
+        # as ``items_per_annotator`` items fill at the current items per cluster. Drawing items would treat
+        # them as independent and overstate power.
+        per_cluster, n_c = a.cluster_difference, a.n_clusters
+        m = n_c if items_per_annotator is None else max(2, round(items_per_annotator * n_c / len(a.items)))
+        draws = rng.integers(0, n_c, size=(simulations, m))
+        p[:, k] = one_sided_p_rows(per_cluster[draws], epsilon)
     winning = np.array([benjamini_yekutieli(row, q).mean() for row in p])
     return float(np.mean(winning >= 0.5))
 

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from personagap.analysis.agreement import estimate
 from personagap.analysis.alt_test import indicators
+from personagap.analysis.alt_test_stats import AnnotatorIndicators, Indicators
 from personagap.analysis.budget import (
     alt_test_power,
     plan_rows,
@@ -159,3 +160,34 @@ def test_text_output(recenter_db: Path) -> None:
     assert "not applicable" in out.output  # blind pilot humans: one per item
     assert "of simulated studies reach" in out.output and "range" in out.output
     assert "A half-width is precision, not coverage" in out.output
+
+
+def test_alt_test_power_resamples_clusters_not_items() -> None:
+    # The alt-test reads per-cluster (per-user) means, so its power is simulated by drawing whole clusters: the
+    # same as a study whose "items" are the cluster means. Drawing items would overstate power when the judge's
+    # advantage varies from user to user.
+    rng = np.random.default_rng(4)
+    clusters, per_cluster = 4, 10
+    users = np.repeat(np.arange(clusters), per_cluster)
+    clustered, collapsed, independent = [], [], []
+    for name in ("a1", "a2", "a3"):
+        lean = rng.uniform(-0.6, 0.9, size=clusters)  # the judge wins on some users, loses on others
+        d = np.array([rng.choice([-1.0, 0.0, 1.0], p=_lean(x)) for x in np.repeat(lean, per_cluster)])
+        items = [f"{name}-{k}" for k in range(d.size)]
+        wj, wh = (d >= 0).astype(float), (d <= 0).astype(float)
+        clustered.append(AnnotatorIndicators(name, items, wj, wh, users))
+        independent.append(AnnotatorIndicators(name, items, wj, wh))
+        means = clustered[-1].cluster_difference
+        collapsed.append(AnnotatorIndicators(name, [f"{name}-u{c}" for c in range(clusters)], means,
+                                             np.zeros(clusters)))
+    by_user, by_mean, by_item = (Indicators(a, clusters * per_cluster, {}) for a in (clustered, collapsed, independent))
+    for m_items, m_means in ((None, None), (2 * clusters * per_cluster, 2 * clusters)):
+        power = alt_test_power(by_user, m_items, simulations=SIMS, seed=1)
+        assert power == alt_test_power(by_mean, m_means, simulations=SIMS, seed=1)
+        assert power < alt_test_power(by_item, m_items, simulations=SIMS, seed=1)
+
+
+def _lean(x: float) -> list[float]:
+    """Chances of (-1, 0, 1) for an item whose user leans ``x`` (-1: the human wins, 1: the judge wins)."""
+    win, lose = max(x, 0.0), max(-x, 0.0)
+    return [lose, 1.0 - win - lose, win]
