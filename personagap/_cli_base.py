@@ -319,6 +319,40 @@ def refuse_repeats(run: RunSettings, what: str) -> None:
         raise click.UsageError(f"--repeats is for LLM judges' labels; {what} cannot repeat")
 
 
+def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--target-accuracy`` / ``--target-kappa`` of a report: the target a judge's confidence threshold must reach."""
+    fn = click.option("--target-kappa", type=click.FloatRange(min=-1, max=1), default=None,
+                      help="...or this kappa (give at most one target).")(fn)
+    return click.option("--target-accuracy", type=click.FloatRange(min=0, max=1), default=None,
+                        help="For judges that state a confidence: the lowest confidence whose labels reach this "
+                        "accuracy on half of the users, checked on the other half [default: no threshold].")(fn)
+
+
+def with_confidence(db: str, stage: str, report: Any, as_json: bool, render: Callable[[Any], str],
+                    target_accuracy: float | None, target_kappa: float | None) -> str:
+    """A stage report's output (JSON or text) with its judges' confidence figures (:mod:`stages.confidence_rows`).
+
+    Args:
+        db: The store.
+        stage: Pipeline stage.
+        report: The stage's report (has ``to_json_dict``).
+        as_json: JSON (judge rows gain ``calibration``, ``coverage_curve``, ``threshold``) or text (a section).
+        render: The stage's text renderer.
+        target_accuracy: The threshold's target accuracy (or None).
+        target_kappa: The threshold's target kappa (or None).
+    """
+    import json
+
+    from personagap.stages.confidence_rows import confidence_section, merge_confidence, stage_confidence
+
+    if target_accuracy is not None and target_kappa is not None:
+        raise click.UsageError("give --target-accuracy or --target-kappa, not both")
+    entries = stage_confidence(db, stage, target_accuracy=target_accuracy, target_kappa=target_kappa)
+    if as_json:
+        return json.dumps(merge_confidence(report.to_json_dict(), stage, entries), indent=2)
+    return render(report) + confidence_section(entries)
+
+
 def require_lm(lm: LMConfig | None, judge: str) -> LMConfig:
     """Return ``lm``, or stop with a usage error naming the missing ``--model``."""
     if lm is None:

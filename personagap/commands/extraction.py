@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,8 @@ from personagap._cli_base import (
     report_group,
     require_lm,
     run_or_exit,
+    target_options,
+    with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.stages import extraction as stage1
@@ -60,15 +61,18 @@ def import_extraction(path: str, db: str) -> None:
 @click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
               help="Bootstrap resamples (whole users are resampled) for every 95% CI.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
-def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: int, seed: int) -> None:
+@target_options
+def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: int, seed: int,
+                      target_accuracy: float | None, target_kappa: float | None) -> None:
     """Stage 1: human agreement on verdicts, acceptance, verifier-human kappa, precision/recall vs gold.
 
     Acceptance and over-generalisation (share marked bad) per extractor and rater; precision, recall and
     F1 against gold preferences overall and per category, with user-clustered 95% CIs.
     """
     result = run_or_exit(lambda: stage1.report_extraction(db, n_resamples=resamples, seed=seed))
-    click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json
-               else stage1.render_extraction(result, categories=not no_categories))
+    click.echo(with_confidence(db, "extraction", result, as_json,
+                               lambda r: stage1.render_extraction(r, categories=not no_categories),
+                               target_accuracy, target_kappa))
 
 
 @judge_group.command("extraction")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +20,8 @@ from personagap._cli_base import (
     report_group,
     require_lm,
     run_or_exit,
+    target_options,
+    with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
@@ -48,17 +49,19 @@ def import_recenter(path: str, db: str) -> None:
 @click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
               help="Bootstrap resamples (whole users are resampled) for every 95% CI.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
-def report_relevance(db: str, as_json: bool, resamples: int, seed: int) -> None:
+@target_options
+def report_relevance(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
+                     target_kappa: float | None) -> None:
     """Stage 2: every judge vs the blind human majority, then the pilot's rater agreement.
 
     Per judge: kappa with 95% CI (and the users it rests on), over-selection, yes-rates, precision/recall/F1,
     failures by reason; then the pilot's mean pairwise kappa per rater group (humans, LLMs, trained models and
     baselines kept apart), Krippendorff's alpha and Fleiss' kappa from blind labels, and the same figures for
     labels given after seeing an LLM's label, reported apart as anchored. Majority: the unique most frequent
-    label; a tie is undecided. No CI below 5 users.
+    label; a tie is undecided. For judges that state a confidence: calibration and agreement at each confidence.
     """
     result = run_or_exit(lambda: api.report_relevance(db, n_resamples=resamples, seed=seed))
-    click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json else render_relevance(result))
+    click.echo(with_confidence(db, "relevance", result, as_json, render_relevance, target_accuracy, target_kappa))
 
 
 @demo_step("Stage 2 — relevance selection")

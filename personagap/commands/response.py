@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,8 @@ from personagap._cli_base import (
     require_fitting_data,
     require_lm,
     run_or_exit,
+    target_options,
+    with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
@@ -121,14 +122,18 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
 @click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
               help="Bootstrap resamples (whole users/contexts are resampled) for every 95% CI.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
-def report_response(db: str, as_json: bool, resamples: int, seed: int) -> None:
+@target_options
+def report_response(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
+                    target_kappa: float | None) -> None:
     """Stage 3: per judge and dataset, accuracy and kappa vs humans with 95% CIs, and biases.
 
     Also failures, position and length bias (judges and humans), baselines, the
-    with/without-profile gap and USR rater agreement.
+    with/without-profile gap and USR rater agreement; for judges that state a confidence (PRISM's certainty),
+    calibration, agreement at each confidence and, with a target, a threshold checked on held-out users.
     """
     result = run_or_exit(lambda: stage.report_response(db, n_resamples=resamples, seed=seed))
-    click.echo(json.dumps(result.to_json_dict(), indent=2) if as_json else stage.render_response(result))
+    click.echo(with_confidence(db, "response", result, as_json, stage.render_response, target_accuracy,
+                               target_kappa))
 
 
 @demo_step("Stage 3 — response judgment")

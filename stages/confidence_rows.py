@@ -1,0 +1,102 @@
+"""Judges' confidence figures in the stage reports (issue 23's output contract), merged where ``--json`` is printed.
+
+The figures are :func:`personagap.analysis.confidence_report.judge_confidence`'s (calibration, coverage curve and a
+threshold chosen on some users and reported on the others); this module only opens the store, joins them to the
+report's judge rows by (dataset, judge display name) and words them for the terminal. It sits beside the stage
+reports, not inside them, so the reports' builders need not know about confidences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from personagap.analysis.agreement import ci_text
+from personagap.analysis.comparable import judge_display
+from personagap.analysis.confidence_report import JudgeConfidence, confidence_json, judge_confidence
+from personagap.store import opened
+from personagap.text import number
+
+JUDGE_ROWS: Mapping[str, tuple[str, ...]] = {"relevance": ("judges",), "response": ("judges",),
+                                             "extraction": ("verifiers",)}
+"""Per stage, the report JSON's lists whose rows are judges (each with ``dataset`` and ``judge`` or ``rater``)."""
+
+
+def stage_confidence(db: str | Path, stage: str, *, target_accuracy: float | None = None,
+                     target_kappa: float | None = None) -> list[JudgeConfidence]:
+    """Every judge of ``stage`` whose labels carry a confidence: calibration, coverage curve, held-out threshold.
+
+    Args:
+        db: The store (read only).
+        stage: Pipeline stage.
+        target_accuracy: The accuracy a threshold must reach on the choosing users...
+        target_kappa: ...or the kappa. Neither: no threshold is chosen (the curve and calibration still are).
+
+    Raises:
+        ValueError: Both targets given.
+    """
+    with opened(db, read_only=True) as con:
+        return judge_confidence(con, stage, target_accuracy=target_accuracy, target_kappa=target_kappa)
+
+
+def _row_judge(row: Mapping[str, Any]) -> str:
+    # Relevance and response rows carry the display name; extraction's verifier rows carry rater and condition.
+    if "judge" in row:
+        return str(row["judge"])
+    return judge_display(str(row["rater"]), str(row.get("condition") or ""))
+
+
+def merge_confidence(report: dict[str, Any], stage: str, entries: list[JudgeConfidence]) -> dict[str, Any]:
+    """``report`` (a stage report's JSON dict) with each judge row that has confidences gaining their entries.
+
+    The row gains ``calibration``, ``coverage_curve``, ``threshold`` and the counts of
+    :meth:`~personagap.analysis.confidence_report.JudgeConfidence.to_json`; rows without a confidence are unchanged.
+    Changes ``report`` in place and returns it.
+    """
+    found = confidence_json(entries)
+    for key in JUDGE_ROWS[stage]:
+        for row in report.get(key) or []:
+            row.update(found.get((str(row.get("dataset")), _row_judge(row)), {}))
+    return report
+
+
+def confidence_lines(entries: list[JudgeConfidence]) -> list[str]:
+    """One line per judge with a confidence: Brier, ECE and the held-out check of its threshold (or why none)."""
+    lines = []
+    for e in entries:
+        head = f"{e.judge} ({e.dataset}, {e.with_confidence:,} of {e.labels:,} labels with a confidence"
+        head += f" on {e.confidence_scale})" if e.confidence_scale else ")"
+        if e.calibration is None:
+            parts = [e.note or "no calibration"]
+        else:
+            cal = e.calibration
+            parts = [f"Brier {number(cal.brier.value, 3)} {ci_text(cal.brier, digits=3)}",
+                     f"ECE {number(cal.ece.value, 3)} {ci_text(cal.ece, digits=3)}"]
+        parts.append(_threshold_text(e))
+        lines.append(f"{head}: " + "; ".join(parts))
+    return lines
+
+
+def _threshold_text(e: JudgeConfidence) -> str:
+    choice = e.threshold
+    if choice is None:
+        return "no threshold chosen (give --target-accuracy or --target-kappa)"
+    target = f"{choice.target.metric} >= {choice.target.value:g}"
+    if choice.min_confidence is None:
+        return f"no confidence reaches {target} on the {len(choice.chosen_users)} choosing users"
+    held = choice.held_out
+    if held is None:
+        return (f"at confidence >= {choice.min_confidence:g} (chosen for {target}): no held-out user has a label "
+                "there")
+    return (f"at confidence >= {choice.min_confidence:g} (chosen for {target} on {len(choice.chosen_users)} users): "
+            f"accuracy {number(held.accuracy.value, 3)} {ci_text(held.accuracy, digits=3)} on held-out users, "
+            f"keeping {held.coverage:.0%} of items")
+
+
+def confidence_section(entries: list[JudgeConfidence]) -> str:
+    """The text report's confidence section ("" when no judge states a confidence)."""
+    if not entries:
+        return ""
+    return "\n".join(["", "Judges' confidence (calibration against the blind human reference; user-clustered CIs):",
+                      *(f"  {line}" for line in confidence_lines(entries))])

@@ -1,0 +1,71 @@
+"""`report STAGE --json` carries each confident judge's calibration and coverage curve (issue 23's output contract).
+
+On the shared PRISM release: the four judges that state a certainty gain ``calibration`` and ``coverage_curve``; the
+curve's full-coverage point is the judge's overall accuracy in the same JSON; a target gives a threshold chosen on
+some users and reported on the others; the text report prints one line per such judge.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from personagap.cli import cli
+
+CERTAIN = {"command-r-plus [all-features]", "command-r-plus [key-features]", "command-r-plus [no-profile]",
+           "gpt-4o [key-features]"}
+"""The PRISM files whose judge states a certainty (the with-tie files carry none)."""
+
+
+@pytest.fixture(scope="module")
+def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from personagap.stages.response import import_prism
+
+    db = tmp_path_factory.mktemp("wire-report") / "prism.duckdb"
+    import_prism(shared_data / "prism_judge", db)
+    return db
+
+
+def _report(db: Path, *extra: str) -> dict:
+    out = CliRunner().invoke(cli, ["report", "response", "--json", "--db", str(db), *extra])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def test_confident_judges_gain_calibration_and_a_curve_whose_full_coverage_point_is_their_accuracy(
+        prism_db: Path) -> None:
+    rows = {r["judge"]: r for r in _report(prism_db)["judges"] if r["dataset"] == "prism-judge"}
+    assert {j for j, r in rows.items() if r.get("coverage_curve")} == CERTAIN
+    assert all("calibration" not in r for j, r in rows.items() if j not in CERTAIN)
+    for judge in CERTAIN:
+        row = rows[judge]
+        cal = row["calibration"]
+        assert {"brier", "ece", "bins"} <= set(cal) and cal["bins"]
+        assert sum(b["n"] for b in cal["bins"]) == row["with_confidence"]
+        curve = row["coverage_curve"]
+        full = min(curve, key=lambda p: p["min_confidence"])  # the lowest threshold keeps every confident label
+        assert row["with_confidence"] == row["labels"] == row["n"]  # every label of these files states one
+        assert full["coverage"] == pytest.approx(1.0) and full["n"] == row["n"]
+        assert full["accuracy"] == pytest.approx(row["accuracy"])
+        assert {"min_confidence", "coverage", "n", "accuracy", "kappa", "accuracy_ci"} <= set(full)
+        assert row["threshold"] is None  # no target given and PRISM has no human ceiling
+
+
+def test_a_target_gives_a_threshold_chosen_and_reported_on_different_users(prism_db: Path) -> None:
+    rows = {r["judge"]: r for r in _report(prism_db, "--target-accuracy", "0.85")["judges"]
+            if r["dataset"] == "prism-judge"}
+    threshold = rows["command-r-plus [all-features]"]["threshold"]
+    assert threshold["target"]["value"] == 0.85 and threshold["min_confidence"] is not None
+    assert threshold["chosen_on"]["accuracy"] >= 0.85  # reached where it was chosen ...
+    assert threshold["n_users_chosen_on"] > 0 and threshold["n_users_held_out"] > 0  # ... and reported elsewhere
+    out = CliRunner().invoke(cli, ["report", "response", "--db", str(prism_db), "--target-accuracy", "0.85"])
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.output.splitlines() if "Brier" in line]
+    assert len(lines) == len(CERTAIN) and all(any(j in line for line in lines) for j in CERTAIN)
+    assert any("on held-out users, keeping" in line for line in lines)
+    both = CliRunner().invoke(cli, ["report", "response", "--db", str(prism_db), "--target-accuracy", "0.8",
+                                    "--target-kappa", "0.5"])
+    assert both.exit_code == 2 and "not both" in both.output
