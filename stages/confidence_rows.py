@@ -12,6 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pandas as pd
+
 from personagap.analysis.agreement import ci_text
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.confidence_report import JudgeConfidence, confidence_json, judge_confidence
@@ -24,20 +27,54 @@ JUDGE_ROWS: Mapping[str, tuple[str, ...]] = {"relevance": ("judges",), "response
 
 
 def stage_confidence(db: str | Path, stage: str, *, target_accuracy: float | None = None,
-                     target_kappa: float | None = None) -> list[JudgeConfidence]:
+                     target_kappa: float | None = None, level: float = 0.95) -> list[JudgeConfidence]:
     """Every judge of ``stage`` whose labels carry a confidence: calibration, coverage curve, held-out threshold.
 
     Args:
         db: The store (read only).
         stage: Pipeline stage.
         target_accuracy: The accuracy a threshold must reach on the choosing users...
-        target_kappa: ...or the kappa. Neither: no threshold is chosen (the curve and calibration still are).
+        target_kappa: ...or the kappa. Neither: the dataset's blind human ceiling (mean pairwise kappa among its
+            blind humans, as ``diagnose`` computes it) is the kappa target; a dataset without one gets no threshold.
+        level: Confidence level of every interval.
 
     Raises:
         ValueError: Both targets given.
     """
     with opened(db, read_only=True) as con:
-        return judge_confidence(con, stage, target_accuracy=target_accuracy, target_kappa=target_kappa)
+        entries = judge_confidence(con, stage, target_accuracy=target_accuracy, target_kappa=target_kappa,
+                                   level=level)
+        if not entries or target_accuracy is not None or target_kappa is not None:
+            return entries
+        # The ceilings are read only when some judge states a confidence and no target was given.
+        ceilings = stage_ceilings(con, stage, level=level)
+        if not ceilings:
+            return entries
+        return judge_confidence(con, stage, ceilings=ceilings, level=level)
+
+
+def stage_ceilings(con: duckdb.DuckDBPyConnection, stage: str, *, level: float = 0.95) -> dict[str, float]:
+    """Dataset -> its blind human ceiling in kappa (``diagnose``'s :func:`human_ceiling_row`), where one exists.
+
+    A dataset whose ceiling is a weighted kappa (an ordinal scale) is left out: the coverage curve's kappa is
+    unweighted, so the two are not one figure.
+    """
+    from personagap.analysis.diagnosis_ceiling import human_ceiling_row, pair_tables
+    from personagap.datasets import dataset_records
+    from personagap.store import diagnosis_inputs
+
+    # Only the humans' part is needed: an empty per-user count frame spares the judges' confusion counts.
+    humans = diagnosis_inputs(con, pairs=pd.DataFrame())["humans"]
+    humans = humans[humans["stage"] == stage]
+    records = dataset_records(con)
+    out = {}
+    for dataset, rows in humans.groupby("dataset", sort=True):
+        record = records.get((stage, str(dataset)))
+        pt = pair_tables(rows, None, None if record is None else record.scale)
+        ceiling = None if pt is None else human_ceiling_row(pt, level)
+        if ceiling is not None and ceiling.metric == "kappa":
+            out[str(dataset)] = ceiling.mean_kappa
+    return out
 
 
 def _row_judge(row: Mapping[str, Any]) -> str:
@@ -81,7 +118,7 @@ def confidence_lines(entries: list[JudgeConfidence]) -> list[str]:
 def _threshold_text(e: JudgeConfidence) -> str:
     choice = e.threshold
     if choice is None:
-        return "no threshold chosen (give --target-accuracy or --target-kappa)"
+        return "no threshold: no human ceiling to aim at (give --target-accuracy or --target-kappa)"
     target = f"{choice.target.metric} >= {choice.target.value:g}"
     if choice.min_confidence is None:
         return f"no confidence reaches {target} on the {len(choice.chosen_users)} choosing users"

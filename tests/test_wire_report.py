@@ -69,3 +69,31 @@ def test_a_target_gives_a_threshold_chosen_and_reported_on_different_users(prism
     both = CliRunner().invoke(cli, ["report", "response", "--db", str(prism_db), "--target-accuracy", "0.8",
                                     "--target-kappa", "0.5"])
     assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_without_a_target_the_threshold_aims_at_the_datasets_human_ceiling(tmp_path: Path) -> None:
+    import numpy as np
+    import pandas as pd
+    from sklearn.metrics import cohen_kappa_score
+
+    from benchmarks.calibration_routing import RoutingWorld
+    from personagap.labels_api import import_labels
+    from tests.route_store import DATASET, JUDGE, label_rows
+
+    items = RoutingWorld(human_share=0.8).study(30, np.random.default_rng(7))
+    rows = label_rows(items)
+    labelled = items[items["human"].notna()].reset_index(drop=True)
+    # A second blind person who disagrees with the first on every fifth item: a ceiling below 1.
+    other = ["no" if (k % 5 == 0) == (h == "yes") else "yes" for k, h in enumerate(labelled["human"])]
+    rows += [{"item_id": i, "user_id": u, "rater": "bob", "rater_kind": "human", "label": lab}
+             for i, u, lab in zip(labelled["item_id"], labelled["user_id"], other, strict=True)]
+    db = tmp_path / "ceiling.duckdb"
+    import_labels(pd.DataFrame(rows), stage="relevance", dataset=DATASET, db=db, categories=["no", "yes"])
+    out = CliRunner().invoke(cli, ["report", "relevance", "--json", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    (row,) = [r for r in json.loads(out.output)["judges"] if r["judge"] == JUDGE]
+    # One pair of blind humans: the ceiling is their Cohen's kappa, recomputed here with sklearn.
+    expected = cohen_kappa_score(labelled["human"], other)
+    assert 0 < expected < 1
+    assert row["threshold"]["target"] == {"metric": "kappa", "value": pytest.approx(expected),
+                                          "source": "human ceiling"}
