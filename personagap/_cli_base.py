@@ -325,8 +325,9 @@ def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="...or this kappa (give at most one target).")(fn)
     return click.option("--target-accuracy", type=click.FloatRange(min=0, max=1), default=None,
                         help="For judges that state a confidence: the lowest confidence whose labels reach this "
-                        "accuracy on half of the users, checked on the other half [default: kappa at the dataset's blind "
-                        "human ceiling, where two people labelled the same items; else no threshold].")(fn)
+                        "accuracy on half of the users, checked on the other half [default: kappa at the "
+                        "dataset's blind human ceiling, where two people labelled the same items; else no "
+                        "threshold].")(fn)
 
 
 def with_confidence(db: str, stage: str, report: Any, as_json: bool, render: Callable[[Any], str],
