@@ -9,6 +9,12 @@ Per stage and per system (extractor, selector, generator), the share of that sta
 * stage 3 — per generator and input condition: ``no_better_than_generic`` and ``worse_than_generic``
   (``human`` null where no human verdict exists).
 
+A stage-3 unit is a user's pair of answers (personalised, generic): two stored pairs holding the same two answers
+(Re-Centering's ``recenter-stage2`` task6 pairs are its ``recenter-stage3-conditions`` oracle pairs) are counted
+once, under the pair that records its input condition, with the human verdict and one label per judge of either
+copy (``counted_once`` says which); counting both would weigh those answers twice and put oracle-input answers among
+the unrecorded-condition ones the stage-3 headline reads as the pipeline's.
+
 Beside each human figure, every judge's rate (naive: over every output it labelled) and the rate corrected by the
 judge's sensitivity and specificity against humans (Rogan–Gladen, :func:`personagap.analysis.estimates.rogan_gladen`;
 at stage 2 within the selected and the left-out attributes apart). Every figure is a smooth function of per-user
@@ -54,6 +60,7 @@ from personagap.analysis.pipeline_records import (
 )
 from personagap.analysis.pipeline_sql import (
     cascade_items,
+    duplicate_pairs,
     reference_table,
     stage1_counts,
     stage2_counts,
@@ -427,6 +434,13 @@ def _missing(rows: list[PipelineRow]) -> list[str]:
     return out
 
 
+def _counted_once(dups: pd.DataFrame) -> list[str]:
+    # The same answers stored twice (Re-Centering's task6 pairs are its oracle-condition pairs): one unit each.
+    return [f"{r.dataset} · {r.system or 'unnamed'}: {r.n:,} pairs hold the same two answers as "
+            f"{r.unit_dataset} · {r.unit_system or 'unnamed'} · {r.unit_condition or 'input not recorded'} pairs: "
+            "counted once, there" for r in dups.itertuples()]
+
+
 def pipeline_view(con: duckdb.DuckDBPyConnection, judge_counts: pd.DataFrame | None = None) -> PipelineView:
     """The pipeline view of a store: rows per stage and system, the verdict, oracle differences and the cascade.
 
@@ -441,11 +455,12 @@ def pipeline_view(con: duckdb.DuckDBPyConnection, judge_counts: pd.DataFrame | N
     with reference_table(con):
         cells = _stage1(con) + _stage2(con, judge_counts) + _stage3(con)
         cascade, flagged = _cascade(con)
+        once = _counted_once(duplicate_pairs(con))
     verdict, worst, comps = _verdict(cells)
     rows = [c.row for c in cells]
     return PipelineView(rows=rows, verdict=verdict, worst_stage=worst, comparisons=comps,
                         upstream=_upstream(cells), cascade=cascade, flagged=flagged,
-                        missing=_missing(rows))
+                        missing=_missing(rows), counted_once=once)
 
 
 def pipeline_db(db: str | Path) -> PipelineView:

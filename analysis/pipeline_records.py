@@ -96,6 +96,8 @@ class PipelineView(BaseModel):
     cascade: list[Cascade]
     flagged: list[dict[str, Any]] = Field(description="Over-personalised answers: item id and upstream errors.")
     missing: list[str] = Field(description="One line per row without a human verdict: what labelling would tell.")
+    counted_once: list[str] = Field(default_factory=list, description="One line per set of stored stage-3 pairs "
+                                    "whose two answers another stored pair holds: counted once, in that one's row.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON shape of ``diagnose --json``: NaN as null."""
@@ -104,4 +106,5 @@ class PipelineView(BaseModel):
                 "pipeline_comparisons": json_safe([c.model_dump() for c in self.comparisons]),
                 "pipeline_upstream": json_safe([u.model_dump() for u in self.upstream]),
                 "pipeline_cascade": {"summary": json_safe([c.model_dump() for c in self.cascade]),
-                                     "flagged": self.flagged}}
+                                     "flagged": self.flagged},
+                "pipeline_counted_once": self.counted_once}

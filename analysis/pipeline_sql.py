@@ -76,23 +76,82 @@ _STAGE1 = f"""
     verified AS (SELECT dataset FROM units GROUP BY dataset HAVING bool_or(human IN ({_VERDICTS})))
 """
 
+def _answer(alias: str, key: str) -> str:
+    return f"json_extract_string({alias}.payload, '$.{key}')"
+
+
 # A generic-vs-personalised pair: which canonical position holds the personalised answer (GVP items put the generic
 # answer in A and the personalised one in B, stages/response.py load_items); the other position is the generic one.
+# The same two answers stored twice count once (DUPLICATES below): every stored pair maps to its unit (``alias``), the
+# unit's human verdict and judges' labels are read through it in the unit's positions, one label per judge.
 _STAGE3 = f"""
-    pairs AS (
+    raw AS (
         SELECT i.item_id, i.dataset, {_system('i')} AS system,
                json_extract_string(i.payload, '$.{INPUT_CONDITION}') AS input_condition, i.user_id,
                coalesce(json_extract_string(i.payload, '$.{PERSONALIZED}'),
-                        CASE WHEN json_extract_string(i.payload, '$.kind') = '{GVP_KIND}' THEN 'B' END) AS pers
+                        CASE WHEN json_extract_string(i.payload, '$.kind') = '{GVP_KIND}' THEN 'B' END) AS pers,
+               coalesce({_answer('i', 'response_personalized')}, CASE pers WHEN 'A' THEN {_answer('i', 'answer_a')}
+                        WHEN 'B' THEN {_answer('i', 'answer_b')} END) AS pers_text,
+               coalesce({_answer('i', 'response_no_context')}, CASE pers WHEN 'A' THEN {_answer('i', 'answer_b')}
+                        WHEN 'B' THEN {_answer('i', 'answer_a')} END) AS generic_text,
+               CASE WHEN pers_text IS NULL OR generic_text IS NULL THEN i.item_id
+                    ELSE md5(pers_text || chr(0) || generic_text) END AS answers
         FROM items i
         WHERE i.stage = 'response' AND (json_extract_string(i.payload, '$.kind') = '{GVP_KIND}'
                                         OR json_extract_string(i.payload, '$.{INPUT_CONDITION}') IS NOT NULL)
     ),
+    pairs AS (
+        -- One unit per user and pair of answers: the stored pair that records its input condition, else the first.
+        SELECT item_id, dataset, system, input_condition, user_id, pers, answers FROM raw WHERE pers IN ('A', 'B')
+        QUALIFY row_number() OVER (PARTITION BY user_id, answers ORDER BY input_condition IS NULL, item_id) = 1
+    ),
+    alias AS (
+        SELECT r.item_id, p.item_id AS unit_id, r.pers AS own_pers, p.pers,
+               CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic
+        FROM raw r JOIN pairs p USING (user_id, answers) WHERE r.pers IN ('A', 'B')
+    ),
+    unit_ref AS (
+        -- The unit's own verdict first, else a duplicate's, in the unit's positions.
+        SELECT a.unit_id AS item_id,
+               arg_min(CASE WHEN r.human = a.own_pers THEN a.pers WHEN r.human IN ('A', 'B') THEN a.generic
+                            ELSE r.human END, a.item_id <> a.unit_id) AS human
+        FROM alias a JOIN {REFERENCE_TABLE} r USING (item_id) GROUP BY a.unit_id
+    ),
     units AS (
-        SELECT p.*, CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic, r.human
-        FROM pairs p LEFT JOIN {REFERENCE_TABLE} r USING (item_id) WHERE p.pers IN ('A', 'B')
+        SELECT p.* EXCLUDE (answers), CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic, r.human
+        FROM pairs p LEFT JOIN unit_ref r USING (item_id)
+    ),
+    unit_labels AS (
+        -- Every comparable judge label of a unit's stored pairs, in the unit's positions; one per judge and unit.
+        SELECT a.unit_id AS item_id, j.rater, j.rater_kind, j.condition,
+               CASE WHEN j.label = a.own_pers THEN a.pers WHEN j.label IN ('A', 'B') THEN a.generic ELSE j.label END
+               AS label
+        FROM alias a JOIN labels j USING (item_id)
+        WHERE {_JUDGE} AND {_NOT_REVERSED} AND j.label IS NOT NULL
+        QUALIFY row_number() OVER (PARTITION BY a.unit_id, j.rater, j.condition ORDER BY a.item_id <> a.unit_id,
+                                   a.item_id) = 1
     )
 """
+
+
+def duplicate_pairs(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Stored generic-vs-personalised pairs whose two answers another stored pair of the user holds (counted once).
+
+    Re-Centering's ``recenter-stage2`` pairs (task6: the answer written from the human-relevant attributes beside
+    the generic one) are ``recenter-stage3-conditions``' oracle pairs of the same model: one unit, reported under
+    the pair that records its input condition.
+
+    Returns:
+        Per (``dataset``, ``system`` of the dropped pairs, ``unit_dataset``, ``unit_system``, ``unit_condition``)
+        the number ``n`` of stored pairs counted in the other's unit.
+    """
+    return _frame(con, f"""
+        WITH {_STAGE3}
+        SELECT r.dataset, r.system, u.dataset AS unit_dataset, u.system AS unit_system,
+               u.input_condition AS unit_condition, count(*) AS n
+        FROM alias a JOIN raw r USING (item_id) JOIN pairs u ON u.item_id = a.unit_id
+        WHERE a.item_id <> a.unit_id GROUP BY ALL ORDER BY ALL
+    """)
 
 
 def stage1_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -269,8 +328,7 @@ def stage3_counts(con: duckdb.DuckDBPyConnection) -> tuple[pd.DataFrame, pd.Data
     judges = _frame(con, f"""
         WITH {_STAGE3}
         SELECT u.dataset, u.system, u.input_condition, j.rater, j.condition, u.user_id, {cols}
-        FROM units u JOIN labels j USING (item_id)
-        WHERE {_JUDGE} AND {_NOT_REVERSED} AND j.label IS NOT NULL GROUP BY ALL
+        FROM units u JOIN unit_labels j USING (item_id) GROUP BY ALL
     """)
     return human, judges
 

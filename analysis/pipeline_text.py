@@ -111,7 +111,7 @@ def render_pipeline(view: PipelineView) -> str:
                      f"{c.input_condition or 'input not recorded'}): {c.n_flagged} of {c.n_linked} answers used an "
                      f"attribute humans rejected ({c.n_rejected}) or judged irrelevant for the prompt "
                      f"({c.n_irrelevant}){traced}")
-    lines += view.missing
+    lines += view.missing + view.counted_once
     return "\n".join(lines)
 
 
