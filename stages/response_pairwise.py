@@ -49,6 +49,23 @@ def _meta(value: Any) -> dict[str, Any]:
     return {}
 
 
+def swapped_flags(meta: pd.Series) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Per label, whether the judge saw the pair swapped (its meta's ``swapped``; False when meta is empty).
+
+    Each distinct meta text is parsed once: a run stores a handful of distinct texts over a million labels.
+    """
+    cache: dict[Any, bool] = {}
+    out = np.zeros(len(meta), dtype=bool)
+    for k, value in enumerate(meta.astype(object).to_numpy()):
+        if isinstance(value, dict):
+            out[k] = bool(value.get("swapped", False))
+            continue
+        if value not in cache:
+            cache[value] = bool(_meta(value).get("swapped", False))
+        out[k] = cache[value]
+    return out
+
+
 def reason_kind(error: str) -> str:
     """The kind of a failure: its error text up to the first colon (``timeout: ...`` is a timeout)."""
     return str(error).split(":", 1)[0].strip() or "unknown"
@@ -103,9 +120,11 @@ def pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, 
         clusters = items["user_id"].to_numpy()[pos]
         judge = joined["label"].to_numpy(dtype=object)
         human = joined["human"].to_numpy(dtype=object)
-        est = scale_estimates(joined["human"], joined["label"], pd.Series(clusters), scale,
-                              n_resamples=n_resamples, seed=seed)
-        swapped = np.array([bool(_meta(m).get("swapped", False)) for m in joined["meta"]])
+        # Object dtype: the scale's coding reads each label as a Python string, which Arrow-backed text builds one
+        # at a time (a second per 10^6 labels); the conversion to object is done in C++.
+        est = scale_estimates(joined["human"].astype(object), joined["label"].astype(object), pd.Series(clusters),
+                              scale, n_resamples=n_resamples, seed=seed)
+        swapped = swapped_flags(joined["meta"])
         first = first_position_rate(judge, swapped, clusters, n_resamples=n_resamples, seed=seed)
         longer = longer_rate(judge, la, lb, clusters, n_resamples=n_resamples, seed=seed)
         not_tie = human != "tie"
