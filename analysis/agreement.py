@@ -22,6 +22,7 @@ import numpy.typing as npt
 from personagap.analysis.arrays import FloatArray as FloatArray
 from personagap.analysis.arrays import IntArray as IntArray
 from personagap.analysis.arrays import safe_div as safe_div
+from personagap.analysis.ci_rule import CI_METHOD as CI_METHOD
 from personagap.analysis.ci_rule import DEFAULT_RESAMPLES as DEFAULT_RESAMPLES
 from personagap.analysis.ci_rule import DEFAULT_SEED as DEFAULT_SEED
 from personagap.analysis.ci_rule import MIN_USERS_FOR_CI as MIN_USERS_FOR_CI
@@ -345,29 +346,24 @@ def indexed_tables(human: IntArray, judge: IntArray, cluster_index: IntArray, n_
     return counts.reshape(n_clusters, n_classes, n_classes).astype(float)
 
 
-def estimate(tables: FloatArray, metric: str, weights: FloatArray | None = None, level: float = 0.95,
-             levels: npt.ArrayLike | None = None) -> Estimate:
+def estimate(tables: FloatArray, metric: str, *, level: float = 0.95, levels: npt.ArrayLike | None = None) -> Estimate:
     """Point value of ``metric`` on the summed tables plus its user-clustered CI (:func:`cluster_estimate`).
 
-    ``weights`` is deprecated and ignored (the CI no longer resamples); ``levels``: the ordinal levels' values,
-    for metrics that read them (:func:`register_level_metric`).
+    ``levels``: the ordinal levels' values, for metrics that read them (:func:`register_level_metric`).
     """
-    return estimates(tables, (metric,), weights, level, levels)[metric]
+    return estimates(tables, (metric,), level=level, levels=levels)[metric]
 
 
-def estimates(tables: FloatArray, metrics: tuple[str, ...], weights: FloatArray | None = None,
-              level: float = 0.95, levels: npt.ArrayLike | None = None) -> dict[str, Estimate]:
+def estimates(tables: FloatArray, metrics: tuple[str, ...], *, level: float = 0.95,
+              levels: npt.ArrayLike | None = None) -> dict[str, Estimate]:
     """:func:`estimate` of several metrics on the same per-user tables (leave-one-user-out totals built once).
 
     Args:
         tables: Per-user tables ``(U, K, K)``.
         metrics: Registered metric names.
-        weights: Deprecated and ignored: the CI is :func:`cluster_estimate`'s, which draws no resamples. Kept so
-            that callers still passing bootstrap weights do not break; to be removed.
         level: Confidence level.
         levels: The K ordinal levels' values (table order), for metrics that read them; None: equally spaced.
     """
-    del weights  # deprecated: see the docstring
     per = np.asarray(tables, dtype=float)
     out = {}
     for m in metrics:

@@ -28,6 +28,9 @@ the number of users. From the calibration harness (``benchmarks/calibration_tabl
 users, the smallest from which every printed figure's 95% interval reaches 0.93 coverage (at 5 users some cover only
 0.90-0.91; sizes between 5 and 10 were not measured, so none of them is claimed)."""
 
+CI_METHOD = "user-clustered jackknife-t"
+"""How every interval is made, as report headers name it (the one rule: :func:`cluster_estimate`)."""
+
 Bounds = tuple[float, float]
 """A figure's range ``(low, high)``, e.g. ``(0, 1)`` for a rate, ``(-1, 1)`` for kappa."""
 Stat = Callable[[FloatArray], FloatArray]

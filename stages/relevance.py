@@ -62,7 +62,7 @@ __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judg
 
 
 def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
-                                 dataset: str, *, n_resamples: int, seed: int, scale: DatasetScale,
+                                 dataset: str, *, scale: DatasetScale,
                                  which: Reference = "blind") -> list[JudgeAgreement]:
     """:func:`judge_agreements` from the store's counts (:mod:`personagap.store.aggregates`): the same rows.
 
@@ -71,8 +71,6 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
         reference: The reference counts of the same call.
         failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
         dataset: Dataset key.
-        n_resamples: Deprecated and ignored here (the one CI rule draws no resamples).
-        seed: Deprecated and ignored here.
         scale: The dataset's scale.
         which: The reference the counts were built with (recorded on each row).
     """
@@ -134,8 +132,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     datasets = sorted({*counts["blind"][0]["dataset"], *counts["blind"][1]["dataset"], *failures["dataset"],
                        *([pilot_dataset] if has_labels(con, STAGE, pilot_dataset) else [])})
     judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements_from_counts(*counts["blind"], failures, ds, n_resamples=n_resamples,
-                                                    seed=seed, scale=scales[ds])]
+              for j in judge_agreements_from_counts(*counts["blind"], failures, ds, scale=scales[ds])]
     pilot = anchored = None
     notes: list[str] = []
     if pilot_dataset in datasets:

@@ -79,15 +79,13 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
     return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
 
 
-def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
-                     which: Reference = "blind", scale: DatasetScale | None = None) -> list[JudgeAgreement]:
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
+                     scale: DatasetScale | None = None) -> list[JudgeAgreement]:
     """Compare every comparable judge of ``dataset`` with its human majority, over the dataset's scale.
 
     Args:
         labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
         dataset: Dataset key.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
         which: The blind reference (the default, what judges are scored against) or the anchored one.
         scale: The dataset's scale (:func:`personagap.datasets.dataset_records`); None: :func:`dataset_scale`.
     """
@@ -107,7 +105,7 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, n_resamples: int, se
             continue
         # A judge whose every answer failed still gets a row: its failures are the finding.
         est = scale_estimates(joined["label_human"], joined["label"], joined["user_id"], scale,
-                              judge_metrics(scale), n_resamples=n_resamples, seed=seed)
+                              judge_metrics(scale))
         reasons = Counter(reason_kind(e) for e in failed["error"])
         out.append(JudgeAgreement(
             judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
@@ -186,7 +184,7 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
         fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
-        judges=judge_agreements(labels, dataset, n_resamples=n_resamples, seed=seed, which=which, scale=scale),
+        judges=judge_agreements(labels, dataset, which=which, scale=scale),
     )
 
 
@@ -212,7 +210,7 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     datasets = sorted(set(labels["dataset"])) if not labels.empty else []
     scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements(labels, ds, n_resamples=n_resamples, seed=seed, scale=scale_of[ds])]
+              for j in judge_agreements(labels, ds, scale=scale_of[ds])]
     pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
                                              n_resamples=n_resamples, seed=seed)
                               if pilot_dataset in datasets else (None, None, []))

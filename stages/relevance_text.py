@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 from personagap.analysis.agreement import (
+    CI_METHOD,
     MIN_USERS_FOR_CI,
     ci_text,
 )
@@ -40,14 +41,14 @@ def _kinds_text(raters: dict[str, str]) -> str:
     return ", ".join(f"{counts[k]} {names.get(k, k)}" for k in order if counts.get(k))
 
 
-def _multi_rater_lines(p: MultiRaterReport, n_resamples: int) -> list[str]:
+def _multi_rater_lines(p: MultiRaterReport) -> list[str]:
     title = "blind labels only" if p.protocol == "blind" else p.protocol
     lines = [f"Pilot agreement ({where(p.dataset, p.origin)}; {title}; {_kinds_text(p.raters)}; "
              f"{p.n_users} users): "
              "mean pairwise Cohen's kappa", ""]
     lines.append(f"{'pairs':<18}{'mean kappa':>11}  {'95% CI':<30}{'rater pairs':>11}")
     for g in p.groups:
-        ci = ci_text(ci=g.ci, n_users=g.n_users, undefined=g.undefined_resamples, n_resamples=n_resamples)
+        ci = ci_text(ci=g.ci, n_users=g.n_users, undefined=g.undefined_resamples)
         lines.append(f"{g.pair_type:<18}{_fmt(g.mean_kappa):>11}  {ci:<30}{g.n_pairs:>11}")
     lines += ["", f"Humans, Krippendorff's alpha ({p.alpha_level}): {_fmt(p.human_alpha)} "
                   f"{ci_text(ci=p.human_alpha_ci, n_users=p.n_users)}",
@@ -56,20 +57,20 @@ def _multi_rater_lines(p: MultiRaterReport, n_resamples: int) -> list[str]:
     if p.judges:
         which = "blind" if p.protocol == "blind" else "anchored"
         lines += ["", f"Pilot judges vs the pilot {which} human majority:", ""]
-        lines += _judge_table(p.judges, n_resamples)
+        lines += _judge_table(p.judges)
     return lines
 
 
 def render_relevance(report: RelevanceReport) -> str:
     """Render the report as plain-text tables for the terminal."""
     lines = [f"Stage 2 — relevance selection: judges vs the blind human majority "
-             f"(95% CIs: user-clustered bootstrap, {report.n_resamples} resamples, seed {report.seed}; "
+             f"(95% CIs: {CI_METHOD}; "
              f"no CI below {report.min_users_for_ci} users)", f"Majority rule: {report.majority_rule}.", ""]
-    lines += _judge_table(report.judges, report.n_resamples)
+    lines += _judge_table(report.judges)
     if report.pilot is not None:
-        lines += [""] + _multi_rater_lines(report.pilot, report.n_resamples)
+        lines += [""] + _multi_rater_lines(report.pilot)
     if report.pilot_anchored is not None:
-        lines += ["", "Not blind — not a ceiling:"] + _multi_rater_lines(report.pilot_anchored, report.n_resamples)
+        lines += ["", "Not blind — not a ceiling:"] + _multi_rater_lines(report.pilot_anchored)
     rows = [*report.judges, *(report.pilot.judges if report.pilot else [])]
     if rows:
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
@@ -81,7 +82,7 @@ def render_relevance(report: RelevanceReport) -> str:
     return "\n".join(lines)
 
 
-def _judge_table(judges: list[JudgeAgreement], n_resamples: int) -> list[str]:
+def _judge_table(judges: list[JudgeAgreement]) -> list[str]:
     if not judges:
         return ["(no judge shares items with a human majority; import a release or run `personagap judge`)"]
     head = (f"{'judge':<46}{'kind':<9}{'n':>6}{'users':>6}{'fail':>6}{'human yes':>10}{'judge yes':>10}"
@@ -103,8 +104,8 @@ def _judge_table(judges: list[JudgeAgreement], n_resamples: int) -> list[str]:
                         f"Krippendorff's alpha (ordinal) {_fmt(j.alpha)}, mean absolute difference "
                         f"{_fmt(j.mean_abs_diff, 2)}")
         if j.undefined_resamples:
-            rows.append(f"{'':<4}kappa undefined in {j.undefined_resamples}/{n_resamples} resamples "
-                        "(left out of its CI)")
+            # Jackknife: the count is of users without whom kappa is undefined, and then there is no CI.
+            rows.append(f"{'':<4}kappa undefined without {j.undefined_resamples} of the users (no CI)")
         if j.failure_reasons:
             rows.append(f"{'':<4}failures by reason: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
     return rows
