@@ -23,7 +23,7 @@ from personagap.text import number
 
 JUDGE_ROWS: Mapping[str, tuple[str, ...]] = {"relevance": ("judges",), "response": ("judges",),
                                              "extraction": ("verifiers",)}
-"""Per stage, the report JSON's lists whose rows are judges (each with ``dataset`` and ``judge`` or ``rater``)."""
+"""Per stage, the report JSON's lists whose rows are judges (each with ``dataset`` and ``judge`` or ``verifier``)."""
 
 
 def stage_confidence(db: str | Path, stage: str, *, target_accuracy: float | None = None,
@@ -78,10 +78,11 @@ def stage_ceilings(con: duckdb.DuckDBPyConnection, stage: str, *, level: float =
 
 
 def _row_judge(row: Mapping[str, Any]) -> str:
-    # Relevance and response rows carry the display name; extraction's verifier rows carry rater and condition.
+    # Relevance and response rows carry the display name; extraction's verifier rows the rater (one row per rater,
+    # the standard condition's display name).
     if "judge" in row:
         return str(row["judge"])
-    return judge_display(str(row["rater"]), str(row.get("condition") or ""))
+    return judge_display(str(row.get("verifier", row.get("rater"))), str(row.get("condition") or ""))
 
 
 def merge_confidence(report: dict[str, Any], stage: str, entries: list[JudgeConfidence]) -> dict[str, Any]:

@@ -97,3 +97,20 @@ def test_without_a_target_the_threshold_aims_at_the_datasets_human_ceiling(tmp_p
     assert 0 < expected < 1
     assert row["threshold"]["target"] == {"metric": "kappa", "value": pytest.approx(expected),
                                           "source": "human ceiling"}
+
+
+def test_merge_joins_by_dataset_and_judge_display_name_on_every_stage() -> None:
+    from personagap.analysis.confidence_report import JudgeConfidence
+    from personagap.stages.confidence_rows import merge_confidence
+
+    def entry(dataset: str, rater: str, condition: str) -> JudgeConfidence:
+        return JudgeConfidence(dataset=dataset, rater=rater, rater_kind="llm", condition=condition,
+                               confidence_scale="1-100", calibration=None, coverage_curve=(), threshold=None,
+                               labels=3, with_confidence=2, confidence_failures=1)
+
+    entries = [entry("d1", "j", "c"), entry("d2", "v", "")]
+    response = merge_confidence({"judges": [{"dataset": "d1", "judge": "j [c]"}, {"dataset": "d2", "judge": "j [c]"},
+                                            {"dataset": "d1", "judge": "j"}]}, "response", entries)
+    assert [r.get("with_confidence") for r in response["judges"]] == [2, None, None]  # dataset and condition count
+    extraction = merge_confidence({"verifiers": [{"dataset": "d2", "verifier": "v"}]}, "extraction", entries)
+    assert extraction["verifiers"][0]["confidence_failures"] == 1
