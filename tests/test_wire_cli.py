@@ -31,12 +31,8 @@ MODEL = "openai/scripted"
 def db(tmp_path: Path) -> Path:
     from personagap.stages.response import import_prism
 
-    folder = tmp_path / "prism_judge"
-    folder.mkdir()
-    for name, rows in release_builders.prism().items():
-        (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
     target = tmp_path / "wire.duckdb"
-    import_prism(folder, target)
+    import_prism(release_builders.write_release(tmp_path / "prism_judge", release_builders.prism()), target)
     return target
 
 
