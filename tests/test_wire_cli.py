@@ -7,6 +7,7 @@ runs through click, the stage's judge function, the runner and the store.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import threading
@@ -74,6 +75,19 @@ def test_judge_confidence_verbal_and_temperature_reach_the_server_and_the_store(
     labels = _labels(db, rater_name(get_judge("pairwise"), MODEL, "verbal"))
     assert {q: m["confidence"] for q, (_, m) in labels.items()} == {f"Question {k}?": float(v) for k, v in sure.items()}
     assert {m["confidence_scale"] for _, m in labels.values()} == {"0-100"}
+
+
+def test_judge_confidence_logprobs_stores_the_answer_tokens_probability(db: Path) -> None:
+    p_answer = 0.8
+    with ConfidenceServer(lambda b: json.dumps({"reason": "r", "verdict": "A"}),
+                          lambda t: math.log(p_answer) if t == "A" else 0.0) as server:
+        out = _judge(db, server, "--confidence", "logprobs")
+        assert out.exit_code == 0, out.output
+        assert server.requests and all(r.get("logprobs") is True for r in server.requests)
+    labels = _labels(db, rater_name(get_judge("pairwise"), MODEL, "logprobs"))
+    assert len(labels) == 3
+    for _, meta in labels.values():  # only the verdict token is unlikely: its probability is the confidence
+        assert meta["confidence"] == pytest.approx(p_answer, abs=1e-4) and meta["confidence_scale"] == "probability"
 
 
 def test_judge_repeats_stores_samples_majority_and_self_agreement(db: Path) -> None:
