@@ -42,7 +42,6 @@ from personagap.analysis.ci_rule import leave_one_out as leave_one_out
 from personagap.analysis.ci_rule import per_cluster_sums as per_cluster_sums
 from personagap.analysis.ci_rule import percentile_interval as percentile_interval
 from personagap.analysis.ci_rule import resample_weights as resample_weights
-from personagap.analysis.ci_rule import shared_resample_weights as shared_resample_weights
 from personagap.analysis.raters import Level as Level
 from personagap.analysis.raters import alpha_from_coincidences as alpha_from_coincidences
 from personagap.analysis.raters import alpha_user_coincidences as alpha_user_coincidences

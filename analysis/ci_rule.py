@@ -8,7 +8,6 @@ and set :data:`MIN_USERS_FOR_CI`. The bootstrap helpers below are deprecated: ke
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,19 +42,6 @@ def resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES, seed
     if n_clusters == 0:
         return np.zeros((n_resamples, 0))
     return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples).astype(float)
-
-
-@functools.lru_cache(maxsize=16)
-def shared_resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES,
-                            seed: int = DEFAULT_SEED) -> FloatArray:
-    """:func:`resample_weights`, drawn once per (clusters, resamples, seed) in a process and shared read-only.
-
-    The same draw, so the same CIs; a report scores several judges over the same users, and at 20,000 users one
-    draw of 1,000 resamples takes seconds.
-    """
-    weights = resample_weights(n_clusters, n_resamples, seed)
-    weights.setflags(write=False)
-    return weights
 
 
 def bootstrap_tables(tables: FloatArray, weights: FloatArray) -> FloatArray:
