@@ -50,6 +50,7 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.comparable import SYSTEM_KINDS, judge_display
 from personagap.analysis.estimates import rogan_gladen
+from personagap.analysis.pipeline_cross import cross_judges
 from personagap.analysis.pipeline_records import (
     Cascade,
     Comparison,
@@ -59,6 +60,8 @@ from personagap.analysis.pipeline_records import (
     Upstream,
 )
 from personagap.analysis.pipeline_sql import (
+    REFERENCE_TABLE,
+    SELECTED,
     cascade_items,
     duplicate_pairs,
     reference_table,
@@ -235,6 +238,11 @@ _S2 = {  # quantity -> (numerator columns, denominator columns) of the selector'
 
 def _stage2(con: duckdb.DuckDBPyConnection, counts: pd.DataFrame) -> list[_Cell]:
     sel, judges = stage2_counts(con, counts)
+    # An LLM selector is judged by every other judge, as a pipeline's own selection is.
+    llm = sel.loc[sel["system_kind"] == "llm", ["dataset", "system"]].rename(columns={"system": "rater"})
+    pool = counts.loc[counts["stage"] == "relevance", ["rater", "condition"]]
+    cross = cross_judges(con, llm, pool, reference=REFERENCE_TABLE, selected=SELECTED)
+    judges = pd.concat([f for f in (judges, cross) if not f.empty], ignore_index=True) if not cross.empty else judges
     cols = [f"{c}_g1" for c in _JUDGE_COLS] + [f"{c}_g0" for c in _JUDGE_COLS]
     of = _by_keys(judges, ["dataset", "system"])
     cells = []

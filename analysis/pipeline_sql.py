@@ -261,7 +261,7 @@ def stage2_counts(con: duckdb.DuckDBPyConnection, judges: pd.DataFrame) -> tuple
     A selector is an LLM relevance labeller (its standard-protocol labels, counted from ``judges``: see
     :func:`llm_selections`) or a pipeline's own selection (a ``system`` rater, read here). Judges rate a pipeline's
     selection: for every comparable judge, its "relevant" verdicts on the attributes the pipeline selected
-    (``g1``) and on those it left out (``g0``). LLM selectors' rows get their judges from
+    (``g1``) and on those it left out (``g0``). LLM selectors' judges come from
     :func:`personagap.analysis.pipeline_cross.cross_judges`.
 
     Args:

@@ -1,0 +1,101 @@
+"""What every other judge says of an LLM selector's selection (stage 2), from one pass over the judges' labels.
+
+An LLM relevance labeller used as a selector is judged by the other comparable judges as a pipeline's own selection
+is: per judge, its "relevant" verdicts on the attributes the selector selected (``g1``) and on those it left out
+(``g0``), with their confusion counts against the human reference. Crossing every LLM with every other label by
+label would read each item's labels k² times; instead DuckDB reduces each relevance item to two bit masks (which
+judges labelled it, which said "relevant"), counted per (dataset, user, reference, masks), and each (selector,
+judge) pair's per-user counts are sums over those few rows.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from personagap.analysis.comparable import comparable_judge_sql
+
+MAX_JUDGES = 62
+"""Judges one signed 64-bit mask holds (a bit per judge, one spare)."""
+_COLS = ["j_n", "j_pos", "tp", "fn", "fp", "tn"]
+
+
+def _masks(con: duckdb.DuckDBPyConnection, judges: pd.DataFrame, reference: str, selected: str) -> pd.DataFrame:
+    con.register("_cross_judges", judges)
+    try:
+        return cast(pd.DataFrame, con.sql(f"""
+            WITH marks AS (
+                SELECT l.item_id, bit_or(1::BIGINT << j.k) AS seen,
+                       bit_or(CASE WHEN l.label = '{selected}' THEN 1::BIGINT << j.k ELSE 0::BIGINT END) AS yes
+                FROM labels l JOIN _cross_judges j ON j.rater = l.rater AND j.condition = l.condition
+                WHERE {comparable_judge_sql('l')} AND l.label IS NOT NULL
+                GROUP BY l.item_id
+            )
+            SELECT i.dataset, i.user_id, r.human, m.seen, m.yes, count(*) AS n
+            FROM marks m JOIN items i USING (item_id) LEFT JOIN {reference} r USING (item_id)
+            WHERE i.stage = 'relevance'
+            GROUP BY ALL
+        """).to_arrow_table().to_pandas())
+    finally:
+        con.unregister("_cross_judges")
+
+
+def cross_judges(con: duckdb.DuckDBPyConnection, selectors: pd.DataFrame, judges: pd.DataFrame, *, reference: str,
+                 selected: str) -> pd.DataFrame:
+    """Every other judge's per-user counts on each LLM selector's selected and left-out attributes.
+
+    Args:
+        con: An open store connection.
+        selectors: ``dataset``, ``rater`` (``condition`` '') of the LLM selectors.
+        judges: ``rater``, ``condition`` of every comparable judge of the relevance stage.
+        reference: The table holding the blind reference (``item_id``, ``human``).
+        selected: The label of a selected / relevant attribute (humans' and judges').
+
+    Returns:
+        Columns ``dataset``, ``system`` (the selector), ``rater``, ``condition`` (the judge), ``user_id`` and the six
+        judge counts suffixed ``_g1`` (selected) and ``_g0`` (left out), as
+        :func:`personagap.analysis.pipeline_sql.stage2_counts` gives them for a pipeline's selection.
+
+    Raises:
+        ValueError: More than :data:`MAX_JUDGES` judges (one mask cannot hold them).
+    """
+    if selectors.empty:
+        return pd.DataFrame()
+    pool = judges[["rater", "condition"]].drop_duplicates().sort_values(["rater", "condition"], ignore_index=True)
+    if len(pool) > MAX_JUDGES:
+        raise ValueError(f"{len(pool)} relevance judges: at most {MAX_JUDGES} can judge LLM selectors")
+    pool["k"] = np.arange(len(pool), dtype=np.int64)
+    rows = _masks(con, pool, reference, selected)
+    if rows.empty:
+        return pd.DataFrame()
+    seen, yes, n = (rows[c].to_numpy(dtype=np.int64) for c in ("seen", "yes", "n"))
+    has_ref = rows["human"].isin([selected, "no"]).to_numpy()
+    human_yes = rows["human"].eq(selected).to_numpy()
+    key = {(str(r), str(c)): int(k) for r, c, k in pool.itertuples(index=False)}
+    out = []
+    for ds, system in selectors[["dataset", "rater"]].drop_duplicates().itertuples(index=False):
+        s = key.get((str(system), ""))
+        if s is None:
+            continue
+        mine = rows["dataset"].eq(ds).to_numpy()
+        s_seen, s_yes = (seen >> s) & 1 == 1, (yes >> s) & 1 == 1
+        for (rater, condition), k in key.items():
+            if k == s:
+                continue  # a selector is never its own judge
+            j_seen, j_yes = (seen >> k) & 1 == 1, (yes >> k) & 1 == 1
+            cells: dict[str, np.ndarray] = {}
+            for group, within in (("_g1", s_yes), ("_g0", s_seen & ~s_yes)):
+                base = mine & within & j_seen
+                ref = base & has_ref
+                for name, cond in zip(_COLS, (base, base & j_yes, ref & human_yes & j_yes, ref & human_yes & ~j_yes,
+                                              ref & ~human_yes & j_yes, ref & ~human_yes & ~j_yes), strict=True):
+                    cells[name + group] = np.where(cond, n, 0)
+            frame = pd.DataFrame({"user_id": rows["user_id"]} | cells)[mine & (s_seen & j_seen)]
+            if frame.empty:
+                continue
+            per_user = frame.groupby("user_id", as_index=False, sort=True).sum()
+            out.append(per_user.assign(dataset=ds, system=system, rater=rater, condition=condition))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
