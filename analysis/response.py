@@ -54,7 +54,33 @@ def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples:
         return NAN_ESTIMATE
     del n_resamples, seed  # deprecated
     per, _ = per_cluster_sums(np.column_stack([h, np.ones(h.size)]), clusters)
-    return cluster_estimate(_rate, per, level=level, bounds=(0.0, 1.0))
+    return rate_from_sums(per, level=level)
+
+
+def rate_from_sums(per_user: FloatArray, *, level: float = 0.95) -> Estimate:
+    """A rate and its CI from per-user sums (the one CI rule), as a DuckDB aggregate gives them.
+
+    Args:
+        per_user: ``(U, 2)``: per user, the items counted as hits and the items counted.
+        level: Confidence level.
+
+    Returns:
+        Total hits over total items, with its user-clustered CI.
+    """
+    return cluster_estimate(_rate, np.asarray(per_user, dtype=float), level=level, bounds=(0.0, 1.0))
+
+
+def gap_from_sums(per_user: FloatArray, *, level: float = 0.95) -> Estimate:
+    """A paired accuracy gap and its CI from per-user sums (the one CI rule).
+
+    Args:
+        per_user: ``(U, 3)``: per user, hits with the profile, hits without it, and the paired items.
+        level: Confidence level.
+
+    Returns:
+        (hits with - hits without) / items, with its user-clustered CI.
+    """
+    return cluster_estimate(_gap, np.asarray(per_user, dtype=float), level=level, bounds=(-1.0, 1.0))
 
 
 def _rate(t: FloatArray) -> FloatArray:
@@ -171,7 +197,7 @@ def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_prof
     hit_without = (np.asarray(without_profile, dtype=object) == h).astype(float)
     del n_resamples, seed  # deprecated
     per, _ = per_cluster_sums(np.column_stack([hit_with, hit_without, np.ones(h.size)]), clusters)
-    return float(hit_with.mean()), float(hit_without.mean()), cluster_estimate(_gap, per, bounds=(-1.0, 1.0))
+    return float(hit_with.mean()), float(hit_without.mean()), gap_from_sums(per)
 
 
 def swap_consistency(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
