@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.diagnosis import STAGE_TITLES, JudgeScore
 from personagap.dashboard import charts, confidence, data
@@ -194,7 +195,8 @@ def _relevance_bias_section(db: str, stage: str) -> None:
         st.markdown(f"**{title}**")
         st.altair_chart(charts.rate_ci_chart(part, x_title="share labelled yes (95% CI)"), width="stretch")
     st.caption("Humans (red) beside each judge, per bucket: a judge whose yes-rate climbs for early or short "
-               "attributes while the humans' does not has a position or length bias. CIs: user-clustered bootstrap.")
+               "attributes while the humans' does not has a position or length bias. CIs: "
+               + CI_METHOD + " over users.")
 
 
 def _response_bias_section(db: str) -> None:
@@ -225,7 +227,7 @@ def _response_bias_section(db: str) -> None:
     if shown:
         st.caption("Humans (red) beside each judge. 0.5 on the first chart means no position preference; a judge "
                    "far above the humans on the second prefers longer answers more than people do. CIs: "
-                   "cluster bootstrap over users/questions.")
+                   + CI_METHOD + " over users/questions.")
     else:
         st.caption("No pairwise A/B verdicts with answer order or lengths on this stage yet.")
 

@@ -13,7 +13,7 @@ The report (:func:`extraction_report`, pure) reads stored stage-1 items and labe
 * **Gold matching** (LAPS, or imported gold): precision, recall and F1 overall and per
   category, per split, with the offline matcher (threshold stated) and any LLM matcher.
 
-Every CI is a user-clustered bootstrap. The I/O entry points (:func:`import_laps`,
+Every CI is the one CI rule (a user-clustered jackknife-t). The I/O entry points (:func:`import_laps`,
 :func:`import_extraction`, :func:`report_extraction`, :func:`judge_extraction`) are what the
 CLI calls; they are plain functions usable from Python.
 

@@ -6,6 +6,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from personagap.analysis.agreement import ci_text
+from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
 from personagap.stages.extraction_records import ExtractionReport
@@ -26,8 +27,7 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
         report: The report.
         categories: Include per-category precision/recall rows.
     """
-    lines = [f"Stage 1 — attribute extraction (95% CIs: user-clustered bootstrap, {report.n_resamples} resamples, "
-             f"seed {report.seed}; no CI below {report.min_users_for_ci} users)",
+    lines = [f"Stage 1 — attribute extraction (95% CIs: {CI_METHOD}; no CI below {report.min_users_for_ci} users)",
              f"Majority rule (verifiers vs humans): {report.majority_rule}."]
     lines += ["", "Human–human agreement on verdicts (ok / bad / unsure, nominal):"]
     if not report.human_agreement:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from personagap.analysis.agreement import ci_text
+from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
@@ -17,8 +18,8 @@ if TYPE_CHECKING:
 
 def render_response(report: ResponseReport) -> str:
     """Render the report as plain-text tables for the terminal."""
-    lines = [f"Stage 3 — response judgment: judges vs humans (95% CIs: user-clustered bootstrap, "
-             f"{report.n_resamples} resamples, seed {report.seed}; no CI below {report.min_users_for_ci} users)",
+    lines = [f"Stage 3 — response judgment: judges vs humans (95% CIs: {CI_METHOD}; no CI below "
+             f"{report.min_users_for_ci} users)",
              f"Human reference where several humans label an item: {report.majority_rule}.", ""]
     pairwise = [j for j in report.judges if j.first_position_rate is not None]
     if pairwise:
