@@ -12,17 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.pipeline import pipeline_view
-from personagap.analysis.pipeline_records import PipelineView
-
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis
+    from personagap.analysis.pipeline_records import PipelineView
 
 Extras = dict[str, dict[str, list[dict[str, Any]]]]
 
 
-def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, seed: int | None = None,
                            extras: bool = True, on_view: Callable[[PipelineView], None] | None = None
                            ) -> tuple[PipelineView, Diagnosis, Extras]:
     """The pipeline view, the diagnosis and (``extras``) each best judge's rows, counted once from ``db``.
@@ -33,8 +30,9 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPL
 
     Args:
         db: The database (opened read-only).
-        n_resamples: Kept for the diagnosis' signature (the one CI rule draws no resample).
-        seed: Kept for the diagnosis' signature.
+        n_resamples: Kept for the diagnosis' signature (the one CI rule draws no resample); None: the project's
+            default (:data:`personagap.analysis.agreement.DEFAULT_RESAMPLES`).
+        seed: Kept for the diagnosis' signature; None: :data:`personagap.analysis.agreement.DEFAULT_SEED`.
         extras: Also each stage's best judge's alternative-annotator test and corrected rate (``diagnose``).
         on_view: Called with the pipeline view as soon as it is ready (the dashboard shows it first).
 
@@ -42,15 +40,22 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPL
         The pipeline view, the diagnosis and stage -> ``{"alt_test": [...], "estimates": [...]}`` (empty without
         ``extras``).
     """
-    from personagap.analysis.aggregated import best_judge_extras
-    from personagap.analysis.diagnosis import dataset_scales, diagnose
-    from personagap.labels_api import dataset_origins
+    # The store's modules first, and the costly count at once: DuckDB runs it off the interpreter lock while the
+    # dashboard's server imports what it needs (scipy, streamlit); the analysis modules are imported after it.
     from personagap.store import diagnosis_inputs, opened
     from personagap.store.aggregates import label_counts
 
     with opened(db, read_only=True) as con:
         counts = label_counts(con, None, "blind")
         judges = counts[0]
+        from personagap.analysis.aggregated import best_judge_extras
+        from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+        from personagap.analysis.diagnosis import dataset_scales, diagnose
+        from personagap.analysis.pipeline import pipeline_view
+        from personagap.labels_api import dataset_origins
+
+        n_resamples = DEFAULT_RESAMPLES if n_resamples is None else n_resamples
+        seed = DEFAULT_SEED if seed is None else seed
         view = pipeline_view(con, judges)
         if on_view is not None:
             on_view(view)

@@ -37,7 +37,8 @@ def _cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
     from personagap.analysis.diagnosis import diagnose_db
     from personagap.dashboard import prefetch
 
-    # Computed while the server booted (personagap.dashboard.serve); only the first call can take it.
+    # Computed while the server booted (personagap.dashboard.serve, default resamples and seed); only the first
+    # call can take it.
     early = prefetch.take(db, n_resamples, seed)
     if isinstance(early, Diagnosis):
         return early

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
 import streamlit as st
 
@@ -17,7 +16,7 @@ from personagap.analysis.comparable import SYSTEM_KINDS
 from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, pipeline_db
 from personagap.analysis.pipeline_records import PipelineRow, PipelineView
 from personagap.analysis.pipeline_text import TITLE, figure
-from personagap.dashboard import access, charts, data
+from personagap.dashboard import access, charts, data, prefetch
 from personagap.dashboard.display import ci, ci_phrase, md, num
 from personagap.dashboard.shell import require_data
 from personagap.dashboard.tables import forest_frames, forest_title, judges_table, stage_ceilings
@@ -32,42 +31,31 @@ _lock = threading.Lock()
 _views: dict[str, tuple[tuple[int, int], float, Future[PipelineView]]] = {}
 
 
-def _stamp(db: str) -> tuple[int, int]:
-    # A write changes the file or its WAL: a view computed before it is stale.
-    return tuple(p.stat().st_mtime_ns if p.exists() else 0 for p in (Path(db), Path(db + ".wal")))  # type: ignore[return-value]
-
-
 def _compute(db: str) -> PipelineView:
     with access.reading():
         return pipeline_db(db)
 
 
 def pipeline(db: str) -> Future[PipelineView]:
-    """The pipeline view of ``db``, computing in a worker thread.
+    """The pipeline view of ``db``: the server's prefetch (:func:`prefetch.view`), else computing in a worker thread.
 
     Reused for :data:`data.TTL_SECONDS` while the file is unchanged (a failed computation is retried on the next
-    call). Started before the diagnosis is read: its DuckDB queries run off the interpreter lock, so the two overlap.
+    call).
     """
-    stamp, now = _stamp(db), time.monotonic()
+    now = time.monotonic()
+    stamp = prefetch.stamp(db)
     with _lock:
         hit = _views.get(db)
         if hit is not None and hit[0] == stamp and now - hit[1] < data.TTL_SECONDS and not (
                 hit[2].done() and hit[2].exception() is not None):
             return hit[2]
-        future = _POOL.submit(_compute, db)
+        early = prefetch.view(db) if hit is None else None  # the prefetch is adopted once, by the first page
+        if early is not None and early[0] == stamp and not (early[1].done() and early[1].exception() is not None):
+            future: Future[PipelineView] = early[1]
+        else:
+            future = _POOL.submit(_compute, db)
         _views[db] = (stamp, now, future)
         return future
-
-
-def adopt(db: str) -> Future[PipelineView]:
-    """A pending pipeline view of ``db`` that another worker completes (the server's prefetch), cached as one.
-
-    :func:`pipeline` returns it until it expires like any other (a failure set on it is retried).
-    """
-    future: Future[PipelineView] = Future()
-    with _lock:
-        _views[db] = (_stamp(db), time.monotonic(), future)
-    return future
 
 
 def overview() -> None:
