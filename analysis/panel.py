@@ -116,8 +116,7 @@ def _level_text(text: str, level_of: Mapping[float, str]) -> str:
 
 
 def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, scale: DatasetScale | list[str],
-                    metrics: tuple[str, ...] | None = None, *, n_resamples: int | None = None, seed: int | None = None,
-                    level: float = 0.95) -> dict[str, Estimate]:
+                    metrics: tuple[str, ...] | None = None, *, level: float = 0.95) -> dict[str, Estimate]:
     """Registered metrics of a judge against the reference over the dataset's whole scale.
 
     What :func:`~personagap.analysis.agreement.agreement` computes (same per-user tables, users in sorted id
@@ -132,8 +131,6 @@ def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, sca
         clusters: User of each item.
         scale: The dataset's scale (a bare category list is read as nominal); every label must be on it.
         metrics: Registered metric names; None: :func:`scale_metrics` of the scale.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples); to be removed with the callers'.
-        seed: Deprecated and ignored, as ``n_resamples``.
         level: Confidence level.
     """
     s = as_scale(scale)

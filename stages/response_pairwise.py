@@ -123,7 +123,7 @@ def pairwise_dataset(frame: pd.DataFrame, items: pd.DataFrame, dataset: str, *, 
         # Object dtype: the scale's coding reads each label as a Python string, which Arrow-backed text builds one
         # at a time (a second per 10^6 labels); the conversion to object is done in C++.
         est = scale_estimates(joined["human"].astype(object), joined["label"].astype(object), pd.Series(clusters),
-                              scale, n_resamples=n_resamples, seed=seed)
+                              scale)
         swapped = swapped_flags(joined["meta"])
         first = first_position_rate(judge, swapped, clusters, n_resamples=n_resamples, seed=seed)
         longer = longer_rate(judge, la, lb, clusters, n_resamples=n_resamples, seed=seed)

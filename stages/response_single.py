@@ -97,7 +97,7 @@ def _aspects(frame: pd.DataFrame, specs: list[RatedAspectSpec], *, n_resamples: 
 def _versus(judge: str, rater: str, human: pd.Series, labels: pd.Series, clusters: pd.Series, scale: DatasetScale, *,
             n_resamples: int, seed: int) -> RaterVsJudge:
     metrics = ("accuracy", "kappa", *(("weighted_kappa",) if scale.ordinal else ()))
-    est = scale_estimates(human, labels, clusters, scale, metrics, n_resamples=n_resamples, seed=seed)
+    est = scale_estimates(human, labels, clusters, scale, metrics)
     weighted = est.get("weighted_kappa")
     return RaterVsJudge(judge=judge, rater=rater, n=len(human), accuracy=est["accuracy"].value,
                         kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
@@ -143,7 +143,7 @@ def single_dataset(frame: pd.DataFrame, record: DatasetRecord, aspects: list[Rat
         if joined.empty:
             continue
         clusters = pd.Series(joined["user_id"].to_numpy())
-        est = scale_estimates(joined["human"], joined["label"], clusters, scale, n_resamples=n_resamples, seed=seed)
+        est = scale_estimates(joined["human"], joined["label"], clusters, scale)
         judge_results.append(JudgeResult(
             judge=name, rater=str(rater), condition=str(condition), dataset=dataset, rater_kind=str(kind),
             reference="human majority", scale=scale.kind, n=len(joined), n_users=int(joined["user_id"].nunique()),

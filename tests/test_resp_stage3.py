@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from sklearn.metrics import cohen_kappa_score
 
+from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.cli import cli
 from personagap.datasets import dataset_records
 from personagap.labels_api import import_labels
@@ -34,7 +35,8 @@ FACTS = "Does this answer get the user's own facts right?"
 QUALITY = "How well does this answer suit this user, from 1 (not at all) to 5 (perfectly)?"
 
 
-def single_rows(name: str, choices: tuple[str, ...], *, n_users: int = 8, per_user: int = 5) -> list[dict[str, Any]]:
+def single_rows(name: str, choices: tuple[str, ...], *, n_users: int = MIN_USERS_FOR_CI,
+                per_user: int = 5) -> list[dict[str, Any]]:
     """Single-response rows: three humans (mostly agreeing) and two noisier judges per item."""
     rng = random.Random(name)
     rows: list[dict[str, Any]] = []
