@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import personagap.commands.route  # noqa: F401  registers `route` (until personagap/cli.py imports it)
 from personagap.analysis.routing import routing_estimate
 from personagap.cli import cli
 from personagap.dashboard import annotate

@@ -18,7 +18,6 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-import personagap.commands.route  # noqa: F401  registers `route` (until personagap/cli.py imports it)
 from benchmarks.calibration_routing import RoutingWorld
 from personagap.analysis.routing import routing_estimate
 from personagap.api import judge_relevance

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-import personagap.commands.route  # noqa: F401  registers `route` (until personagap/cli.py imports it)
 from personagap.cli import cli
 from personagap.dashboard import annotate
 from personagap.store import load_labels, opened
