@@ -100,15 +100,25 @@ _STAGE3 = f"""
         WHERE i.stage = 'response' AND (json_extract_string(i.payload, '$.kind') = '{GVP_KIND}'
                                         OR json_extract_string(i.payload, '$.{INPUT_CONDITION}') IS NOT NULL)
     ),
+    keyed AS (
+        -- A pair's unit: the user's pair of answers under one input condition; a pair that records none joins the
+        -- same answers' pair that records one (two recorded conditions are two experiments, never merged).
+        SELECT item_id, dataset, system, input_condition, user_id, pers, answers,
+               coalesce(input_condition, first_value(input_condition) OVER (
+                   PARTITION BY user_id, answers ORDER BY input_condition IS NULL, input_condition, item_id), '')
+               AS unit_condition
+        FROM raw WHERE pers IN ('A', 'B')
+    ),
     pairs AS (
-        -- One unit per user and pair of answers: the stored pair that records its input condition, else the first.
-        SELECT item_id, dataset, system, input_condition, user_id, pers, answers FROM raw WHERE pers IN ('A', 'B')
-        QUALIFY row_number() OVER (PARTITION BY user_id, answers ORDER BY input_condition IS NULL, item_id) = 1
+        -- One unit: the stored pair that records its input condition, else the first.
+        SELECT * FROM keyed
+        QUALIFY row_number() OVER (PARTITION BY user_id, answers, unit_condition
+                                   ORDER BY input_condition IS NULL, item_id) = 1
     ),
     alias AS (
         SELECT r.item_id, p.item_id AS unit_id, r.pers AS own_pers, p.pers,
                CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic
-        FROM raw r JOIN pairs p USING (user_id, answers) WHERE r.pers IN ('A', 'B')
+        FROM keyed r JOIN pairs p USING (user_id, answers, unit_condition)
     ),
     unit_ref AS (
         -- The unit's own verdict first, else a duplicate's, in the unit's positions.
@@ -118,7 +128,8 @@ _STAGE3 = f"""
         FROM alias a JOIN {REFERENCE_TABLE} r USING (item_id) GROUP BY a.unit_id
     ),
     units AS (
-        SELECT p.* EXCLUDE (answers), CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic, r.human
+        SELECT p.* EXCLUDE (answers, unit_condition), CASE WHEN p.pers = 'A' THEN 'B' ELSE 'A' END AS generic,
+               r.human
         FROM pairs p LEFT JOIN unit_ref r USING (item_id)
     ),
     unit_labels AS (
