@@ -12,6 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import streamlit as st
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
+from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.comparable import SYSTEM_KINDS
 from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, pipeline_db
 from personagap.analysis.pipeline_records import PipelineRow, PipelineView
@@ -70,7 +71,7 @@ def overview() -> None:
     st.header(JUDGES_TITLE)
     (st.error if d.worst_stage else st.info)(md(d.verdict))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
-               f"95% CIs: user-clustered jackknife-t (none below {MIN_USERS_FOR_CI} users); "
+               f"95% CIs: {CI_METHOD} (none below {MIN_USERS_FOR_CI} users); "
                "kappa = Cohen's kappa against the blind human reference.")
     cols = st.columns(len(d.stages))
     for col, s in zip(cols, d.stages, strict=True):
