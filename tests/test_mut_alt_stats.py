@@ -8,6 +8,7 @@ items (written here), scipy's one-sample t-test and statsmodels' Benjamini-Yekut
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -337,3 +338,19 @@ def test_decide_defaults_and_no_annotators() -> None:
     assert at.decide(ind) != at.decide(ind, epsilon=at.DEFAULT_EPSILON / 2)
     p, won, rate, advantage = at.decide(at.Indicators([], 0, {}))
     assert p == {} and won == [] and math.isnan(rate) and math.isnan(advantage)
+
+
+def test_decide_rejects_at_the_q_it_is_given() -> None:
+    ann = _annotator("A", [1] * 12 + [0] * 18 + [-1] * 10)
+    p = stats.ttest_1samp(ann.difference, -at.DEFAULT_EPSILON, alternative="greater").pvalue
+    ind = at.Indicators([ann], 40, {})
+    assert at.decide(ind, q=p * 1.01)[1] == ["A"] and at.decide(ind, q=p * 0.99)[1] == []
+
+
+def test_a_spread_above_rounding_is_tested_and_a_constant_row_warns_nothing() -> None:
+    d = np.full(12, 0.5)
+    d[3] += 1e-10  # far above the last bit, below numpy's default isclose tolerance
+    assert at.one_sided_p(d, 0.2) == pytest.approx(stats.ttest_1samp(d, -0.2, alternative="greater").pvalue)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(at.one_sided_p_rows(np.zeros((2, 5)), 0.2)).all()
