@@ -178,7 +178,7 @@ def _verifiers(verdicts: pd.DataFrame, scales: Mapping[str, DatasetScale], **kw:
                 ids = sorted(shared)
                 est = scale_estimates(pd.Series([reference[i] for i in ids]), pd.Series([mine[i] for i in ids]),
                                       pd.Series([cluster_of[i] for i in ids]), scales[str(dataset)],
-                                      ("kappa", "accuracy", *panel_metrics(False)), **kw)
+                                      ("kappa", "accuracy", *panel_metrics(False)))
             else:
                 est = judge_vs_reference(mine, reference, cluster_of, extra=panel_metrics(False), **kw)
             out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
