@@ -116,7 +116,8 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
     save_model(model, out)
     stored = store_labels(db, spec, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
                            source=",".join(datasets), parameters={"model_id": model.tag, "cv": model.metadata["cv"],
-                                                                  "model_path": str(out)})[0] if store_cv else 0
+                                                                  "model_path": str(out)},
+                           confidences=cv.label_confidences())[0] if store_cv else 0
     return TrainResult(kind="relevance", model_path=str(out), metadata=with_core(model), rows=rows,
                        stored_cv_labels=stored, seconds=time.monotonic() - started, cv=cv)
 
@@ -200,7 +201,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
     stored = store_labels(db, PREFERENCE_JUDGE, rater_cv, labelled["item_id"].tolist(), cv_labels, kind="train",
                            source=",".join(datasets), parameters={"model_id": model.tag, "cv": model.metadata["cv"],
                                                                   "model_path": str(out)},
-                           meta={"swapped": False})[0] if store_cv else 0
+                           meta={"swapped": False}, confidences=cv.label_confidences())[0] if store_cv else 0
     return TrainResult(kind="preference", model_path=str(out), metadata=with_core(model), rows=rows,
                        stored_cv_labels=stored, seconds=time.monotonic() - started, cv=cv,
                        notes=["accuracy counts human ties as misses (the model never says tie); "

@@ -16,8 +16,16 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from personagap.confidence import probability_meta
 from personagap.judges.trained.features import RelevanceFeatures, verifier_features, verifier_vocab, warm_embeddings
-from personagap.judges.trained.models import FitRecord, TrainedModel, fit_preference, fit_relevance, fit_verifier
+from personagap.judges.trained.models import (
+    POSITIVE_LABELS,
+    FitRecord,
+    TrainedModel,
+    fit_preference,
+    fit_relevance,
+    fit_verifier,
+)
 
 # --------------------------------------------------------------------------- grouped cross-validation
 
@@ -91,6 +99,15 @@ class CrossValidation:
     """The column whose values are the groups ('user_id' or 'question')."""
     seed: int
     folds: list[FoldRecord]
+
+    def label_confidences(self) -> list[dict[str, Any]]:
+        """Each out-of-fold label's confidence, as label meta entries: the predicted probability of the label given.
+
+        Each fold's labels come from its own threshold, so the side is read from the label itself: ``p`` for a
+        "yes"/"A"/"ok" label, ``1 - p`` for the other (as :meth:`TrainedModel.label_confidences` for one model).
+        """
+        return [probability_meta(p if label in POSITIVE_LABELS else 1.0 - p)
+                for label, p in zip(self.labels, self.probabilities.tolist(), strict=True)]
 
     def record(self) -> dict[str, Any]:
         """JSON-safe account of what each fold did (for the model's sidecar and the run's parameters).

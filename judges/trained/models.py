@@ -45,6 +45,11 @@ FIT_COLUMNS = ("user_id", "question", "source_user", "item_id")
 """Columns whose distinct values a fit records (:class:`FitRecord`): who and what the model saw."""
 
 
+LABELS: dict[str, tuple[str, str]] = {"relevance": ("yes", "no"), "preference": ("A", "B"), "verifier": ("ok", "bad")}
+"""Each trained judge kind's (positive, negative) label: its probability is the positive label's."""
+POSITIVE_LABELS: frozenset[str] = frozenset(yes for yes, _ in LABELS.values())
+
+
 @dataclass(frozen=True)
 class FitRecord:
     """What one fit actually received, read from the rows handed to it (not from the caller's intent).
@@ -127,7 +132,7 @@ class TrainedModel:
             probabilities: :meth:`predict_proba` of ``items``, when already computed.
         """
         p = self.predict_proba(items) if probabilities is None else np.asarray(probabilities, dtype=float)
-        yes, no = {"relevance": ("yes", "no"), "preference": ("A", "B"), "verifier": ("ok", "bad")}[self.kind]
+        yes, no = LABELS[self.kind]
         return [yes if v >= self.threshold else no for v in p]
 
     def label_confidences(self, items: pd.DataFrame, probabilities: npt.ArrayLike | None = None
