@@ -129,7 +129,7 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     Args:
         db: The database (opened read-only).
         diagnosis: The diagnosis whose best judges to test.
-        n_resamples: Bootstrap resamples of the estimates' CIs.
+        n_resamples: Unused by the CIs (the one CI rule draws no resamples); recorded.
         seed: Bootstrap seed.
 
     Returns:

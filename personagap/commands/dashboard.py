@@ -127,8 +127,11 @@ def dashboard(db: str, port: int, host: str) -> None:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Bootstrap resamples (whole users) for every 95% CI.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
+              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
+                   "resamples); kept so that older scripts run, and recorded with the report.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
+              help="Seed of the two halves of users the best judge is chosen and measured on (cross-fitting); "
+                   "the CIs themselves draw nothing at random.")
 def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
     """Which stage of your pipeline fails by human verdict, then whether your judges can tell you.
 

@@ -55,7 +55,8 @@ DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
               help="Most demonstrations in a program.")
 @click.option("--dataset", "datasets", multiple=True, help="Only these imported datasets (repeatable).")
 @click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Bootstrap resamples (whole users) for every 95% CI.")
+              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
+                   "resamples); kept so that older scripts run, and recorded with the report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @llm_judge_options()
 @db_option

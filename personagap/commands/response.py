@@ -120,8 +120,10 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
 @click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Bootstrap resamples (whole users/contexts are resampled) for every 95% CI.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True, help="Bootstrap seed.")
+              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
+                   "resamples); kept so that older scripts run, and recorded with the report.")
+@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
+              help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
 def report_response(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
                     target_kappa: float | None) -> None:
