@@ -167,12 +167,14 @@ def test_runs_page_compares_two_runs(recenter_db: Path, monkeypatch: pytest.Monk
     options = at.selectbox(key="run_a").options
     assert options and not any(re.search(r"\bnan\b|\bNone\b", str(o)) for o in options)
     runs = at.dataframe[0].value
-    assert len(runs) == 28
+    with duckdb.connect(str(recenter_db), read_only=True) as con:
+        (stored,) = con.execute("SELECT count(*) FROM runs").fetchone() or (0,)
+    assert len(runs) == stored > 0  # every run the store holds, one row each
     ids = runs.set_index("rater")
     stage2 = runs[runs["source"].str.contains("stage2/llm_relevance")]
     gpt = stage2[stage2["rater"] == "gpt-5.4"]["run_id"].iloc[0]
     gemma = stage2[stage2["rater"] == "google_gemma-4-31b-it"]["run_id"].iloc[0]
-    assert len(ids) == 28
+    assert len(ids) == stored
     at.selectbox(key="run_a").set_value(gpt)
     at.selectbox(key="run_b").set_value(gemma).run()
     assert not at.exception
@@ -339,7 +341,10 @@ def test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings(
     for want, have in zip(expected, got, strict=True):
         assert all(_same(want[k], have[k]) for k in want), want["judge"]
     by_judge = {(j.dataset, j.judge): j for j in d.stage("relevance").judges}
-    assert any(r["ac1_ci"] != by_judge[(r["dataset"], r["judge"])].ac1_ci for r in got if r["rater_kind"] == "llm")
+    # The one CI rule (a leave-one-user-out jackknife-t) draws no resamples: a diagnosis run with other resample
+    # settings has the very same CIs as the recount.
+    llm = [r for r in got if r["rater_kind"] == "llm"]
+    assert llm and all(_same(r["ac1_ci"], by_judge[(r["dataset"], r["judge"])].ac1_ci) for r in llm)
 
 
 def test_stage3_page_shows_the_panel_figures_of_a_full_reload(recenter_prism_db: Path,
