@@ -75,7 +75,11 @@ def _forms_of(t: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatA
     inv_unl = np.where(n_unl > 0, 1.0 / np.where(n_unl > 0, n_unl, 1.0), 0.0)
     zeros = np.zeros_like(n)
     alpha = np.stack([zeros, -ybar / n, 1.0 / n, zeros, zeros, zeros], axis=-1)
-    beta = np.stack([zeros, fbar / n, zeros, -1.0 / n, -gbar * inv_unl, inv_unl], axis=-1)
+    # No unlabelled item: nothing for the judge to add, so d_u = 0 for every user, lam = 0 and the estimate is the
+    # human-only mean (not ybar - lam * fbar: the judge's labelled mean has no unlabelled mean to be compared with).
+    has_unlabelled = (n_unl > 0)[..., None]
+    beta = np.where(has_unlabelled, np.stack([zeros, fbar / n, zeros, -1.0 / n, -gbar * inv_unl, inv_unl], axis=-1),
+                    0.0)
     srr = np.einsum("...i,...ij,...j->...", alpha, t, alpha)
     srd = np.einsum("...i,...ij,...j->...", alpha, t, beta)
     sdd = np.einsum("...i,...ij,...j->...", beta, t, beta)

@@ -165,3 +165,17 @@ def test_counts_path_is_the_frame_path(users: list[tuple[list[tuple[bool, bool]]
         frame = frame.sample(frac=1.0, random_state=1).reset_index(drop=True)
     judges, reference = frame_counts(frame, "d")
     assert estimate_rows(frame, "d") == estimate_rows_from_counts(judges, reference, "d", positive="yes")
+
+
+def test_with_every_item_labelled_ppi_is_the_human_only_mean() -> None:
+    # No unlabelled item: the judge has nothing to add, so PPI++ is the humans' own mean (lambda 0), whatever the
+    # judge said on the labelled items (a judge correlated with the humans once pulled it to ybar - lambda * fbar).
+    from personagap.analysis.ppi import ppi_lambda, ppi_per_user, ppi_stat
+
+    rng = np.random.default_rng(11)
+    n = rng.integers(5, 15, 12).astype(float)
+    y = rng.binomial(n.astype(int), 0.3).astype(float)
+    f = np.minimum(n, y + rng.integers(0, 3, 12))  # a judge that says yes where humans do, and more
+    totals = ppi_per_user(n, y, f, np.zeros(12), np.zeros(12)).sum(axis=0)
+    assert float(ppi_stat(totals)) == pytest.approx(y.sum() / n.sum())
+    assert float(ppi_lambda(totals)) == 0.0
