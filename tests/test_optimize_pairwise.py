@@ -24,6 +24,7 @@ import pytest
 from click.testing import CliRunner
 from sklearn.metrics import accuracy_score, cohen_kappa_score
 
+from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.analysis.comparable import IN_SAMPLE
 from personagap.cli import cli
 from personagap.judges.optimize import OptimizeResult, OptimizeSettings, load_program, optimize, sidecar_path
@@ -332,7 +333,7 @@ def test_cli_optimize_then_judge_then_report(prism_db: Path, truth: Truth, tmp_p
 
 # --------------------------------------------------------------------------- a team's own pairwise labels
 
-TEAM_USERS = 20
+TEAM_USERS = 4 * MIN_USERS_FOR_CI  # the default split gives a quarter to test: MIN_USERS_FOR_CI test users
 
 
 def _team_labels(path: Path) -> tuple[dict[str, str], dict[str, str], set[str]]:
@@ -396,7 +397,7 @@ def test_team_pairwise_import_optimises_on_majorities(tmp_path: Path) -> None:
     result = json.loads(out.stdout)
     meta = load_program(program).meta
     test_users = set(meta["users"]["test"])
-    assert len(test_users) == 5 and result["test_users"] == 5
+    assert len(test_users) == MIN_USERS_FOR_CI and result["test_users"] == MIN_USERS_FOR_CI
     asked = [s for s in log if s.label_field]
     # Pairs without a majority are no example: never asked, never shown as a demo.
     assert asked and not {item_key(s.inputs) for s in asked} & {k for u in undecided for k in pair_keys(json.loads(u))}
@@ -407,7 +408,7 @@ def test_team_pairwise_import_optimises_on_majorities(tmp_path: Path) -> None:
     assert result["test_items"] == sum(user_of[k] in test_users for k in preferences)
     accuracy = result["test"]["accuracy"]
     assert accuracy["after"]["value"] > accuracy["before"]["value"]
-    assert None not in accuracy["difference"]["ci"]  # five test users: the fewest that get a CI
+    assert None not in accuracy["difference"]["ci"]  # MIN_USERS_FOR_CI test users: the fewest that get a CI
     assert sum(result["calls"].values()) == len(log)
 
 

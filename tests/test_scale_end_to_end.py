@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 from sklearn.metrics import cohen_kappa_score
 
+from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.api import import_labels
 from personagap.cli import cli
 
@@ -69,8 +70,9 @@ def _cli_json(*args: str) -> Any:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
     db = tmp_path_factory.mktemp("scale") / "scale.duckdb"
-    tri = _rows(TRI, ["h1", "h2", "h3"], ["judge-tri"], n_users=8, per_user=6, seed=1, item_column="attribute")
-    stars = _rows(LEVELS, ["r1", "r2", "r3"], ["judge-a", "judge-b"], n_users=8, per_user=5, seed=2,
+    tri = _rows(TRI, ["h1", "h2", "h3"], ["judge-tri"], n_users=MIN_USERS_FOR_CI, per_user=6, seed=1,
+                item_column="attribute")
+    stars = _rows(LEVELS, ["r1", "r2", "r3"], ["judge-a", "judge-b"], n_users=MIN_USERS_FOR_CI, per_user=5, seed=2,
                   item_column="response")
     import_labels(tri.assign(prompt="a prompt"), stage="relevance", dataset="tri", db=db, categories=list(TRI))
     import_labels(stars.assign(prompt="a prompt"), stage="response", dataset="stars", db=db, scale="ordinal",
