@@ -11,8 +11,9 @@ saying "no" to everything. Here (issue 16):
 * Candidates (the unoptimised program included) are **selected on dev** by a corpus-level metric (kappa,
   Gwet's AC1 or balanced accuracy) -- never by a per-example average, and never on test.
 * Before/after figures come from **test users only**: kappa, AC1 and over-selection (yes/no judges) or
-  accuracy (the pairwise judge), each with the user-clustered bootstrap CI (none below 5 users), and the
-  CI of the *difference* from a paired bootstrap (the same user resamples for both programs).
+  accuracy (the pairwise judge), each with the one CI rule's user-clustered interval (none below
+  ``MIN_USERS_FOR_CI`` users), and the CI of the *difference* paired over the same users (each user left out of
+  both programs' figures at once).
 * **Pairwise** items are shown in a seeded A/B order (``pairwise_tasks``): demos carry the human's label in
   the order shown, the parser maps every verdict back, and an answer the adapter cannot split is a
   failure (never a label, never a crash of the optimiser).
