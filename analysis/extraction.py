@@ -387,10 +387,20 @@ def verdict_rates(labels: Sequence[str], clusters: npt.ArrayLike, *, n_resamples
     ``ok`` is the acceptance precision of the extractor; ``bad`` its over-generalisation
     rate (unsupported, or broader than the evidence).
     """
+    del n_resamples, seed  # deprecated
+    return verdict_rates_from_counts(labels, clusters, np.ones(len(labels)))
+
+
+def verdict_rates_from_counts(labels: npt.ArrayLike, clusters: npt.ArrayLike,
+                              counts: npt.ArrayLike) -> dict[str, Estimate]:
+    """:func:`verdict_rates` from count rows: ``counts[i]`` verdicts ``labels[i]`` of user ``clusters[i]``.
+
+    Per-user sums of integer counts are exact, so the figures are those of one row per verdict. Labels outside
+    the verdicts count in the denominator only.
+    """
     lab = np.asarray(labels, dtype=object)
-    ones = np.ones(len(lab))
-    return {v: ratio((lab == v).astype(float), ones, clusters, n_resamples=n_resamples, seed=seed, bounds=(0.0, 1.0))
-            for v in VERDICTS}
+    n = np.asarray(counts, dtype=float)
+    return {v: ratio((lab == v) * n, n, clusters, bounds=(0.0, 1.0)) for v in VERDICTS}
 
 
 def majority(labels: Iterable[str]) -> str | None:

@@ -23,12 +23,28 @@ The pieces: records (:mod:`.extraction_records`), building the report (:mod:`.ex
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import duckdb
+import pandas as pd
+
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
+from personagap.analysis.comparable import roles
+from personagap.analysis.panel import extras_rows
 from personagap.datasets import dataset_records
-from personagap.stages.extraction_build import complete_units, extraction_report, items_frame, load_items, unit_gold
+from personagap.records import DatasetScale
+from personagap.stages.extraction_build import (
+    assemble_report,
+    complete_units,
+    extraction_report,
+    inferred_scales,
+    items_frame,
+    load_items,
+    unit_gold,
+)
 from personagap.stages.extraction_judge import judge_extraction, materialise_extractions
 from personagap.stages.extraction_records import (
     ATTRIBUTE_KINDS,
@@ -45,14 +61,24 @@ from personagap.stages.extraction_records import (
 )
 from personagap.stages.extraction_text import render_extraction
 from personagap.store import gc_paused, load_labels, opened, write_batch
+from personagap.store.aggregates import multi_human_labels
+from personagap.store.extraction_counts import (
+    human_verdicts,
+    side_items,
+    side_labels,
+    verdict_counts,
+    verdict_item_ids,
+)
 
 if TYPE_CHECKING:
+    from personagap.analysis.robust import HumanSet
     from personagap.human_data.extraction import ExtractionImport
     from personagap.human_data.laps import LapsImport
 
 __all__ = ["ATTRIBUTE_KINDS", "CALIBRATION_NOTE", "PILOT_EXTRACTOR", "VERIFIER_KINDS", "ExtractionReport",
            "ExtractorRun", "GoldSummary", "HumanAgreement", "MatchRow", "VerdictRow", "VerifierAgreement",
-           "complete_units", "extraction_report", "import_extraction", "import_laps", "items_frame",
+           "complete_units", "extraction_report", "extraction_report_from_store", "import_extraction", "import_laps",
+           "items_frame",
            "judge_extraction", "load_items", "materialise_extractions", "render_extraction", "report_extraction",
            "unit_gold"]
 
@@ -61,16 +87,63 @@ def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                       seed: int = DEFAULT_SEED) -> ExtractionReport:
     """Build the stage-1 report from a database (read-only).
 
-    Each dataset's scale is its record's (:func:`personagap.datasets.dataset_records`, the one reader).
+    From DuckDB's aggregates (:func:`extraction_report_from_store`): the figures of :func:`extraction_report` over
+    every stored label, without loading the verdicts. Each dataset's scale is its record's
+    (:func:`personagap.datasets.dataset_records`, the one reader).
     """
     from personagap.labels_api import dataset_origins
 
     with opened(db, read_only=True) as con:
-        items = load_items(con)
-        labels = load_labels(con, stage="extraction")
         origins = dataset_origins(con)
         scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "extraction"}
-    return extraction_report(items, labels, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
+        return extraction_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
+
+
+def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
+                                 seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+                                 scales: Mapping[str, DatasetScale] | None = None) -> ExtractionReport:
+    """:func:`extraction_report` from an open store, computed from DuckDB's aggregates (issue 20).
+
+    Acceptance, verifier-human agreement and the corrected estimates come from per-(dataset, extractor, rater,
+    user) verdict counts (:func:`personagap.store.extraction_counts.verdict_counts`); agreement among humans reads
+    the human verdicts of datasets with two or more human raters; the alternative-annotator test reads only items
+    several humans labelled; extractor runs and gold matching read chunks, gold and the attributes of datasets
+    that have them. Memory does not grow with the number of verdicts.
+
+    Args:
+        con: An open (read-only is enough) store connection.
+        n_resamples: Recorded with the report (the one CI rule draws no resamples).
+        seed: Recorded with the report.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); a dataset missing from it is
+            read the way the record reader infers one from its labels.
+    """
+    counts, reference = verdict_counts(con, unnamed_extractor=PILOT_EXTRACTOR)
+    datasets = sorted({*map(str, counts["dataset"]), *map(str, reference["dataset"])})
+    scales = dict(scales or {})
+    for ds in (ds for ds in datasets if ds not in scales):  # no stored record: the reader's rule on its labels
+        scales |= inferred_scales(load_labels(con, stage="extraction", dataset=ds))
+    human_counts = counts[counts["rater_kind"] == "human"]
+    several = [str(ds) for ds, n in human_counts.groupby("dataset")["rater"].nunique().items() if n >= 2]
+    judges = counts[counts["rater_kind"].isin(VERIFIER_KINDS) & counts["label"].notna()].assign(condition="")
+
+    def alt_labels(ds: str) -> pd.DataFrame:
+        # The standard-protocol verdicts among the labels of items several humans labelled (as the verdicts the
+        # per-label report hands the test).
+        rows = multi_human_labels(con, "extraction", ds, min_humans=MIN_HUMANS_PER_ITEM)
+        rows = rows[roles(rows).isin(["blind_human", "judge"]) & (rows["condition"].fillna("") == "")]
+        return rows[rows["item_id"].isin(verdict_item_ids(con, rows["item_id"].astype(str).tolist()))]
+
+    def of(ds: str, humans: HumanSet) -> tuple[pd.DataFrame, pd.DataFrame]:
+        del humans  # blind only: stage-1 verdicts have no anchored protocol
+        return judges[judges["dataset"] == ds], reference[reference["dataset"] == ds]
+
+    alt_test, estimates = extras_rows(datasets, alt_labels=alt_labels, counts=of, positive="ok",
+                                      n_resamples=n_resamples, seed=seed,
+                                      scales={ds: scales[ds] for ds in datasets})
+    return assemble_report(counts, reference, human_verdicts(con, several), scales, alt_test, estimates,
+                           items=items_frame(side_items(con)), side_labels=side_labels(con),
+                           n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 @gc_paused()

@@ -10,20 +10,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
-from personagap.analysis.comparable import roles
+from personagap.analysis.agreement import estimates as agreement_estimates
+from personagap.analysis.comparable import reference_labels, roles
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     judge_vs_reference,
-    majority,
     match_unit,
     normalise_attribute,
     prf,
     rater_agreement,
-    verdict_rates,
+    verdict_rates_from_counts,
 )
 from personagap.analysis.origins import tag_and_compare
-from personagap.analysis.panel import panel_metrics, panel_values, report_extras, scale_estimates
+from personagap.analysis.panel import panel_metrics, panel_values, report_extras
 from personagap.datasets import build_records
 from personagap.records import DatasetScale
 from personagap.stages.extraction_records import (
@@ -60,6 +61,9 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
                       scales: Mapping[str, DatasetScale] | None = None) -> ExtractionReport:
     """Build the stage-1 report from stored items and labels (pure).
 
+    The verdict figures are computed from the counts :func:`verdict_counts_frame` builds, the ones the store
+    path (:func:`personagap.stages.extraction.report_extraction`) has DuckDB build: the same figures.
+
     Args:
         items: Stage-1 items (columns item_id, dataset, user_id, attribute, position, payload),
             e.g. from :func:`load_items`; passed through :func:`items_frame`.
@@ -79,27 +83,48 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
         labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
                                        "dataset"])
     # Each dataset's scale is its record's, as diagnose and the panel take it; the reader's rule for the rest.
-    scales = {**_inferred_scales(labels), **(scales or {})}
+    scales = {**inferred_scales(labels), **(scales or {})}
     # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
     # protocol (anchored or other-question labels are not stage-1 verdicts).
     labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
     labels = labels.assign(kind=labels["item_id"].map(kind_of))
     verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
     verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
-    kw = {"n_resamples": n_resamples, "seed": seed}
     verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
     alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
                                         scales={ds: scales[ds] for ds in verdict_sets})
-    report = ExtractionReport(alt_test=alt_test, estimates=estimates,
-        human_agreement=_human_agreement(verdicts, **kw), acceptance=_acceptance(verdicts, **kw),
-        verifiers=_verifiers(verdicts, scales, **kw), extractors=_extractor_runs(items, labels),
-        gold=_gold_summary(items), matching=_matching(items, labels, **kw), n_resamples=n_resamples, seed=seed)
-    report.origin_comparison = tag_and_compare(report, origins or {},
-                                               lambda: ((v.verifier, v) for v in report.verifiers))
-    return report
+    counts, reference = verdict_counts_frame(verdicts)
+    humans = verdicts[(verdicts["rater_kind"] == "human") & verdicts["label"].notna()]
+    return assemble_report(counts, reference, humans[["dataset", "item_id", "rater", "label", "user_id"]],
+                           scales, alt_test, estimates, items=items, side_labels=labels, n_resamples=n_resamples,
+                           seed=seed, origins=origins)
 
 
-def _inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
+def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The counts of :func:`personagap.store.extraction_counts.verdict_counts`, from verdicts already in memory.
+
+    Args:
+        verdicts: Standard-protocol blind human and comparable judge labels on verdict items, with an
+            ``extractor`` column.
+
+    Returns:
+        Label counts and reference counts, with the columns the store's query gives.
+    """
+    reference = reference_labels(verdicts, "blind")
+    counted = verdicts[((verdicts["rater_kind"] == "human") & verdicts["label"].notna())
+                       | verdicts["rater_kind"].isin(VERIFIER_KINDS)]
+    keys = ["dataset", "extractor", "rater", "rater_kind", "user_id", "human", "label"]
+    counts = (counted.assign(human=counted["item_id"].map(reference))[keys]
+              .groupby(keys, dropna=False, sort=True).size().rename("n").reset_index())
+    with_reference = verdicts.drop_duplicates("item_id")
+    with_reference = with_reference.assign(human=with_reference["item_id"].map(reference))
+    with_reference = with_reference[with_reference["human"].notna()]
+    ref_counts = (with_reference.groupby(["dataset", "user_id", "human"], sort=True).size().rename("n")
+                  .reset_index())
+    return counts, ref_counts
+
+
+def inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
     """Each labelled dataset's scale as :func:`personagap.datasets.build_records` infers it from its labels alone.
 
     For a caller without stored records (the pure report on hand-made frames): no declared categories, verification
@@ -114,22 +139,55 @@ def _inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
     return {ds: r.scale for (_, ds), r in build_records(kinds, rows, {}).items()}
 
 
-def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.DataFrame, failures: int,
-               **kw: Any) -> VerdictRow:
-    r = verdict_rates(rows["label"].tolist(), rows["user_id"].tolist(), **kw)
-    return VerdictRow(dataset=dataset, extractor=extractor, rater=rater, rater_kind=kind, n=len(rows),
+def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.DataFrame,
+                    scales: Mapping[str, DatasetScale], alt_test: list[dict[str, Any]],
+                    estimates: list[dict[str, Any]], *, items: pd.DataFrame, side_labels: pd.DataFrame,
+                    n_resamples: int, seed: int, origins: Mapping[str, str] | None) -> ExtractionReport:
+    """The stage-1 report from verdict counts (whichever path counted them) and the side items and labels.
+
+    Args:
+        counts: Label counts (:func:`verdict_counts_frame`'s or the store's columns).
+        reference: Reference counts of the same call.
+        humans: Per-item parsed blind human verdicts (``dataset``, ``item_id``, ``rater``, ``label``,
+            ``user_id``), at least of every dataset with two or more human raters.
+        scales: Dataset -> its scale (every dataset with verdicts).
+        alt_test: The alternative-annotator test rows.
+        estimates: The corrected-estimate rows.
+        items: Stage-1 items (:func:`items_frame`) holding at least the conversations, chunks, gold, matcher pairs
+            and the extracted attributes of datasets with chunks or gold.
+        side_labels: Standard-protocol labels holding at least those on chunk and matcher-pair items.
+        n_resamples: Recorded with the report.
+        seed: Recorded with the report.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+    """
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    report = ExtractionReport(alt_test=alt_test, estimates=estimates,
+        human_agreement=_human_agreement(counts, humans, **kw), acceptance=_acceptance(counts),
+        verifiers=_verifiers(counts, reference, scales), extractors=_extractor_runs(items, side_labels),
+        gold=_gold_summary(items), matching=_matching(items, side_labels, **kw), n_resamples=n_resamples, seed=seed)
+    report.origin_comparison = tag_and_compare(report, origins or {},
+                                               lambda: ((v.verifier, v) for v in report.verifiers))
+    return report
+
+
+def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.DataFrame, failures: int) -> VerdictRow:
+    # rows: parsed verdict counts (user_id, label, n) of one rater group.
+    r = verdict_rates_from_counts(rows["label"].to_numpy(dtype=object), rows["user_id"].astype(str).to_numpy(),
+                                  rows["n"].to_numpy(dtype=float))
+    return VerdictRow(dataset=dataset, extractor=extractor, rater=rater, rater_kind=kind, n=int(rows["n"].sum()),
                       n_users=int(rows["user_id"].nunique()), failures=failures,
                       ok=r["ok"].value, ok_ci=ci_list(r["ok"]), bad=r["bad"].value, bad_ci=ci_list(r["bad"]),
                       unsure=r["unsure"].value, unsure_ci=ci_list(r["unsure"]))
 
 
-def _human_agreement(verdicts: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
+def _human_agreement(counts: pd.DataFrame, humans: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
     out = []
-    humans = verdicts[(verdicts["rater_kind"] == "human") & verdicts["label"].notna()]
-    for dataset, rows in humans.groupby("dataset", sort=True):
+    human_counts = counts[counts["rater_kind"] == "human"]
+    for dataset, rows in human_counts.groupby("dataset", sort=True):
         if rows["rater"].nunique() < 2:
             continue
-        long = rows.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]]
+        mine = humans[humans["dataset"] == dataset]
+        long = mine.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]]
         agr = rater_agreement(long, **kw)
         group = agr.pairwise.groups.get("human–human") if agr.pairwise is not None else None
         nan = float("nan")
@@ -141,48 +199,42 @@ def _human_agreement(verdicts: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
             mean_pairwise_kappa=group.mean_kappa.value if group else nan,
             mean_pairwise_kappa_ci=ci_list(group.mean_kappa) if group else [nan, nan],
             rater_pairs=group.n_pairs if group else 0,
-            per_annotator=[_rates_row(str(dataset), "", str(r), "human", g, 0, **kw)
+            per_annotator=[_rates_row(str(dataset), "", str(r), "human", g, 0)
                            for r, g in rows.groupby("rater", sort=True)]))
     return out
 
 
-def _acceptance(verdicts: pd.DataFrame, **kw: Any) -> list[VerdictRow]:
+def _acceptance(counts: pd.DataFrame) -> list[VerdictRow]:
     out = []
-    for (dataset, extractor), rows in verdicts.groupby(["dataset", "extractor"], sort=True):
-        humans = rows[(rows["rater_kind"] == "human") & rows["label"].notna()]
+    for (dataset, extractor), rows in counts.groupby(["dataset", "extractor"], sort=True):
+        humans = rows[rows["rater_kind"] == "human"]
         if not humans.empty:
             label = f"humans ({humans['rater'].nunique()})"
-            out.append(_rates_row(str(dataset), str(extractor), label, "human", humans, 0, **kw))
+            out.append(_rates_row(str(dataset), str(extractor), label, "human", humans, 0))
         judges = rows[rows["rater_kind"].isin(VERIFIER_KINDS)]
         for (rater, kind), g in judges.groupby(["rater", "rater_kind"], sort=True):
-            parsed = g[g["label"].notna()]
-            out.append(_rates_row(str(dataset), str(extractor), str(rater), str(kind), parsed,
-                                  int(g["label"].isna().sum()), **kw))
+            failed = g["label"].isna()
+            out.append(_rates_row(str(dataset), str(extractor), str(rater), str(kind), g[~failed],
+                                  int(g.loc[failed, "n"].sum())))
     return out
 
 
-def _verifiers(verdicts: pd.DataFrame, scales: Mapping[str, DatasetScale], **kw: Any) -> list[VerifierAgreement]:
-
+def _verifiers(counts: pd.DataFrame, reference: pd.DataFrame,
+               scales: Mapping[str, DatasetScale]) -> list[VerifierAgreement]:
     out = []
-    for dataset, rows in verdicts.groupby("dataset", sort=True):
-        humans = rows[(rows["rater_kind"] == "human") & rows["label"].notna()]
-        reference = {i: m for i, g in humans.groupby("item_id") if (m := majority(g["label"])) is not None}
-        if not reference:
-            continue
-        cluster_of = dict(zip(rows["item_id"], rows["user_id"], strict=False))
-        judges = rows[rows["rater_kind"].isin(VERIFIER_KINDS) & rows["label"].notna()]
-        for rater, g in judges.groupby("rater", sort=True):
-            mine = dict(zip(g["item_id"], g["label"], strict=True))
-            shared = set(mine) & set(reference)
-            if shared:  # over the dataset's scale: a verifier that never says "unsure" still has K = 3
-                ids = sorted(shared)
-                est = scale_estimates(pd.Series([reference[i] for i in ids]), pd.Series([mine[i] for i in ids]),
-                                      pd.Series([cluster_of[i] for i in ids]), scales[str(dataset)],
-                                      ("kappa", "accuracy", *panel_metrics(False)))
-            else:
-                est = judge_vs_reference(mine, reference, cluster_of, extra=panel_metrics(False), **kw)
-            out.append(VerifierAgreement(dataset=str(dataset), verifier=str(rater), n=len(shared),
-                                         n_users=len({cluster_of[i] for i in shared}),
+    judged = counts[counts["rater_kind"].isin(VERIFIER_KINDS) & counts["label"].notna()]
+    for dataset in sorted(map(str, reference["dataset"].unique())):
+        scale = scales[dataset]
+        for rater, g in judged[judged["dataset"] == dataset].groupby("rater", sort=True):
+            joined = g[g["human"].notna()]
+            if joined.empty:
+                est = judge_vs_reference({}, {}, {}, extra=panel_metrics(False))
+            else:  # over the dataset's scale: a verifier that never says "unsure" still has K = 3
+                tables, _ = user_tables(joined, scale)
+                est = agreement_estimates(tables, ("kappa", "accuracy", *panel_metrics(False)),
+                                          levels=scale.levels() if scale.ordinal else None)
+            out.append(VerifierAgreement(dataset=dataset, verifier=str(rater), n=int(joined["n"].sum()),
+                                         n_users=int(joined["user_id"].nunique()),
                                          kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
                                          undefined_resamples=est["kappa"].n_undefined,
                                          accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
