@@ -27,8 +27,11 @@ def db_path() -> str:
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
 def db_state(db: str) -> dict[str, int]:
-    """The store's row counts (:func:`queries.db_state`), cached."""
-    return queries.db_state(db)
+    """The store's row counts (:func:`queries.db_state`), cached; the first read the server's start-up made."""
+    from personagap.dashboard import prefetch
+
+    early = prefetch.take_state(db)  # read before the port opened (personagap.dashboard.serve); only once
+    return queries.db_state(db) if early is None else early
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")

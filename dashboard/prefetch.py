@@ -2,23 +2,37 @@
 
 ``personagap dashboard`` serves the app through :mod:`personagap.dashboard.serve`, which calls :func:`start` before
 anything heavy is imported and before Streamlit opens its port. Both come from one set of per-user counts
-(:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis`), whose DuckDB count runs while the server
-imports; the pipeline view first: the Overview's cache adopts it (:func:`view`) as soon as the page asks, even
-while it is still computing. The first Overview then takes the diagnosis (:func:`take`), once: later reads go
+(:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis`), computed in a child process: in a thread of the
+server, its pandas work held the interpreter lock against Streamlit's imports, its start-up and the first page's
+files and script run (at 10^6 labels the pipeline view came ~10 s after the prefetch started instead of ~5 s alone).
+The child sends the pipeline view first: the Overview's cache adopts it (:func:`view`) as soon as the page asks,
+even while it is still computing. The first Overview then takes the diagnosis (:func:`take`), once: later reads go
 through the dashboard's own TTL cache, and a Refresh recomputes from the file.
+
+The child reads the file read-only; while it runs, the server holds the dashboard's read gate
+(:func:`personagap.dashboard.access.reading`) for it, as for a read of its own, so an Annotate label waits until the
+file is free. Nothing is kept on disk: a new server computes afresh.
 
 This module imports nothing heavy: starting the work must not wait for scipy or streamlit.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
 from concurrent.futures import Future
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
 _jobs: dict[str, tuple[threading.Event, dict[str, Any], Future[Any]]] = {}
+_states: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
+
+
+class PrefetchError(RuntimeError):
+    """The child process failed (its message says why); the page recomputes and shows its own error."""
 
 
 def stamp(db: str) -> tuple[int, int]:
@@ -29,33 +43,75 @@ def stamp(db: str) -> tuple[int, int]:
     return mtime(Path(db)), mtime(Path(db + ".wal"))
 
 
+def _compute(db: str, conn: Connection) -> None:
+    """The child's work: send ``("view", PipelineView)`` as soon as it is ready, then ``("diagnosis", Diagnosis)``."""
+    try:
+        from personagap.analysis.pipeline_first import pipeline_and_diagnosis
+
+        _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=lambda v: conn.send(("view", v)))
+        conn.send(("diagnosis", result))
+    except Exception as exc:  # noqa: BLE001 - sent as text: the exception itself may not pickle
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    conn.close()
+    # Sent: skip the interpreter's teardown (pandas, DuckDB, scipy), CPU the first page's script run needs more.
+    os._exit(0)
+
+
 def start(db: str) -> None:
-    """Compute the pipeline view and the diagnosis of ``db`` in a background thread (default resamples and seed).
+    """Compute the pipeline view and the diagnosis of ``db`` in a child process (default resamples and seed).
 
     Errors are the page's to report: it recomputes.
     """
     done = threading.Event()
     box: dict[str, Any] = {"stamp": stamp(db)}
     view: Future[Any] = Future()
+    # "spawn": a fresh interpreter, safe whatever threads this process runs (a test's DuckDB pool, Streamlit's).
+    mp = multiprocessing.get_context("spawn")
+    receiver, sender = mp.Pipe(duplex=False)
+    child = mp.Process(target=_compute, args=(db, sender), name="personagap-prefetch", daemon=True)
 
-    def work() -> None:
+    def collect() -> None:
+        from personagap.dashboard import access
+
         try:
-            from personagap.analysis.pipeline_first import pipeline_and_diagnosis
-            from personagap.dashboard import access
-
             with access.reading():
-                _, box["result"], _ = pipeline_and_diagnosis(db, extras=False, on_view=view.set_result)
-            box["key"] = (box["result"].n_resamples, box["result"].seed)
+                child.start()
+                sender.close()  # the child's end: EOF here once the child is gone
+                while True:
+                    kind, payload = receiver.recv()
+                    if kind == "view":
+                        view.set_result(payload)
+                    elif kind == "diagnosis":
+                        box["result"] = payload
+                        box["key"] = (payload.n_resamples, payload.seed)
+                        break
+                    else:
+                        raise PrefetchError(payload)
         except Exception as exc:  # noqa: BLE001 - the page recomputes and shows the error itself
             box["result"] = None
             if not view.done():
                 view.set_exception(exc)  # the Overview's cache retries a failed view
         finally:
-            done.set()
+            receiver.close()
+            done.set()  # before reaping the child: the page must not wait for its interpreter to exit
+            child.join(timeout=5)
 
     with _lock:
         _jobs[db] = (done, box, view)
-    threading.Thread(target=work, name="personagap-prefetch", daemon=True).start()
+    threading.Thread(target=collect, name="personagap-prefetch", daemon=True).start()
+
+
+def keep_state(db: str, state: dict[str, int], read: tuple[int, int]) -> None:
+    """Keep the store's row counts, read by the server before it opened its port (file stamp ``read``)."""
+    with _lock:
+        _states[db] = (read, state)
+
+
+def take_state(db: str) -> dict[str, int] | None:
+    """The row counts :func:`keep_state` kept, once; None when there are none or the file changed since."""
+    with _lock:
+        kept = _states.pop(db, None)
+    return None if kept is None or kept[0] != stamp(db) else kept[1]
 
 
 def view(db: str) -> tuple[tuple[int, int], Future[Any]] | None:
