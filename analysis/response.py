@@ -50,11 +50,27 @@ def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples:
         The rate and its CI; NaN for no items.
     """
     h = np.asarray(hits, dtype=bool)
-    if h.size == 0:
-        return NAN_ESTIMATE
     del n_resamples, seed  # deprecated
-    per, _ = per_cluster_sums(np.column_stack([h, np.ones(h.size)]), clusters)
-    return rate_from_sums(per, level=level)
+    return rate_from_counts(clusters, h, np.ones(h.size), level=level)
+
+
+def rate_from_counts(clusters: npt.ArrayLike, hits: npt.ArrayLike, counts: npt.ArrayLike, *,
+                     level: float = 0.95) -> Estimate:
+    """A rate and its CI from counted rows (one item, or a DuckDB group of items, each), the one CI rule.
+
+    Args:
+        clusters: The user (cluster) of each row.
+        hits: Items of the row counted as hits.
+        counts: Items of the row counted.
+        level: Confidence level.
+
+    Returns:
+        Total hits over total items with its user-clustered CI over the users with a counted item; NaN for none.
+    """
+    per, _ = per_cluster_sums(np.column_stack([np.asarray(hits, dtype=float), np.asarray(counts, dtype=float)]),
+                              clusters)
+    per = per[per[:, 1] > 0]
+    return NAN_ESTIMATE if per.size == 0 else rate_from_sums(per, level=level)
 
 
 def rate_from_sums(per_user: FloatArray, *, level: float = 0.95) -> Estimate:
@@ -196,8 +212,31 @@ def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_prof
     hit_with = (np.asarray(with_profile, dtype=object) == h).astype(float)
     hit_without = (np.asarray(without_profile, dtype=object) == h).astype(float)
     del n_resamples, seed  # deprecated
-    per, _ = per_cluster_sums(np.column_stack([hit_with, hit_without, np.ones(h.size)]), clusters)
-    return float(hit_with.mean()), float(hit_without.mean()), gap_from_sums(per)
+    return gap_from_counts(clusters, hit_with, hit_without, np.ones(h.size))
+
+
+def gap_from_counts(clusters: npt.ArrayLike, hits_with: npt.ArrayLike, hits_without: npt.ArrayLike,
+                    counts: npt.ArrayLike, *, level: float = 0.95) -> tuple[float, float, Estimate]:
+    """:func:`accuracy_gap` from counted rows (one item, or a DuckDB group of paired items, each).
+
+    Args:
+        clusters: The user (cluster) of each row.
+        hits_with: Items of the row the judge got right with the profile.
+        hits_without: Items of the row it got right without it.
+        counts: Paired items of the row.
+        level: Confidence level.
+
+    Returns:
+        ``(accuracy_with, accuracy_without, gap)``; NaN for no items.
+    """
+    per, _ = per_cluster_sums(np.column_stack([np.asarray(hits_with, dtype=float),
+                                               np.asarray(hits_without, dtype=float),
+                                               np.asarray(counts, dtype=float)]), clusters)
+    per = per[per[:, 2] > 0]
+    if per.size == 0:
+        return float("nan"), float("nan"), NAN_ESTIMATE
+    total = per.sum(axis=0)
+    return float(total[0] / total[2]), float(total[1] / total[2]), gap_from_sums(per, level=level)
 
 
 def swap_consistency(first: npt.ArrayLike, second: npt.ArrayLike) -> float:

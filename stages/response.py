@@ -33,20 +33,26 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import pandas as pd
 
+from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, Reference
 from personagap.analysis.origins import tag_and_compare
-from personagap.analysis.panel import report_extras
 from personagap.datasets import dataset_records
-from personagap.human_data.labels import ASPECTS_PREFIX, RatedAspectSpec, parse_aspects
+from personagap.human_data.labels import ASPECTS_PREFIX, parse_aspects
 from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import ResponseImport, load_prism
 from personagap.human_data.usr import load_usr
 from personagap.records import DatasetRecord
-from personagap.stages.frames import is_in
-from personagap.stages.response_pairwise import PAIRWISE_SCALE, gvp_dataset, pairwise_dataset
+from personagap.stages.response_pairwise import (
+    PAIRWISE_SCALE,
+    gvp_rows,
+    pairwise_humans,
+    pairwise_judges,
+    profile_gaps,
+)
 from personagap.stages.response_records import (
     GVP_KIND,
     SINGLE_KINDS,
@@ -60,13 +66,25 @@ from personagap.stages.response_records import (
 )
 from personagap.stages.response_single import inferred_record, legacy_usr, single_dataset
 from personagap.stages.response_text import render_response
-from personagap.store import StoreError, gc_paused, load_labels, opened, write_batch
+from personagap.store import StoreError, gc_paused, opened, write_batch
+from personagap.store.aggregates import label_counts
+from personagap.store.response_counts import (
+    gvp_counts,
+    label_summary,
+    pair_human_counts,
+    pair_judge_counts,
+    profile_gap_counts,
+    single_response_labels,
+    staged,
+    swap_counts,
+)
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
 
 __all__ = ["GVP_KIND", "HUMAN_KINDS", "JUDGE_KINDS", "ResponseReport", "import_personafeedback", "import_prism",
-           "import_usr", "judge_response", "load_items", "render_response", "report_response", "response_report"]
+           "import_usr", "judge_response", "load_items", "render_response", "report_response",
+           "response_report_from_store"]
 
 
 # --------------------------------------------------------------------------- library API
@@ -142,18 +160,86 @@ def load_items(con: Any) -> pd.DataFrame:
 
 def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                     seed: int = DEFAULT_SEED) -> ResponseReport:
-    """Build the stage-3 report from a database (read-only)."""
+    """Build the stage-3 report from a database (read-only), from DuckDB's aggregates (issue 20).
+
+    Pairwise and generic-vs-personalised figures come from per-(dataset, judge, condition, user) sums
+    (:mod:`personagap.store.response_counts`); the alternative-annotator test reads only items several humans
+    labelled (:func:`~personagap.analysis.aggregated.store_extras`); single-response sections read the labels of
+    single-response items alone. Memory does not grow with the pairwise labels.
+    """
     from personagap.labels_api import dataset_origins
 
     with opened(db, read_only=True) as con:
-        labels = load_labels(con, stage="response")
-        items = load_items(con)
         origins = dataset_origins(con)
         records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
-        aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
-                                                 [ASPECTS_PREFIX]).fetchall()))
-    return response_report(labels, items, n_resamples=n_resamples, seed=seed, origins=origins, records=records,
-                           aspects=aspects)
+        return response_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins,
+                                          records=records)
+
+
+def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
+                               seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+                               records: Mapping[str, DatasetRecord]) -> ResponseReport:
+    """The stage-3 report from an open store.
+
+    Args:
+        con: An open (read-only is enough) store connection.
+        n_resamples: Recorded with the report (the one CI rule draws no resamples).
+        seed: Recorded with the report.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        records: Dataset -> its stage-3 record (:func:`personagap.datasets.dataset_records`): the scale every
+            judge is scored over and the question a section is titled with. A single-response dataset missing
+            from it is read the way the record reader infers one (nominal over the labels).
+    """
+    with staged(con):
+        summary = label_summary(con, SINGLE_KINDS, YES_NO)
+        datasets = sorted({str(d) for d in summary["dataset"]})
+        if not datasets:
+            return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
+                                  n_resamples=n_resamples, seed=seed)
+        counts, swaps, human_counts = pair_judge_counts(con), swap_counts(con), pair_human_counts(con)
+        gap_counts, gvp = profile_gap_counts(con), gvp_counts(con)
+    by_dataset = summary.groupby("dataset")
+    single_datasets = [d for d in datasets if by_dataset.get_group(d)["single"].sum() > 0]
+    # A dataset's labels are yes/no when every parsed one is (a group without a parsed label says nothing).
+    binary = [d for d in datasets if by_dataset.get_group(d)["binary"].dropna().astype(bool).all()]
+    pair_humans = summary[summary["blind_human"] & (summary["pairwise"] > 0)]
+    singles_frame = single_response_labels(con, SINGLE_KINDS, single_datasets) if single_datasets else None
+    aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
+                                             [ASPECTS_PREFIX]).fetchall()))
+    judges: list[JudgeResult] = []
+    humans: list[HumanBias] = []
+    gaps: list[ProfileGap] = []
+    gvp_results: list[GenericVsPersonalized] = []
+    singles: list[SingleResponseReport] = []
+    for dataset in datasets:
+        judges += pairwise_judges(counts, swaps, dataset, scale=PAIRWISE_SCALE)
+        humans += pairwise_humans(human_counts, pair_humans, dataset)
+        gaps += profile_gaps(gap_counts, counts, dataset)
+        gvp_results += gvp_rows(gvp, dataset)
+        if singles_frame is None or dataset not in single_datasets:
+            continue
+        frame = singles_frame[singles_frame["dataset"] == dataset]
+        record = records.get(dataset)
+        single_record = record if record is not None and record.item_kind == "single" else inferred_record(
+            dataset, frame)
+        js, section = single_dataset(frame, single_record, aspects.get(dataset, []), n_resamples=n_resamples,
+                                     seed=seed)
+        judges += js
+        singles += [section] if section is not None else []
+    # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
+    # datasets only (an A/B/tie preference has no single "positive" label).
+    # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
+    counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
+        {"blind": label_counts(con, "response", "blind")} if binary else {})
+    alt_test, estimates = store_extras(con, "response", datasets, positive="yes", counts=counts_for_rates,
+                                       rate_datasets=binary, n_resamples=n_resamples, seed=seed,
+                                       scales={ds: r.scale for ds, r in records.items()})
+    out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp_results,
+                         single_responses=singles, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
+                         seed=seed)
+    out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
+    out.usr = legacy_usr(out.single_responses)
+    return out
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,
@@ -207,73 +293,6 @@ def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bo
         raise StoreError(f"{db}: no stored items{needs} for judge {judge_name!r}; import a release first")
     return run_judge(db, judge, tasks, lm, concurrency=concurrency, limit=limit, progress=progress,
                      max_retries=max_retries, source=",".join(sorted(set(items["dataset"]))) or "response", seed=seed)
-
-
-# --------------------------------------------------------------------------- building the report
-
-
-def response_report(labels: pd.DataFrame, items: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
-                    records: Mapping[str, DatasetRecord] | None = None,
-                    aspects: Mapping[str, list[RatedAspectSpec]] | None = None) -> ResponseReport:
-    """Build the stage-3 report from stored labels and items (pure: no I/O).
-
-    Args:
-        labels: :func:`personagap.store.load_labels` with ``stage='response'``.
-        items: :func:`load_items`.
-        n_resamples: Bootstrap resamples for every CI (clusters = users / dialogue contexts).
-        seed: Bootstrap seed.
-        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
-        records: Dataset -> its stage-3 record (:func:`personagap.datasets.dataset_records`): the scale every
-            judge is scored over and the question a section is titled with. A dataset missing from it is read
-            the way the record reader infers one (pairs: A/B/tie; single responses: nominal over the labels).
-        aspects: Dataset -> the other questions its raters answered (:func:`parse_aspects`).
-    """
-    judges: list[JudgeResult] = []
-    humans: list[HumanBias] = []
-    gaps: list[ProfileGap] = []
-    gvp: list[GenericVsPersonalized] = []
-    singles: list[SingleResponseReport] = []
-    if labels.empty or items.empty:
-        return ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp,
-                              usr=None, n_resamples=n_resamples, seed=seed)
-    item_index = items.set_index("item_id")
-    datasets = sorted(map(str, labels["dataset"].unique()))
-    for dataset in datasets:
-        frame = labels[labels["dataset"] == dataset]
-        ds_items = item_index[item_index["dataset"] == dataset]
-        record = (records or {}).get(dataset)
-        pair_frame = frame[is_in(frame["item_id"], ds_items.index[ds_items["kind"] == "pairwise"])]
-        if not pair_frame.empty:
-            js, hb, gp = pairwise_dataset(pair_frame, ds_items, dataset, scale=PAIRWISE_SCALE,
-                                          n_resamples=n_resamples, seed=seed)
-            judges += js
-            humans += hb
-            gaps += gp
-        gvp_frame = frame[is_in(frame["item_id"], ds_items.index[ds_items["kind"] == GVP_KIND])]
-        if not gvp_frame.empty:
-            gvp += gvp_dataset(gvp_frame, ds_items, dataset, n_resamples=n_resamples, seed=seed)
-        single_frame = frame[is_in(frame["item_id"], ds_items.index[ds_items["kind"].isin(SINGLE_KINDS)])]
-        if not single_frame.empty:
-            single_record = record if record is not None and record.item_kind == "single" else inferred_record(
-                dataset, single_frame)
-            js, section = single_dataset(single_frame, single_record, (aspects or {}).get(dataset, []),
-                                         n_resamples=n_resamples, seed=seed)
-            judges += js
-            singles += [section] if section is not None else []
-    # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
-    # datasets only (an A/B/tie preference has no single "positive" label).
-    binary = [ds for ds in datasets if set(labels.loc[(labels["dataset"] == ds) & labels["label"].notna(), "label"])
-              <= set(YES_NO)]
-    scales = {ds: r.scale for ds, r in (records or {}).items()}
-    alt_test, estimates = report_extras(labels, datasets, positive="yes", rate_datasets=binary,
-                                        n_resamples=n_resamples, seed=seed, scales=scales)
-    out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp,
-                         single_responses=singles, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
-                         seed=seed)
-    out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
-    out.usr = legacy_usr(out.single_responses)
-    return out
 
 
 # --------------------------------------------------------------------------- rendering

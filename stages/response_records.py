@@ -1,8 +1,8 @@
-"""Stage 3's report records: what :func:`personagap.stages.response.response_report` returns, and its vocabulary."""
+"""Stage 3's report records: what :func:`personagap.stages.response.report_response` returns, and its vocabulary."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -12,18 +12,10 @@ from personagap.analysis.comparable import YES_NO as comparable_yes_no
 from personagap.analysis.origins import OriginComparison, OriginField
 from personagap.analysis.panel import PanelFields
 
-if TYPE_CHECKING:
-    pass
-
-
-REVERSED = "+reversed"
-
-
-NO_PROFILE = "no-profile"
-
-
-GVP_KIND = "generic_vs_personalized"
-
+# The vocabulary the store's counts are keyed by, re-exported where the report's readers have always found it.
+from personagap.store.response_counts import GVP_KIND as GVP_KIND
+from personagap.store.response_counts import NO_PROFILE as NO_PROFILE
+from personagap.store.response_counts import REVERSED as REVERSED
 
 USR_DATASET = "usr-personachat"
 

@@ -1,0 +1,249 @@
+"""Aggregate reads for the stage-3 report: per-(dataset, judge, condition, user) sums that DuckDB builds.
+
+``report response`` computes every pairwise figure (accuracy, kappa and the panel over A/B/tie, position and length
+bias, trivial baselines, the with- vs without-profile gap, swap consistency) and the generic-vs-personalised rates
+from these small tables, so its memory does not grow with the number of labels (issue 20). Which labels count is
+:mod:`personagap.analysis.comparable`'s rule, through its SQL predicates and its one reference query
+(:func:`~personagap.analysis.comparable.reference_sql`). Every value a caller passes is bound as a parameter.
+
+How a verdict is read, in one place for the report:
+
+* canonical labels are 'A', 'B' or 'tie'; a judge that saw the pair swapped has ``meta.swapped`` true, so it chose
+  the answer shown first when ``(label = 'A') <> swapped``;
+* an answer's length is its number of characters (code points, as Python's ``len``);
+* the trivial 'always longer' judge says 'A' on equal lengths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import cast
+
+import duckdb
+import pandas as pd
+
+from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql, reference_sql
+
+STAGE = "response"
+PAIRWISE_KIND = "pairwise"
+GVP_KIND = "generic_vs_personalized"
+REVERSED = "+reversed"
+NO_PROFILE = "no-profile"
+PERSONALIZED = "B"
+"""Canonical position of the personalised answer of a generic-vs-personalised pair (the generic one is A)."""
+
+_JUDGE = comparable_judge_sql("l")
+
+_ITEMS = "pg_response_items"
+_REFERENCE = "pg_response_reference"
+
+
+@contextmanager
+def staged(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Stage-3 items (payload read once) and their blind human reference as temporary tables, for the counts below.
+
+    Every stage-3 count reads them: the reference (every human label) and the item payloads are computed once per
+    report instead of once per query. Temporary tables live in the connection's memory (a read-only store is
+    enough) and are dropped on exit.
+
+    Columns: ``{items}`` — ``item_id``, ``dataset``, ``user_id``, ``kind``, ``len_a``, ``len_b``, ``split``,
+    ``tier``, ``shown`` (the A/B order is the one humans saw); ``{reference}`` — ``item_id``, ``human``.
+    """
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {_ITEMS} AS
+        SELECT item_id, dataset, user_id, v[1] AS kind, length(v[2]) AS len_a, length(v[3]) AS len_b, v[4] AS split,
+               v[5] AS tier, NOT json_exists(payload, '$.order_seed') AS shown
+        FROM (SELECT *, json_extract_string(payload, ['$.kind', '$.answer_a', '$.answer_b', '$.split', '$.tier']) AS v
+              FROM items WHERE stage = $stage)
+    """, {"stage": STAGE})
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE {_REFERENCE} AS
+        WITH {reference_sql("blind")}
+        SELECT * FROM reference SEMI JOIN {_ITEMS} USING (item_id)
+    """)
+    try:
+        yield
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_ITEMS}; DROP TABLE IF EXISTS {_REFERENCE}")
+
+
+_PAIR_ITEMS = f"""
+    pair_items AS (SELECT * FROM {_ITEMS} WHERE kind = $pairwise)"""
+
+_PARSED = f"""
+    parsed AS (
+        SELECT l.item_id, l.rater, l.condition, l.label
+        FROM labels l SEMI JOIN pair_items USING (item_id)
+        WHERE {_JUDGE} AND l.label IS NOT NULL
+    )"""
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> pd.DataFrame:
+    # Through Arrow: the same dtypes as .df() without building strings one Python object at a time.
+    return cast(pd.DataFrame, con.sql(sql, params=params).to_arrow_table().combine_chunks().to_pandas())
+
+
+def _params(**extra: object) -> dict[str, object]:
+    return {"pairwise": PAIRWISE_KIND, **extra}
+
+
+def label_summary(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str], binary: Sequence[str]) -> pd.DataFrame:
+    """Per (dataset, rater, rater kind, condition) of stage 3, in one pass over the labels (inside :func:`staged`).
+
+    Returns:
+        Columns ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``binary`` (every parsed label is one of
+        ``binary``; missing where none is parsed), ``single`` (labels on items of a kind in ``single_kinds``),
+        ``pairwise`` (labels on pairwise items), ``blind_human`` (blind human labels, the reference's raters),
+        ``judge`` (comparable judge labels).
+    """
+    return _rows(con, f"""
+        SELECT i.dataset, l.rater, l.rater_kind, l.condition,
+               bool_and(list_contains($binary, l.label)) FILTER (WHERE l.label IS NOT NULL) AS binary,
+               count(*) FILTER (WHERE list_contains($single, i.kind)) AS single,
+               count(*) FILTER (WHERE i.kind = $pairwise) AS pairwise,
+               {blind_human_sql("l")} AS blind_human, {_JUDGE} AS judge
+        FROM labels l JOIN {_ITEMS} i USING (item_id)
+        GROUP BY ALL
+    """, _params(binary=list(binary), single=list(single_kinds)))
+
+
+def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Every comparable judge's labels on pairwise items, counted in one pass (reverse-order runs left out).
+
+    One row per (dataset, rater, rater_kind, condition, user, blind human reference ``human`` (missing: the item
+    has none), ``label`` (missing: the answer could not be parsed), item ``split`` and ``tier``, ``error`` text):
+    the confusion counts, the bias sums, the accuracy by split or tier and the failures by reason, all at once.
+    Parsed labels carry no error text, so the failures' texts split no other count.
+
+    Returns:
+        Those key columns and ``n`` (labels), ``failed`` (unparsed), ``joined`` (parsed with a reference), ``hits``
+        (the reference's label), ``decisive`` (A/B verdicts with a reference), ``first`` (of those, the answer
+        shown first), ``unequal`` (decisive on answers of unequal length), ``longer`` (of those, the longer
+        answer), ``always_longer`` (joined items where 'always longer' is the reference's label).
+    """
+    return _rows(con, f"""
+        WITH {_PAIR_ITEMS},
+        judged AS (
+            SELECT p.dataset, l.rater, l.rater_kind, l.condition, p.user_id, r.human, l.label, p.split, p.tier,
+                   l.error, l.label IS NOT NULL AND r.human IS NOT NULL AS joined,
+                   l.label IN ('A', 'B') AND r.human IS NOT NULL AS decisive,
+                   (l.label = 'A') <> coalesce(try_cast(l.meta->>'swapped' AS BOOLEAN), false) AS first,
+                   p.len_a <> p.len_b AS unequal, (l.label = 'A') = (p.len_a > p.len_b) AS longer,
+                   CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END AS longer_side
+            FROM labels l JOIN pair_items p USING (item_id) LEFT JOIN {_REFERENCE} r USING (item_id)
+            WHERE {_JUDGE} AND NOT ends_with(l.condition, $reversed)
+        )
+        SELECT dataset, rater, rater_kind, condition, user_id, human, label, split, tier, error, count(*) AS n,
+               count(*) FILTER (label IS NULL) AS failed, count(*) FILTER (joined) AS joined,
+               count(*) FILTER (joined AND label = human) AS hits, count(*) FILTER (decisive) AS decisive,
+               count(*) FILTER (decisive AND first) AS first, count(*) FILTER (decisive AND unequal) AS unequal,
+               count(*) FILTER (decisive AND unequal AND longer) AS longer,
+               count(*) FILTER (joined AND longer_side = human) AS always_longer
+        FROM judged
+        GROUP BY ALL
+    """, _params(reversed=REVERSED))
+
+
+def pair_human_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The blind human reference of pairwise items, per (dataset, user): what the humans' own biases read.
+
+    Returns:
+        Per (dataset, user): ``n`` items with a reference, ``decisive`` (A/B), ``first`` (A: the answer listed
+        first, the order humans saw where ``shown``), ``unequal``/``longer`` as :func:`pair_judge_counts`,
+        ``ties``, ``always_longer`` (hits of the 'always longer' judge), ``shown`` (every item's order is the one
+        the humans saw).
+    """
+    return _rows(con, f"""
+        WITH {_PAIR_ITEMS}
+        SELECT p.dataset, p.user_id, count(*) AS n, count(*) FILTER (r.human IN ('A', 'B')) AS decisive,
+               count(*) FILTER (r.human = 'A') AS first,
+               count(*) FILTER (r.human IN ('A', 'B') AND p.len_a <> p.len_b) AS unequal,
+               count(*) FILTER (r.human IN ('A', 'B') AND p.len_a <> p.len_b
+                                AND (r.human = 'A') = (p.len_a > p.len_b)) AS longer,
+               count(*) FILTER (r.human = 'tie') AS ties,
+               count(*) FILTER (r.human = CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END) AS always_longer,
+               bool_and(p.shown) AS shown
+        FROM {_REFERENCE} r JOIN pair_items p USING (item_id)
+        GROUP BY ALL
+    """, _params())
+
+
+def profile_gap_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per (dataset, judge, condition with the profile, user): hits with and without it on the same items.
+
+    A condition ``X`` or ``X+suffix`` (``X`` not :data:`NO_PROFILE`, not a reverse-order run) is paired with
+    ``no-profile`` or ``no-profile+suffix`` of the same rater; only items both judged (parsed) that have a blind
+    human reference count.
+
+    Returns:
+        Columns ``dataset``, ``rater``, ``with_condition``, ``without_condition``, ``user_id``, ``hits_with``,
+        ``hits_without``, ``n``.
+    """
+    return _rows(con, f"""
+        WITH {_PAIR_ITEMS}, {_PARSED},
+        with_profile AS (
+            SELECT *, $no_profile || CASE WHEN strpos(condition, '+') BETWEEN 1 AND length(condition) - 1
+                                          THEN substr(condition, strpos(condition, '+')) ELSE '' END AS paired
+            FROM parsed
+            WHERE split_part(condition, '+', 1) <> $no_profile AND NOT ends_with(condition, $reversed)
+        )
+        SELECT p.dataset, w.rater, w.condition AS with_condition, o.condition AS without_condition, p.user_id,
+               count(*) FILTER (w.label = r.human) AS hits_with, count(*) FILTER (o.label = r.human) AS hits_without,
+               count(*) AS n
+        FROM with_profile w
+        JOIN (SELECT * FROM parsed WHERE starts_with(condition, $no_profile)) o
+          ON o.item_id = w.item_id AND o.rater = w.rater AND o.condition = w.paired
+        JOIN {_REFERENCE} r ON r.item_id = w.item_id
+        JOIN pair_items p ON p.item_id = w.item_id
+        GROUP BY ALL
+    """, _params(no_profile=NO_PROFILE, reversed=REVERSED))
+
+
+def swap_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per (dataset, rater, condition): items judged (parsed) in both orders, and those with the same verdict.
+
+    Returns:
+        Columns ``dataset``, ``rater``, ``condition``, ``pairs``, ``same``.
+    """
+    return _rows(con, f"""
+        WITH {_PAIR_ITEMS}, {_PARSED}
+        SELECT p.dataset, a.rater, a.condition, count(*) AS pairs, count(*) FILTER (a.label = b.label) AS same
+        FROM parsed a
+        JOIN (SELECT * FROM parsed WHERE ends_with(condition, $reversed)) b
+          ON b.item_id = a.item_id AND b.rater = a.rater AND b.condition = a.condition || $reversed
+        JOIN pair_items p ON p.item_id = a.item_id
+        GROUP BY ALL
+    """, _params(reversed=REVERSED))
+
+
+def gvp_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per (dataset, judge, condition, user) on generic-vs-personalised pairs: verdicts, and personalised wins.
+
+    Returns:
+        Columns ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``rows`` (labels, parsed
+        or not), ``n`` (parsed verdicts), ``preferred`` (verdicts naming the personalised answer).
+    """
+    return _rows(con, f"""
+        WITH gvp AS (SELECT item_id, dataset, user_id FROM {_ITEMS} WHERE kind = $gvp)
+        SELECT g.dataset, l.rater, l.rater_kind, l.condition, g.user_id, count(*) AS rows, count(l.label) AS n,
+               count(*) FILTER (l.label = $personalized) AS preferred
+        FROM labels l JOIN gvp g USING (item_id)
+        WHERE {_JUDGE} AND NOT ends_with(l.condition, $reversed)
+        GROUP BY ALL
+    """, {"gvp": GVP_KIND, "personalized": PERSONALIZED, "reversed": REVERSED})
+
+
+def single_response_labels(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str],
+                           datasets: Sequence[str]) -> pd.DataFrame:
+    """Every label on the single-response items (kinds ``single_kinds``) of ``datasets``, nothing else.
+
+    Returns:
+        The columns of :func:`personagap.store.load_labels`, with its dtypes.
+    """
+    return con.execute("""
+        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.raw, l.reason, l.error, l.run_id, l.meta,
+               i.dataset, i.stage, i.user_id, i.prompt_index, i.attribute, i.position
+        FROM labels l JOIN items i USING (item_id)
+        WHERE i.stage = $stage AND list_contains($datasets, i.dataset) AND list_contains($single, i.payload->>'kind')
+    """, {"stage": STAGE, "datasets": list(datasets), "single": list(single_kinds)}).df()
