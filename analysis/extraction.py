@@ -400,7 +400,12 @@ def verdict_rates_from_counts(labels: npt.ArrayLike, clusters: npt.ArrayLike,
     """
     lab = np.asarray(labels, dtype=object)
     n = np.asarray(counts, dtype=float)
-    return {v: ratio((lab == v) * n, n, clusters, bounds=(0.0, 1.0)) for v in VERDICTS}
+    # One pass of per-user sums for the three shares (hits of each verdict, then all verdicts): what ratio() sums
+    # for each, with the users in the same sorted order.
+    columns = [(lab == v) * n for v in VERDICTS] + [n]
+    per, _ = per_cluster_sums(np.column_stack(columns) if n.size else np.zeros((0, len(columns))), clusters)
+    return {v: cluster_estimate(_precision, per[:, [i, len(VERDICTS)]], bounds=(0.0, 1.0))
+            for i, v in enumerate(VERDICTS)}
 
 
 def majority(labels: Iterable[str]) -> str | None:

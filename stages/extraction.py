@@ -141,8 +141,10 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
     alt_test, estimates = extras_rows(datasets, alt_labels=alt_labels, counts=of, positive="ok",
                                       n_resamples=n_resamples, seed=seed,
                                       scales={ds: scales[ds] for ds in datasets})
+    items = items_frame(side_items(con))
+    labelled = items.loc[items["kind"].isin(["chunk", "match"]), "item_id"].astype(str).tolist()
     return assemble_report(counts, reference, human_verdicts(con, several), scales, alt_test, estimates,
-                           items=items_frame(side_items(con)), side_labels=side_labels(con),
+                           items=items, side_labels=side_labels(con, labelled),
                            n_resamples=n_resamples, seed=seed, origins=origins)
 
 

@@ -172,8 +172,10 @@ def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.Da
 
 def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.DataFrame, failures: int) -> VerdictRow:
     # rows: parsed verdict counts (user_id, label, n) of one rater group.
-    r = verdict_rates_from_counts(rows["label"].to_numpy(dtype=object), rows["user_id"].astype(str).to_numpy(),
-                                  rows["n"].to_numpy(dtype=float))
+    # Users as integer codes in sorted id order (the order per_cluster_sums gives string ids): it then sorts
+    # integers, not 10^5 strings.
+    users = pd.factorize(rows["user_id"].astype(str), sort=True)[0]
+    r = verdict_rates_from_counts(rows["label"].to_numpy(dtype=object), users, rows["n"].to_numpy(dtype=float))
     return VerdictRow(dataset=dataset, extractor=extractor, rater=rater, rater_kind=kind, n=int(rows["n"].sum()),
                       n_users=int(rows["user_id"].nunique()), failures=failures,
                       ok=r["ok"].value, ok_ci=ci_list(r["ok"]), bad=r["bad"].value, bad_ci=ci_list(r["bad"]),

@@ -52,16 +52,35 @@ def verdict_counts(con: duckdb.DuckDBPyConnection, *, unnamed_extractor: str) ->
         Label counts (``dataset``, ``extractor``, ``rater``, ``rater_kind``, ``user_id``, ``human``, ``label``,
         ``n``) and reference counts (``dataset``, ``user_id``, ``human``, ``n``).
     """
+    # Item-level facts (dataset, extractor, user, reference) are coded as one integer cell per distinct
+    # combination before the join with every label, so the 10^7-row join and grouping carry an integer, not four
+    # strings (half the time at 10^7 labels). The cell numbers are internal to the statement.
     rows = _rows(con, f"""
-        WITH {reference_sql('blind')}, {_VERDICT_ITEMS}
-        SELECT true AS labelled, v.dataset, v.extractor, l.rater, l.rater_kind, v.user_id, r.human, l.label,
-               count(*) AS n
-        FROM labels l JOIN verdict_items v USING (item_id) LEFT JOIN reference r USING (item_id)
-        WHERE {_COUNTED}
-        GROUP BY ALL
+        WITH {reference_sql('blind')}, {_VERDICT_ITEMS},
+        judged AS MATERIALIZED (
+            SELECT v.*, r.human FROM verdict_items v LEFT JOIN reference r USING (item_id)
+        ),
+        cells AS MATERIALIZED (
+            SELECT dataset, extractor, user_id, human,
+                   row_number() OVER (ORDER BY dataset, extractor, user_id, human) AS cell
+            FROM (SELECT DISTINCT dataset, extractor, user_id, human FROM judged)
+        ),
+        item_cell AS (
+            SELECT j.item_id, c.cell FROM judged j JOIN cells c
+            ON j.dataset = c.dataset AND j.extractor = c.extractor AND j.user_id = c.user_id
+               AND j.human IS NOT DISTINCT FROM c.human
+        ),
+        counted AS (
+            SELECT ic.cell, l.rater, l.rater_kind, l.label, count(*) AS n
+            FROM labels l JOIN item_cell ic USING (item_id)
+            WHERE {_COUNTED}
+            GROUP BY ALL
+        )
+        SELECT true AS labelled, c.dataset, c.extractor, k.rater, k.rater_kind, c.user_id, c.human, k.label, k.n
+        FROM counted k JOIN cells c USING (cell)
         UNION ALL
-        SELECT false, v.dataset, NULL, NULL, NULL, v.user_id, r.human, NULL, count(*)
-        FROM reference r JOIN verdict_items v USING (item_id)
+        SELECT false, dataset, NULL, NULL, NULL, user_id, human, NULL, count(*)
+        FROM judged WHERE human IS NOT NULL
         GROUP BY ALL
     """, {"unnamed": unnamed_extractor})
     labelled = rows.pop("labelled").to_numpy(dtype=bool)
@@ -112,16 +131,19 @@ def side_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """).df()
 
 
-def side_labels(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Standard-protocol labels (blind humans, comparable judges) on stage-1 chunk and matcher-pair items.
+def side_labels(con: duckdb.DuckDBPyConnection, item_ids: Sequence[str]) -> pd.DataFrame:
+    """Standard-protocol labels (blind humans, comparable judges) on ``item_ids`` (stage 1's chunks, matcher pairs).
 
     Returns:
         Columns as :func:`personagap.store.load_labels` needs for the extractor and matching figures
         (``item_id``, ``rater``, ``rater_kind``, ``condition``, ``label``, ``error``, ``dataset``, ``user_id``).
     """
+    columns = ["item_id", "rater", "rater_kind", "condition", "label", "error", "dataset", "user_id"]
+    if not item_ids:  # nothing to read: no pass over every label
+        return pd.DataFrame(columns=columns)
     return con.execute(f"""
-        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.error, i.dataset, i.user_id
+        SELECT {', '.join(('i.' if c in ('dataset', 'user_id') else 'l.') + c for c in columns)}
         FROM labels l JOIN items i USING (item_id)
-        WHERE i.stage = 'extraction' AND json_extract_string(i.payload, '$.kind') IN ('chunk', 'match')
-          AND l.condition = '' AND ({blind_human_sql('l')} OR {comparable_judge_sql('l')})
-    """).df()
+        WHERE l.item_id IN (SELECT unnest($ids)) AND l.condition = ''
+          AND ({blind_human_sql('l')} OR {comparable_judge_sql('l')})
+    """, {"ids": list(item_ids)}).df()
