@@ -69,8 +69,13 @@ def cross_judges(con: duckdb.DuckDBPyConnection, selectors: pd.DataFrame, judges
         raise ValueError(f"{len(pool)} relevance judges: at most {MAX_JUDGES} can judge LLM selectors")
     pool["k"] = np.arange(len(pool), dtype=np.int64)
     rows = _masks(con, pool, reference, selected)
+    # Users coded once (sorted, as a sorted groupby gives them): each pair's per-user sums are bincounts. A row
+    # without a user is left out, as groupby leaves out a missing key.
+    codes, users = pd.factorize(rows["user_id"], sort=True)
+    rows, codes = rows[codes >= 0].reset_index(drop=True), codes[codes >= 0]
     if rows.empty:
         return pd.DataFrame()
+    users = np.asarray(users, dtype=object)
     seen, yes, n = (rows[c].to_numpy(dtype=np.int64) for c in ("seen", "yes", "n"))
     has_ref = rows["human"].isin([selected, "no"]).to_numpy()
     human_yes = rows["human"].eq(selected).to_numpy()
@@ -86,16 +91,18 @@ def cross_judges(con: duckdb.DuckDBPyConnection, selectors: pd.DataFrame, judges
             if k == s:
                 continue  # a selector is never its own judge
             j_seen, j_yes = (seen >> k) & 1 == 1, (yes >> k) & 1 == 1
+            # The users with a row of items both labelled (every cell below counts a subset of those rows).
+            present = np.bincount(codes[mine & s_seen & j_seen], minlength=len(users)) > 0
+            if not present.any():
+                continue
             cells: dict[str, np.ndarray] = {}
             for group, within in (("_g1", s_yes), ("_g0", s_seen & ~s_yes)):
                 base = mine & within & j_seen
                 ref = base & has_ref
                 for name, cond in zip(_COLS, (base, base & j_yes, ref & human_yes & j_yes, ref & human_yes & ~j_yes,
                                               ref & ~human_yes & j_yes, ref & ~human_yes & ~j_yes), strict=True):
-                    cells[name + group] = np.where(cond, n, 0)
-            frame = pd.DataFrame({"user_id": rows["user_id"]} | cells)[mine & (s_seen & j_seen)]
-            if frame.empty:
-                continue
-            per_user = frame.groupby("user_id", as_index=False, sort=True).sum()
+                    sums = np.bincount(codes, weights=np.where(cond, n, 0), minlength=len(users))
+                    cells[name + group] = sums[present].astype(np.int64)
+            per_user = pd.DataFrame({"user_id": users[present]} | cells)
             out.append(per_user.assign(dataset=ds, system=system, rater=rater, condition=condition))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

@@ -42,11 +42,13 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, se
     """
     # The store's modules first, and the costly count at once: DuckDB runs it off the interpreter lock while the
     # dashboard's server imports what it needs (scipy, streamlit); the analysis modules are imported after it.
+    from personagap.analysis.pipeline_sql import reference_table
     from personagap.store import diagnosis_inputs, opened
     from personagap.store.aggregates import label_counts
 
-    with opened(db, read_only=True) as con:
-        counts = label_counts(con, None, "blind")
+    with opened(db, read_only=True) as con, reference_table(con) as reference:
+        # The blind reference once, for the judges' counts here and every query of the pipeline view.
+        counts = label_counts(con, None, "blind", reference_table=reference)
         judges = counts[0]
         from personagap.analysis.aggregated import best_judge_extras
         from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED

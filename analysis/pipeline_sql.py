@@ -43,18 +43,32 @@ _NOT_REVERSED = f"NOT ends_with(j.condition, '{REVERSED}')"  # a reverse-order r
 
 
 @contextlib.contextmanager
-def reference_table(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def reference_table(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
     """Hold the blind reference of every item in a temporary table while the view's queries run.
 
     Every query of the view reads it: computed once (at 10^6 labels the reference is most of a query's time), and
-    dropped afterwards. A temporary table is private to the connection, and allowed on a read-only one.
+    dropped afterwards. A temporary table is private to the connection, and allowed on a read-only one. Nested
+    uses on one connection share the outer table (``diagnose`` counts its judges against it before the view), so
+    the reference is computed once per connection.
+
+    Yields:
+        The table's name (:data:`REFERENCE_TABLE`): columns ``item_id``, ``human``.
     """
+    if id(con) in _HELD:
+        yield REFERENCE_TABLE
+        return
     con.execute(f"CREATE OR REPLACE TEMP TABLE {REFERENCE_TABLE} AS WITH {reference_sql('blind', 'l')} "
                 "SELECT item_id, human FROM reference")
+    _HELD.add(id(con))
     try:
-        yield
+        yield REFERENCE_TABLE
     finally:
+        _HELD.discard(id(con))
         con.execute(f"DROP TABLE IF EXISTS {REFERENCE_TABLE}")
+
+
+_HELD: set[int] = set()
+"""Connections (by id) holding :data:`REFERENCE_TABLE` now: an inner :func:`reference_table` reuses it."""
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:

@@ -34,7 +34,8 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | 
 
 
 def label_counts(con: duckdb.DuckDBPyConnection, stage: str | None, which: Reference = "blind",
-                 dataset: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 dataset: str | None = None, *, reference_table: str | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What a stage report's judge rows and estimates are computed from, counted by DuckDB in one query.
 
     Judge counts: per (dataset, judge, condition, user, reference label, judge label) the number of items, over
@@ -48,6 +49,10 @@ def label_counts(con: duckdb.DuckDBPyConnection, stage: str | None, which: Refer
         stage: Pipeline stage (None: every stage).
         which: The blind reference (what judges are scored against) or the anchored one.
         dataset: Only this dataset (None: every dataset of the stage).
+        reference_table: A temporary table the caller holds with ``which``'s reference of every item (``item_id``,
+            ``human``: :func:`personagap.analysis.pipeline_sql.reference_table`, computed by the same
+            :func:`~personagap.analysis.comparable.reference_sql`), read instead of computing it again; None:
+            computed here. A name of that module's constant, never user input.
 
     Returns:
         Judge counts (``stage``, ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human``,
@@ -55,20 +60,27 @@ def label_counts(con: duckdb.DuckDBPyConnection, stage: str | None, which: Refer
     """
     # One statement, so the reference (the costly part: every human label) is computed once for both. A judge has
     # one label per item: (item, rater, condition) is the labels table's key, unique by every write (schema.TABLES).
+    # The items are joined with their reference first and the labels with that (one hash table of items): at 10^7
+    # labels 0.5 GB less and faster than joining the labels with the items and then the reference. The reference
+    # holds one non-missing label per item, so ``human IS NOT NULL`` is "the item has a reference".
+    if reference_table is not None and not reference_table.isidentifier():
+        raise ValueError(f"not a table name: {reference_table!r}")
+    ref = (reference_sql(which) if reference_table is None
+           else f"reference AS (SELECT item_id, human FROM {reference_table})")
     rows = _rows(con, f"""
-        WITH {reference_sql(which)},
+        WITH {ref},
         staged AS (
-            SELECT item_id, stage, dataset, user_id FROM items
-            WHERE ($stage IS NULL OR stage = $stage) AND ($dataset IS NULL OR dataset = $dataset)
+            SELECT i.item_id, i.stage, i.dataset, i.user_id, r.human FROM items i LEFT JOIN reference r USING (item_id)
+            WHERE ($stage IS NULL OR i.stage = $stage) AND ($dataset IS NULL OR i.dataset = $dataset)
         )
-        SELECT true AS judged, s.stage, s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, r.human, l.label,
+        SELECT true AS judged, s.stage, s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, s.human, l.label,
                count(*) AS n
-        FROM labels l JOIN staged s USING (item_id) LEFT JOIN reference r USING (item_id)
+        FROM labels l JOIN staged s USING (item_id)
         WHERE {_JUDGE} AND l.label IS NOT NULL
         GROUP BY ALL
         UNION ALL
-        SELECT false, s.stage, s.dataset, NULL, NULL, NULL, s.user_id, r.human, NULL, count(*)
-        FROM reference r JOIN staged s USING (item_id)
+        SELECT false, s.stage, s.dataset, NULL, NULL, NULL, s.user_id, s.human, NULL, count(*)
+        FROM staged s WHERE s.human IS NOT NULL
         GROUP BY ALL
     """, {"stage": stage, "dataset": dataset})
     judged = rows.pop("judged").to_numpy(dtype=bool)
