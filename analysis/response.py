@@ -153,24 +153,6 @@ def longer_rate(labels: npt.ArrayLike, len_a: npt.ArrayLike, len_b: npt.ArrayLik
     return clustered_rate(longer[counted], np.asarray(clusters)[counted], n_resamples=n_resamples, seed=seed)
 
 
-def baseline_labels(kind: str, len_a: npt.ArrayLike, len_b: npt.ArrayLike) -> npt.NDArray[np.object_]:
-    """A trivial judge's verdicts: 'always-A', or 'always-longer' (A on equal length).
-
-    Raises:
-        ValueError: Unknown baseline.
-    """
-    a = np.asarray(len_a, dtype=float)
-    b = np.asarray(len_b, dtype=float)
-    if kind == "always-A":
-        return np.full(a.shape, "A", dtype=object)
-    if kind == "always-longer":
-        return np.where(a >= b, "A", "B").astype(object)
-    raise ValueError(f"unknown baseline {kind!r}; expected always-A or always-longer")
-
-
-BASELINES = ("always-A", "always-longer")
-
-
 def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    extra: tuple[str, ...] = ()) -> dict[str, Estimate]:
@@ -237,39 +219,6 @@ def gap_from_counts(clusters: npt.ArrayLike, hits_with: npt.ArrayLike, hits_with
         return float("nan"), float("nan"), NAN_ESTIMATE
     total = per.sum(axis=0)
     return float(total[0] / total[2]), float(total[1] / total[2]), gap_from_sums(per, level=level)
-
-
-def swap_consistency(first: npt.ArrayLike, second: npt.ArrayLike) -> float:
-    """Share of items whose canonical verdict is the same in both presentation orders (NaN for none).
-
-    Args:
-        first: Canonical verdicts from the seeded order.
-        second: Canonical verdicts from the opposite order, aligned with ``first``.
-    """
-    a = np.asarray(first, dtype=object)
-    b = np.asarray(second, dtype=object)
-    if a.shape != b.shape:
-        raise ValueError(f"verdict arrays differ in length: {a.shape} vs {b.shape}")
-    return float("nan") if a.size == 0 else float((a == b).mean())
-
-
-def no_better_rate(labels: npt.ArrayLike, personalized: npt.ArrayLike, clusters: npt.ArrayLike, *,
-                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Estimate:
-    """Share of generic-vs-personalised pairs where the personalised answer was judged no better.
-
-    Args:
-        labels: Canonical verdicts 'A'/'B'/'tie'.
-        personalized: Which canonical position ('A' or 'B') holds the personalised answer.
-        clusters: Cluster of each item.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Resampling seed.
-
-    Returns:
-        The share of verdicts that are a tie or prefer the generic answer.
-    """
-    lab = np.asarray(labels, dtype=object)
-    return clustered_rate(lab != np.asarray(personalized, dtype=object), clusters,
-                          n_resamples=n_resamples, seed=seed)
 
 
 def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.ArrayLike, level: Level, *,

@@ -69,9 +69,12 @@ from personagap.stages.response_text import render_response
 from personagap.store import StoreError, gc_paused, opened, write_batch
 from personagap.store.aggregates import label_counts
 from personagap.store.response_counts import (
+    NO_PROFILE,
+    REVERSED,
+    datasets_of_kinds,
     gvp_counts,
-    label_summary,
     pair_human_counts,
+    pair_human_raters,
     pair_judge_counts,
     profile_gap_counts,
     single_response_labels,
@@ -191,19 +194,28 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             from it is read the way the record reader infers one (nominal over the labels).
     """
     with staged(con):
-        summary = label_summary(con, SINGLE_KINDS, YES_NO)
-        datasets = sorted({str(d) for d in summary["dataset"]})
-        if not datasets:
-            return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
-                                  n_resamples=n_resamples, seed=seed)
-        counts, swaps, human_counts = pair_judge_counts(con), swap_counts(con), pair_human_counts(con)
-        gap_counts, gvp = profile_gap_counts(con), gvp_counts(con)
-    by_dataset = summary.groupby("dataset")
-    single_datasets = [d for d in datasets if by_dataset.get_group(d)["single"].sum() > 0]
-    # A dataset's labels are yes/no when every parsed one is (a group without a parsed label says nothing).
-    binary = [d for d in datasets if by_dataset.get_group(d)["binary"].dropna().astype(bool).all()]
-    pair_humans = summary[summary["blind_human"] & (summary["pairwise"] > 0)]
+        counts, human_counts, human_raters, gvp = (pair_judge_counts(con), pair_human_counts(con),
+                                                   pair_human_raters(con), gvp_counts(con))
+        # The paired figures need both runs of a judge: without a reverse-order run or a no-profile condition
+        # there is nothing to pair, and no pass over the labels is made for it.
+        conditions = {str(c) for c in counts["condition"].unique()}
+        swaps = swap_counts(con) if any(c.endswith(REVERSED) for c in conditions) else None
+        paired = any(c.split("+")[0] == NO_PROFILE for c in conditions)
+        gap_counts = profile_gap_counts(con) if paired else None
+        single_datasets = datasets_of_kinds(con, SINGLE_KINDS)
     singles_frame = single_response_labels(con, SINGLE_KINDS, single_datasets) if single_datasets else None
+    with_single = set() if singles_frame is None else {str(d) for d in singles_frame["dataset"].unique()}
+    with_pairs = {str(d) for frame in (counts, human_counts, human_raters, gvp) for d in frame["dataset"].unique()}
+    datasets = sorted(with_pairs | with_single)
+    if not datasets:
+        return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
+                              n_resamples=n_resamples, seed=seed)
+    # Yes/no datasets (the only ones whose human rate is estimated): every parsed label is yes or no, so none of
+    # them is an A/B/tie verdict on a pair.
+    binary = [] if singles_frame is None else [
+        d for d in sorted(with_single - with_pairs)
+        if set(singles_frame.loc[(singles_frame["dataset"] == d) & singles_frame["label"].notna(), "label"])
+        <= set(YES_NO)]
     aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
                                              [ASPECTS_PREFIX]).fetchall()))
     judges: list[JudgeResult] = []
@@ -213,10 +225,10 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
     singles: list[SingleResponseReport] = []
     for dataset in datasets:
         judges += pairwise_judges(counts, swaps, dataset, scale=PAIRWISE_SCALE)
-        humans += pairwise_humans(human_counts, pair_humans, dataset)
-        gaps += profile_gaps(gap_counts, counts, dataset)
+        humans += pairwise_humans(human_counts, human_raters, dataset)
+        gaps += profile_gaps(gap_counts, counts, dataset) if gap_counts is not None else []
         gvp_results += gvp_rows(gvp, dataset)
-        if singles_frame is None or dataset not in single_datasets:
+        if singles_frame is None or dataset not in with_single:
             continue
         frame = singles_frame[singles_frame["dataset"] == dataset]
         record = records.get(dataset)

@@ -21,6 +21,7 @@ from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import gap_from_counts, rate_from_counts
 from personagap.records import PAIRWISE_LABELS, DatasetScale
 from personagap.stages.response_records import (
+    REVERSED,
     GenericVsPersonalized,
     GroupAccuracy,
     HumanBias,
@@ -42,7 +43,6 @@ def blind_reference(labels: pd.DataFrame) -> pd.Series:
 PAIRWISE_SCALE = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
 
 
-
 def _of(frame: pd.DataFrame, dataset: str) -> pd.DataFrame:
     return frame[frame["dataset"] == dataset]
 
@@ -51,24 +51,32 @@ def _share(part: Any, whole: Any) -> float:
     return float(part) / float(whole) if whole else float("nan")
 
 
-def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame, dataset: str, *,
+def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: str, *,
                     scale: DatasetScale) -> list[JudgeResult]:
     """Score every comparable judge of one pairwise dataset against the blind human verdict.
 
     Args:
         counts: :func:`~personagap.store.response_counts.pair_judge_counts` (any datasets).
-        swaps: :func:`~personagap.store.response_counts.swap_counts` (any datasets).
+        swaps: :func:`~personagap.store.response_counts.swap_counts` (any datasets); None: no judge was run in
+            both orders.
         dataset: The dataset.
         scale: The A/B/tie scale every judge is scored over.
 
     Returns:
         One row per (rater, condition, rater kind) with a verdict on a human-labelled item, in that order (a
-        reverse-order run is not a judge of its own: it feeds swap consistency).
+        reverse-order run, condition ending in ``+reversed``, is not a judge of its own: it feeds swap
+        consistency).
     """
-    swapped = {(str(r), str(c)): (int(p), int(s)) for r, c, p, s in
-               _of(swaps, dataset)[["rater", "condition", "pairs", "same"]].itertuples(index=False)}
+    swapped = {} if swaps is None else {
+        (str(r), str(c)): (int(p), int(s))
+        for r, c, p, s in _of(swaps, dataset)[["rater", "condition", "pairs", "same"]].itertuples(index=False)}
+    rows_of = _of(counts, dataset)
+    # Users as integer codes (sorted ids): the CI rule's per-user sums group by them, and integers sort far faster
+    # than the ids' text on a million rows.
+    rows_of = rows_of.assign(user=pd.factorize(rows_of["user_id"], sort=True)[0])
+    judges = rows_of[~rows_of["condition"].astype(str).str.endswith(REVERSED)]
     out = []
-    for key, rows in _of(counts, dataset).groupby(["rater", "condition", "rater_kind"], sort=True):
+    for key, rows in judges.groupby(["rater", "condition", "rater_kind"], sort=True):
         rater, condition, kind = (str(k) for k in key)
         joined = rows[rows["joined"] > 0]
         if joined.empty:
@@ -79,8 +87,8 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame, dataset: str, *,
         human, label = joined["human"].to_numpy(dtype=object), joined["label"].to_numpy(dtype=object)
         weights = joined["n"].to_numpy(dtype=float)
         not_tie = human != "tie"
-        first = rate_from_counts(rows["user_id"], rows["first"], rows["decisive"])
-        longer = rate_from_counts(rows["user_id"], rows["longer"], rows["unequal"])
+        first = rate_from_counts(rows["user"], rows["first"], rows["decisive"])
+        longer = rate_from_counts(rows["user"], rows["longer"], rows["unequal"])
         failed = rows[rows["failed"] > 0]
         reasons: Counter[str] = Counter()  # listed most frequent first (ties: first seen in sorted error order)
         for error, k in sorted(zip(failed["error"].astype(str), failed["failed"], strict=True)):
@@ -116,8 +124,7 @@ def pairwise_humans(per_user: pd.DataFrame, raters: pd.DataFrame, dataset: str) 
 
     Args:
         per_user: The per-user counts of :func:`~personagap.store.response_counts.pair_human_counts`.
-        raters: The blind human raters of pairwise items (rows of
-            :func:`~personagap.store.response_counts.label_summary` with ``dataset`` and ``rater``).
+        raters: The blind human raters of pairwise items (:func:`~personagap.store.response_counts.pair_human_raters`).
         dataset: The dataset.
 
     Returns:

@@ -13,7 +13,6 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
 from personagap.analysis.response import (
     accuracy_gap,
-    baseline_labels,
     chose_first,
     chose_longer,
     clustered_rate,
@@ -21,9 +20,7 @@ from personagap.analysis.response import (
     judge_vs_human,
     longer_rate,
     majority,
-    no_better_rate,
     rater_agreement,
-    swap_consistency,
 )
 
 
@@ -79,14 +76,6 @@ def test_clustered_rate_resamples_whole_clusters() -> None:
     assert est.n_clusters == 2 and est.too_few_users and math.isnan(est.ci[0])  # 2 users: no CI
 
 
-def test_baselines() -> None:
-    assert baseline_labels("always-A", [1, 9], [5, 5]).tolist() == ["A", "A"]
-    # Equal lengths count as A.
-    assert baseline_labels("always-longer", [1, 9, 4], [5, 5, 4]).tolist() == ["B", "A", "A"]
-    with pytest.raises(ValueError, match="unknown baseline"):
-        baseline_labels("always-B", [1], [1])
-
-
 def test_judge_vs_human_matches_sklearn_three_classes() -> None:
     rng = np.random.default_rng(3)
     human = rng.choice(["A", "B", "tie"], size=200)
@@ -112,19 +101,6 @@ def test_accuracy_gap_hand_worked() -> None:
     assert gap.value == pytest.approx(0.5)
     # Every cluster gives a gap of 0.5: so does the figure without any one of them, and the CI has no width.
     assert gap.ci == pytest.approx((0.5, 0.5)) and gap.n_clusters == 10
-
-
-def test_swap_consistency() -> None:
-    assert swap_consistency(["A", "B", "tie", "A"], ["A", "A", "tie", "B"]) == 0.5
-    assert math.isnan(swap_consistency([], []))
-    with pytest.raises(ValueError):
-        swap_consistency(["A"], ["A", "B"])
-
-
-def test_no_better_rate() -> None:
-    # Personalised answer is B: verdicts A and tie are "no better", B is better.
-    est = no_better_rate(["A", "tie", "B", "B"], ["B"] * 4, [1, 2, 3, 4], n_resamples=50)
-    assert est.value == 0.5
 
 
 def test_rater_agreement_matches_statsmodels_and_krippendorff() -> None:

@@ -36,36 +36,36 @@ PERSONALIZED = "B"
 _JUDGE = comparable_judge_sql("l")
 
 _ITEMS = "pg_response_items"
-_REFERENCE = "pg_response_reference"
 
 
 @contextmanager
 def staged(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Stage-3 items (payload read once) and their blind human reference as temporary tables, for the counts below.
+    """Stage-3 items (payload read once) with their blind human reference, as a temporary table for the counts below.
 
-    Every stage-3 count reads them: the reference (every human label) and the item payloads are computed once per
-    report instead of once per query. Temporary tables live in the connection's memory (a read-only store is
-    enough) and are dropped on exit.
+    Every stage-3 count reads it: the reference (every human label) and the item payloads are computed once per
+    report instead of once per query, and each count joins the labels once. Temporary tables live in the
+    connection's memory (a read-only store is enough); it is dropped on exit.
 
-    Columns: ``{items}`` — ``item_id``, ``dataset``, ``user_id``, ``kind``, ``len_a``, ``len_b``, ``split``,
-    ``tier``, ``shown`` (the A/B order is the one humans saw); ``{reference}`` — ``item_id``, ``human``.
+    Columns: ``item_id``, ``dataset``, ``user_id``, ``kind``, ``len_a``, ``len_b``, ``split``, ``tier``, ``shown``
+    (the A/B order is the one humans saw), ``human`` (the blind reference; missing where the item has none).
     """
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {_ITEMS} AS
-        SELECT item_id, dataset, user_id, v[1] AS kind, length(v[2]) AS len_a, length(v[3]) AS len_b, v[4] AS split,
-               v[5] AS tier, NOT json_exists(payload, '$.order_seed') AS shown
-        FROM (SELECT *, json_extract_string(payload, ['$.kind', '$.answer_a', '$.answer_b', '$.split', '$.tier']) AS v
-              FROM items WHERE stage = $stage)
+        WITH {reference_sql("blind")},
+        staged AS (
+            SELECT item_id, dataset, user_id,
+                   json_extract_string(payload, ['$.kind', '$.answer_a', '$.answer_b', '$.split', '$.tier']) AS v,
+                   NOT json_exists(payload, '$.order_seed') AS shown
+            FROM items WHERE stage = $stage
+        )
+        SELECT s.item_id, s.dataset, s.user_id, v[1] AS kind, length(v[2]) AS len_a, length(v[3]) AS len_b,
+               v[4] AS split, v[5] AS tier, s.shown, r.human
+        FROM staged s LEFT JOIN reference r USING (item_id)
     """, {"stage": STAGE})
-    con.execute(f"""
-        CREATE OR REPLACE TEMP TABLE {_REFERENCE} AS
-        WITH {reference_sql("blind")}
-        SELECT * FROM reference SEMI JOIN {_ITEMS} USING (item_id)
-    """)
     try:
         yield
     finally:
-        con.execute(f"DROP TABLE IF EXISTS {_ITEMS}; DROP TABLE IF EXISTS {_REFERENCE}")
+        con.execute(f"DROP TABLE IF EXISTS {_ITEMS}")
 
 
 _PAIR_ITEMS = f"""
@@ -88,28 +88,18 @@ def _params(**extra: object) -> dict[str, object]:
     return {"pairwise": PAIRWISE_KIND, **extra}
 
 
-def label_summary(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str], binary: Sequence[str]) -> pd.DataFrame:
-    """Per (dataset, rater, rater kind, condition) of stage 3, in one pass over the labels (inside :func:`staged`).
-
-    Returns:
-        Columns ``dataset``, ``rater``, ``rater_kind``, ``condition``, ``binary`` (every parsed label is one of
-        ``binary``; missing where none is parsed), ``single`` (labels on items of a kind in ``single_kinds``),
-        ``pairwise`` (labels on pairwise items), ``blind_human`` (blind human labels, the reference's raters),
-        ``judge`` (comparable judge labels).
-    """
-    return _rows(con, f"""
-        SELECT i.dataset, l.rater, l.rater_kind, l.condition,
-               bool_and(list_contains($binary, l.label)) FILTER (WHERE l.label IS NOT NULL) AS binary,
-               count(*) FILTER (WHERE list_contains($single, i.kind)) AS single,
-               count(*) FILTER (WHERE i.kind = $pairwise) AS pairwise,
-               {blind_human_sql("l")} AS blind_human, {_JUDGE} AS judge
-        FROM labels l JOIN {_ITEMS} i USING (item_id)
-        GROUP BY ALL
-    """, _params(binary=list(binary), single=list(single_kinds)))
+def datasets_of_kinds(con: duckdb.DuckDBPyConnection, kinds: Sequence[str]) -> list[str]:
+    """Stage-3 datasets holding an item of one of ``kinds`` (inside :func:`staged`), sorted."""
+    rows = con.execute(f"SELECT DISTINCT dataset FROM {_ITEMS} WHERE list_contains($kinds, kind) ORDER BY dataset",
+                       {"kinds": list(kinds)}).fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Every comparable judge's labels on pairwise items, counted in one pass (reverse-order runs left out).
+    """Every comparable judge's labels on pairwise items, counted in one pass (inside :func:`staged`).
+
+    Reverse-order runs (conditions ending in :data:`REVERSED`) are counted too: they are no judge of their own,
+    the caller reads from them only that :func:`swap_counts` has something to count.
 
     One row per (dataset, rater, rater_kind, condition, user, blind human reference ``human`` (missing: the item
     has none), ``label`` (missing: the answer could not be parsed), item ``split`` and ``tier``, ``error`` text):
@@ -125,14 +115,14 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     return _rows(con, f"""
         WITH {_PAIR_ITEMS},
         judged AS (
-            SELECT p.dataset, l.rater, l.rater_kind, l.condition, p.user_id, r.human, l.label, p.split, p.tier,
-                   l.error, l.label IS NOT NULL AND r.human IS NOT NULL AS joined,
-                   l.label IN ('A', 'B') AND r.human IS NOT NULL AS decisive,
+            SELECT p.dataset, l.rater, l.rater_kind, l.condition, p.user_id, p.human, l.label, p.split, p.tier,
+                   l.error, l.label IS NOT NULL AND p.human IS NOT NULL AS joined,
+                   l.label IN ('A', 'B') AND p.human IS NOT NULL AS decisive,
                    (l.label = 'A') <> coalesce(try_cast(l.meta->>'swapped' AS BOOLEAN), false) AS first,
                    p.len_a <> p.len_b AS unequal, (l.label = 'A') = (p.len_a > p.len_b) AS longer,
                    CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END AS longer_side
-            FROM labels l JOIN pair_items p USING (item_id) LEFT JOIN {_REFERENCE} r USING (item_id)
-            WHERE {_JUDGE} AND NOT ends_with(l.condition, $reversed)
+            FROM labels l JOIN pair_items p USING (item_id)
+            WHERE {_JUDGE}
         )
         SELECT dataset, rater, rater_kind, condition, user_id, human, label, split, tier, error, count(*) AS n,
                count(*) FILTER (label IS NULL) AS failed, count(*) FILTER (joined) AS joined,
@@ -142,7 +132,7 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                count(*) FILTER (joined AND longer_side = human) AS always_longer
         FROM judged
         GROUP BY ALL
-    """, _params(reversed=REVERSED))
+    """, _params())
 
 
 def pair_human_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
@@ -156,16 +146,29 @@ def pair_human_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """
     return _rows(con, f"""
         WITH {_PAIR_ITEMS}
-        SELECT p.dataset, p.user_id, count(*) AS n, count(*) FILTER (r.human IN ('A', 'B')) AS decisive,
-               count(*) FILTER (r.human = 'A') AS first,
-               count(*) FILTER (r.human IN ('A', 'B') AND p.len_a <> p.len_b) AS unequal,
-               count(*) FILTER (r.human IN ('A', 'B') AND p.len_a <> p.len_b
-                                AND (r.human = 'A') = (p.len_a > p.len_b)) AS longer,
-               count(*) FILTER (r.human = 'tie') AS ties,
-               count(*) FILTER (r.human = CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END) AS always_longer,
+        SELECT p.dataset, p.user_id, count(*) AS n, count(*) FILTER (p.human IN ('A', 'B')) AS decisive,
+               count(*) FILTER (p.human = 'A') AS first,
+               count(*) FILTER (p.human IN ('A', 'B') AND p.len_a <> p.len_b) AS unequal,
+               count(*) FILTER (p.human IN ('A', 'B') AND p.len_a <> p.len_b
+                                AND (p.human = 'A') = (p.len_a > p.len_b)) AS longer,
+               count(*) FILTER (p.human = 'tie') AS ties,
+               count(*) FILTER (p.human = CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END) AS always_longer,
                bool_and(p.shown) AS shown
-        FROM {_REFERENCE} r JOIN pair_items p USING (item_id)
+        FROM pair_items p WHERE p.human IS NOT NULL
         GROUP BY ALL
+    """, _params())
+
+
+def pair_human_raters(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The blind human raters of each dataset's pairwise items (inside :func:`staged`).
+
+    Returns:
+        Columns ``dataset``, ``rater``: one row each.
+    """
+    return _rows(con, f"""
+        WITH {_PAIR_ITEMS}
+        SELECT DISTINCT p.dataset, l.rater FROM labels l JOIN pair_items p USING (item_id)
+        WHERE {blind_human_sql("l")}
     """, _params())
 
 
@@ -189,13 +192,13 @@ def profile_gap_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
             WHERE split_part(condition, '+', 1) <> $no_profile AND NOT ends_with(condition, $reversed)
         )
         SELECT p.dataset, w.rater, w.condition AS with_condition, o.condition AS without_condition, p.user_id,
-               count(*) FILTER (w.label = r.human) AS hits_with, count(*) FILTER (o.label = r.human) AS hits_without,
+               count(*) FILTER (w.label = p.human) AS hits_with, count(*) FILTER (o.label = p.human) AS hits_without,
                count(*) AS n
         FROM with_profile w
         JOIN (SELECT * FROM parsed WHERE starts_with(condition, $no_profile)) o
           ON o.item_id = w.item_id AND o.rater = w.rater AND o.condition = w.paired
-        JOIN {_REFERENCE} r ON r.item_id = w.item_id
         JOIN pair_items p ON p.item_id = w.item_id
+        WHERE p.human IS NOT NULL
         GROUP BY ALL
     """, _params(no_profile=NO_PROFILE, reversed=REVERSED))
 
