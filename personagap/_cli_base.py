@@ -10,19 +10,35 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
-import duckdb
 
+# Light imports only: `personagap --help` and every `personagap COMMAND --help` load no DuckDB, pandas, scipy or
+# DSPy (tests/test_perf3_lazy_cli.py); what a command needs is imported where it runs.
 from personagap import __version__, store
-from personagap.human_data import DataError
-from personagap.human_data._jsonl import one_line
-from personagap.records import DatasetRecord
-from personagap.store import DEFAULT_DB, StoreError
+from personagap.store import StoreError
+from personagap.store.defaults import DEFAULT_DB
 
 if TYPE_CHECKING:
     from personagap.judges.lm import ConfidenceMode
     from personagap.judges.runner import LMConfig, RunSummary
+    from personagap.records import DatasetRecord
 
 T = TypeVar("T")
+
+
+class LazyModule:
+    """A module imported on first attribute use: a command module names its stage's module without loading it.
+
+    Declare it as ``if TYPE_CHECKING: from X import y as m`` / ``else: m = LazyModule("X.y")`` so that type checks
+    see the real module.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
 
 EXIT_RUN_FAILED = 1
 """Exit code of a judge run that ran but produced no label: every call failed (the summary says why)."""
@@ -59,14 +75,33 @@ def db_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _db_path_option(_force_schema_option(fn))
 
 
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (DataError, StoreError)
-"""The errors a user can cause (bad input files, an unusable database): one line each, never a traceback.
-Anything else is a bug and keeps its traceback."""
+def expected_errors() -> tuple[type[Exception], ...]:
+    """The errors a user can cause (bad input files, an unusable database): one line each, never a traceback.
 
-_SQL_BUGS: tuple[type[Exception], ...] = (duckdb.ParserException, duckdb.SyntaxException, duckdb.BinderException,
-                                          duckdb.CatalogException)
-"""DuckDB errors about our own SQL text: bugs, which keep their traceback. (A store with missing tables is
-refused with a :class:`StoreError` when it is opened, so a catalog error later on is ours.)"""
+    Anything else is a bug and keeps its traceback. (A function: the data error's module imports the store's
+    writers, which the CLI loads only when a command runs.)
+    """
+    from personagap.human_data._jsonl import DataError
+
+    return DataError, StoreError
+
+
+def sql_bugs() -> tuple[type[Exception], ...]:
+    """DuckDB errors about our own SQL text: bugs, which keep their traceback.
+
+    (A store with missing tables is refused with a :class:`StoreError` when it is opened, so a catalog error
+    later on is ours.)
+    """
+    import duckdb
+
+    return duckdb.ParserException, duckdb.SyntaxException, duckdb.BinderException, duckdb.CatalogException
+
+
+def one_line(text: str) -> str:
+    """:func:`personagap.human_data._jsonl.one_line`, imported when a message is printed."""
+    from personagap.human_data._jsonl import one_line as line
+
+    return line(text)
 
 
 def exit_for(exc: BaseException, db: str | None = None) -> tuple[int, str] | None:
@@ -77,13 +112,15 @@ def exit_for(exc: BaseException, db: str | None = None) -> tuple[int, str] | Non
         db: The command's ``--db`` file, named in a database error that does not name it itself.
 
     Returns:
-        :data:`EXIT_USER_ERROR` for :data:`EXPECTED_ERRORS` and for any DuckDB error met while a command reads
+        :data:`EXIT_USER_ERROR` for :func:`expected_errors` and for any DuckDB error met while a command reads
         or writes the store (a corrupt page found mid-query, a full disk), except errors in our own SQL text
-        (:data:`_SQL_BUGS`); None for anything else, which keeps its traceback.
+        (:func:`sql_bugs`); None for anything else, which keeps its traceback.
     """
-    if isinstance(exc, EXPECTED_ERRORS):
+    import duckdb
+
+    if isinstance(exc, expected_errors()):
         return EXIT_USER_ERROR, one_line(str(exc))
-    if isinstance(exc, duckdb.Error) and not isinstance(exc, _SQL_BUGS):
+    if isinstance(exc, duckdb.Error) and not isinstance(exc, sql_bugs()):
         said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         where = f"{db}: " if db else ""
         return EXIT_USER_ERROR, one_line(f"{where}the database failed while it was read or written: {said}")
@@ -113,6 +150,8 @@ class _MappedGroup(click.Group):
         """Run the command; a mapped error becomes one line and its exit code, a bug keeps its traceback."""
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise  # click's own (`--help` ends in Exit): never mapped, and mapping would import the store's errors
         except Exception as exc:
             _exit_on(exc, ctx.meta.get(_DB_META))
             raise

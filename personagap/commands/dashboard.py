@@ -16,9 +16,6 @@ import click
 
 from personagap._cli_base import cli, db_option, demo_step, run_or_exit
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, json_safe
-from personagap.analysis.diagnosis import STAGES, diagnose_db, render_diagnosis
-from personagap.analysis.pipeline import pipeline_db
-from personagap.analysis.pipeline_text import render_pipeline
 
 DB_ENV = "PERSONAGAP_DB"
 JUDGES_TITLE = "Can your judges tell you? (judge–human agreement per stage)"
@@ -142,7 +139,6 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
     and the gap to it; then, for each stage's best judge, the alternative-annotator test (can it replace a
     human?) and the corrected estimate of the human rate. The dashboard's Overview shows the same diagnosis.
     """
-    from personagap.analysis.panel import extras_lines
     from personagap.analysis.pipeline_first import pipeline_and_diagnosis
 
     # From DuckDB's aggregates, counted once for the pipeline view and the diagnosis: memory does not grow with
@@ -152,6 +148,10 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
         click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}
                               | view.to_json_dict(), indent=2))
         return
+    from personagap.analysis.diagnosis import STAGES, render_diagnosis
+    from personagap.analysis.panel import extras_lines
+    from personagap.analysis.pipeline_text import render_pipeline
+
     lines = [render_pipeline(view), "", JUDGES_TITLE, "", render_diagnosis(result)]
     for stage, extras in tests.items():
         body = extras_lines(extras["alt_test"], extras["estimates"])
@@ -167,6 +167,8 @@ def demo_pipeline(workdir: Path, db: Path) -> str:
     The sample pipeline (three linked stages with human verdicts on every stage, planted failure rates and
     over-personalised answers) is imported first, so that every stage has a human figure to show.
     """
+    from personagap.analysis.pipeline import pipeline_db
+    from personagap.analysis.pipeline_text import render_pipeline
     from personagap.sample_pipeline import import_sample_pipeline
 
     import_sample_pipeline(workdir / "sample_pipeline", db)
@@ -176,4 +178,6 @@ def demo_pipeline(workdir: Path, db: Path) -> str:
 @demo_step("Diagnosis — which stage fails")
 def demo_diagnosis(workdir: Path, db: Path) -> str:
     """End the demo with the diagnosis and the command that opens the dashboard on its database."""
+    from personagap.analysis.diagnosis import diagnose_db, render_diagnosis
+
     return render_diagnosis(diagnose_db(db)) + f"\n\nOpen the dashboard on it:\n  personagap dashboard --db {db}"

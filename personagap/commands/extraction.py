@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from personagap._cli_base import (
+    LazyModule,
     RunSettings,
     db_option,
     demo_step,
@@ -23,10 +24,12 @@ from personagap._cli_base import (
     with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.stages import extraction as stage1
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig
+    from personagap.stages import extraction as stage1
+else:
+    stage1 = LazyModule("personagap.stages.extraction")
 
 
 @import_group.command("laps")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from personagap._cli_base import cli, db_option, import_group, run_or_exit
-from personagap.human_data.labels import STAGES, Origin, Scale
-from personagap.records import Stage
+from personagap.commands.plan import STAGE_NAMES as STAGES
+
+if TYPE_CHECKING:
+    from personagap.human_data.labels import Origin, Scale
+    from personagap.records import Stage
 
 
 @import_group.command("labels")

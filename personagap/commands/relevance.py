@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from personagap import api
 from personagap._cli_base import (
+    LazyModule,
     RunSettings,
     db_option,
     demo_step,
@@ -25,10 +25,14 @@ from personagap._cli_base import (
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
-from personagap.stages.relevance import render_relevance
 
 if TYPE_CHECKING:
+    from personagap import api
     from personagap.judges.runner import LMConfig
+    from personagap.stages import relevance as stage2
+else:
+    api = LazyModule("personagap.api")
+    stage2 = LazyModule("personagap.stages.relevance")
 
 
 @import_group.command("recenter")
@@ -63,7 +67,8 @@ def report_relevance(db: str, as_json: bool, resamples: int, seed: int, target_a
     label; a tie is undecided. For judges that state a confidence: calibration and agreement at each confidence.
     """
     result = run_or_exit(lambda: api.report_relevance(db, n_resamples=resamples, seed=seed))
-    click.echo(with_confidence(db, "relevance", result, as_json, render_relevance, target_accuracy, target_kappa))
+    click.echo(with_confidence(db, "relevance", result, as_json, stage2.render_relevance, target_accuracy,
+                               target_kappa))
 
 
 @demo_step("Stage 2 — relevance selection")
@@ -73,7 +78,7 @@ def demo_relevance(workdir: Path, db: Path) -> str:
 
     release = write_sample_release(workdir / "sample_recenter")
     summary = api.import_recenter(release, db)
-    return summary.render() + "\n\n" + render_relevance(api.report_relevance(db))
+    return summary.render() + "\n\n" + stage2.render_relevance(api.report_relevance(db))
 
 
 @judge_group.command("relevance")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from personagap._cli_base import (
+    LazyModule,
     RunSettings,
     db_option,
     demo_step,
@@ -26,10 +27,12 @@ from personagap._cli_base import (
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
-from personagap.stages import response as stage
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig
+    from personagap.stages import response as stage
+else:
+    stage = LazyModule("personagap.stages.response")
 
 
 @import_group.command("prism-judge")
