@@ -62,7 +62,8 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, se
         if on_view is not None:
             on_view(view)
         pairs = judges[judges["human"].notna()].reset_index(drop=True)
-        inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs), "scales": dataset_scales(con)}
+        inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs, judge_counts=judges),
+                                  "scales": dataset_scales(con)}
         diagnosis = diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=dataset_origins(con))
         tests = best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed,
                                   blind_counts=counts) if extras else {}

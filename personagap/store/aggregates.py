@@ -174,7 +174,8 @@ def has_anchored_humans(con: duckdb.DuckDBPyConnection, stage: str, dataset: str
     return bool(rows[0][0])
 
 
-def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | None = None,
+                     judge_counts: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """What ``diagnose`` computes from (:func:`personagap.analysis.diagnosis.diagnose`), counted by DuckDB.
 
     Per-user confusion counts of every comparable judge against the blind reference, failure counts, the
@@ -185,6 +186,9 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
         con: An open store connection.
         pairs: The per-user confusion counts when the caller has them (the judge counts of
             :func:`label_counts` of every stage with a reference); None: counted here.
+        judge_counts: Every judge count of :func:`label_counts` of every stage (with and without a reference)
+            when the caller has them: the parsed comparable judge labels are then not read again (at 10^7 labels
+            they are four in five of all labels), only the others are.
 
     Returns:
         ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames.
@@ -205,8 +209,11 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
                {JUDGE_SQL} AS judge, {BLIND_SQL} AND l.rater_kind = 'human' AS blind,
                {ANCHORED_SQL} AND l.rater_kind = 'human' AS anchored
         FROM labels l JOIN items i USING (item_id)
+        {"" if judge_counts is None else f"WHERE ({JUDGE_SQL} AND l.label IS NOT NULL) IS NOT TRUE"}
         GROUP BY ALL
     """)
+    if judge_counts is not None:
+        summary = _with_parsed_judges(summary, judge_counts)
     summary = summary.assign(unparsed=summary["n"] - summary["parsed"])
     failed = summary[summary["judge"] & (summary["unparsed"] > 0)]
     failures = failed[["stage", "dataset", "rater", "rater_kind", "condition"]].assign(
@@ -238,6 +245,21 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
         {"n_labels": "int64", "n_human_labels": "int64", "n_judge_labels": "int64"})
     return {"pairs": pairs, "failures": failures, "humans": humans, "inventory": inventory,
             "judge_items": judge_items, "human_counts": human_counts}
+
+
+def _with_parsed_judges(summary: pd.DataFrame, judge_counts: pd.DataFrame) -> pd.DataFrame:
+    """The summary of every label: ``summary`` (all but the parsed comparable judge labels) plus those, counted."""
+    keys = ["stage", "dataset", "rater", "rater_kind", "condition"]
+    counted = judge_counts.groupby(keys, as_index=False, dropna=False)["n"].sum()
+    # Parsed comparable judge labels: every one parsed, a judge's (JUDGE_SQL), no human's.
+    judges = counted.assign(n=counted["n"].astype("int64"), parsed=counted["n"].astype("int64"), judge=True,
+                            blind=False, anchored=False)
+    both = pd.concat([summary, judges[summary.columns]], ignore_index=True)
+    # A judge with unparsed labels too has a row in each part: one row per group, as one query gives it (the
+    # flags follow from rater kind and condition, so they agree).
+    return both.groupby(keys, as_index=False, dropna=False, sort=False).agg(
+        n=("n", "sum"), parsed=("parsed", "sum"), judge=("judge", "max"), blind=("blind", "max"),
+        anchored=("anchored", "max"))
 
 
 def _human_counts(summary: pd.DataFrame) -> pd.DataFrame:

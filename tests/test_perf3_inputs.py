@@ -1,0 +1,50 @@
+"""``diagnose`` reads the parsed judge labels once (issue 20): its inputs equal their per-label definitions.
+
+:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis` hands the judge counts it has already counted
+(:func:`personagap.store.aggregates.label_counts`) to :func:`personagap.store.aggregates.diagnosis_inputs`, which
+then reads only the other labels for its summary. The frames must be those of the per-label definitions, as
+without the counts (tests/test_perf_diagnosis_inputs.py).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from hypothesis import HealthCheck, Phase, given, settings
+
+from personagap.store import connect, load_labels
+from personagap.store.aggregates import diagnosis_inputs, label_counts
+from tests.test_perf_diagnosis_inputs import _expected, _same, _stores, _write
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example writes a store
+@given(_stores())
+def test_inputs_from_the_judge_counts_equal_their_definitions(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    items, labels = store
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "d.duckdb"
+        _write(db, items, labels)
+        with connect(db, read_only=True) as con:
+            judges = label_counts(con, None)[0]
+            got = diagnosis_inputs(con, judge_counts=judges)
+            stored = load_labels(con)
+    for name, expected in _expected(stored, items).items():
+        _same(got[name], expected)
+
+
+def test_the_judge_counts_are_what_is_summed(tmp_path: Path) -> None:
+    # Counts that leave a judge out change the inventory: the summary is built from them, not read again.
+    items = pd.DataFrame([("i0", "d1", "relevance", "u0")], columns=["item_id", "dataset", "stage", "user_id"])
+    labels = pd.DataFrame([("i0", "ann", "human", "", "yes"), ("i0", "gpt", "llm", "", "no")],
+                          columns=["item_id", "rater", "rater_kind", "condition", "label"])
+    db = tmp_path / "d.duckdb"
+    _write(db, items, labels)
+    with connect(db, read_only=True) as con:
+        judges = label_counts(con, None)[0]
+        full = diagnosis_inputs(con, judge_counts=judges)["inventory"]
+        none = diagnosis_inputs(con, judge_counts=judges.iloc[0:0])["inventory"]
+    assert int(full["n_judge_labels"].iloc[0]) == 1 and int(full["n_labels"].iloc[0]) == 2
+    assert int(none["n_judge_labels"].iloc[0]) == 0 and int(none["n_labels"].iloc[0]) == 1
