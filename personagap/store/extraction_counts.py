@@ -106,7 +106,7 @@ def verdict_item_ids(con: duckdb.DuckDBPyConnection, item_ids: Sequence[str]) ->
     """Which of ``item_ids`` are stage-1 verdict items."""
     rows = con.execute(f"""
         WITH {_VERDICT_ITEMS}
-        SELECT item_id FROM verdict_items WHERE list_contains($ids, item_id)
+        SELECT item_id FROM verdict_items WHERE item_id IN (SELECT unnest($ids))
     """, {"unnamed": "", "ids": list(item_ids)}).fetchall()
     return {str(r[0]) for r in rows}
 
