@@ -18,8 +18,10 @@ This module imports nothing heavy: starting the work must not wait for scipy or 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
@@ -45,16 +47,20 @@ def stamp(db: str) -> tuple[int, int]:
 
 def _compute(db: str, conn: Connection) -> None:
     """The child's work: send ``("view", PipelineView)`` as soon as it is ready, then ``("diagnosis", Diagnosis)``."""
+    # Ctrl+C in a terminal reaches the whole process group: the server stops, and stopping it ends this child.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from personagap.analysis.pipeline_first import pipeline_and_diagnosis
 
         _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=lambda v: conn.send(("view", v)))
         conn.send(("diagnosis", result))
     except Exception as exc:  # noqa: BLE001 - sent as text: the exception itself may not pickle
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    conn.close()
-    # Sent: skip the interpreter's teardown (pandas, DuckDB, scipy), CPU the first page's script run needs more.
-    os._exit(0)
+        with contextlib.suppress(OSError):  # the server is gone: nobody to tell
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+        # Sent: skip the interpreter's teardown (pandas, DuckDB, scipy), CPU the first page's script run needs more.
+        os._exit(0)
 
 
 def start(db: str) -> None:

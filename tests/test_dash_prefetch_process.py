@@ -70,3 +70,48 @@ def test_warm_up_keeps_the_row_counts_and_skips_streamlits_repl_check(sample_db:
     assert dg._use_warning_has_been_displayed is True
     assert prefetch.take_state(sample_db) == queries.db_state(sample_db)
     serve.warm_up(None)  # no database: nothing to count, nothing raised
+
+
+def _descendants(pid: int) -> list[int]:
+    from tests.test_dashboard_serve import _children
+
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+def test_sigterm_leaves_no_prefetch_process_behind(sample_db: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.browser_helpers import free_port
+    from tests.test_dashboard_serve import _alive, _wait_healthy
+
+    port = free_port()
+    cli = [str(Path(sys.executable).parent / "personagap")]
+    proc = subprocess.Popen([*cli, "dashboard", "--db", sample_db, "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        tree: list[int] = []
+        while len(tree) < 2 and time.monotonic() < deadline:  # the server and its prefetch child (at least)
+            tree = _descendants(proc.pid)
+            time.sleep(0.05)
+        assert len(tree) >= 2, f"expected the server and its prefetch child, found {tree}"
+        _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        tree = sorted(set(tree) | set(_descendants(proc.pid)))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in tree if _alive(p)], "processes left behind after SIGTERM"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
