@@ -54,7 +54,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) 
     raise TimeoutError("dashboard did not start")
 
 
-def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path):
+def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path) -> None:
     port = free_port()
     # Own session so that the test can clean up whatever is left; the signal under test goes to the CLI's pid only.
     proc = subprocess.Popen([*CLI, "dashboard", "--db", str(tmp_path / "none.duckdb"), "--port", str(port)],
@@ -81,7 +81,7 @@ def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path):
         proc.wait(timeout=10)
 
 
-def test_busy_port_is_one_line_before_any_banner(tmp_path: Path):
+def test_busy_port_is_one_line_before_any_banner(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
