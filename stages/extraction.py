@@ -13,9 +13,11 @@ The report (:func:`extraction_report`, pure) reads stored stage-1 items and labe
 * **Gold matching** (LAPS, or imported gold): precision, recall and F1 overall and per
   category, per split, with the offline matcher (threshold stated) and any LLM matcher.
 
-Every CI is the one CI rule (a user-clustered jackknife-t). The I/O entry points (:func:`import_laps`,
-:func:`import_extraction`, :func:`report_extraction`, :func:`judge_extraction`) are what the
-CLI calls; they are plain functions usable from Python.
+Every CI is the one CI rule (a user-clustered jackknife-t). :func:`report_extraction` computes the report from
+DuckDB's per-(dataset, extractor, rater, user) verdict counts (:func:`extraction_report_from_store`,
+:mod:`personagap.store.extraction_counts`): the figures of the pure report over every label, without loading them.
+The I/O entry points (:func:`import_laps`, :func:`import_extraction`, :func:`report_extraction`,
+:func:`judge_extraction`) are what the CLI calls; they are plain functions usable from Python.
 
 The pieces: records (:mod:`.extraction_records`), building the report (:mod:`.extraction_build`), its text
 (:mod:`.extraction_text`), running judges (:mod:`.extraction_judge`).
