@@ -40,6 +40,7 @@ from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, Reference
 from personagap.analysis.origins import tag_and_compare
+from personagap.analysis.pipeline_sql import reference_table
 from personagap.datasets import dataset_records
 from personagap.human_data.labels import ASPECTS_PREFIX, parse_aspects
 from personagap.human_data.personafeedback import load_personafeedback
@@ -193,9 +194,9 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             judge is scored over and the question a section is titled with. A single-response dataset missing
             from it is read the way the record reader infers one (nominal over the labels).
     """
-    with staged(con):
-        counts, human_counts, human_raters, gvp = (pair_judge_counts(con), pair_human_counts(con),
-                                                   pair_human_raters(con), gvp_counts(con))
+    with reference_table(con) as reference, staged(con, reference):
+        counts, human_counts, gvp = pair_judge_counts(con), pair_human_counts(con), gvp_counts(con)
+        human_raters = pair_human_raters(con)
         # The paired figures need both runs of a judge: without a reverse-order run or a no-profile condition
         # there is nothing to pair, and no pass over the labels is made for it.
         conditions = {str(c) for c in counts["condition"].unique()}
@@ -203,19 +204,22 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
         paired = any(c.split("+")[0] == NO_PROFILE for c in conditions)
         gap_counts = profile_gap_counts(con) if paired else None
         single_datasets = datasets_of_kinds(con, SINGLE_KINDS)
-    singles_frame = single_response_labels(con, SINGLE_KINDS, single_datasets) if single_datasets else None
-    with_single = set() if singles_frame is None else {str(d) for d in singles_frame["dataset"].unique()}
-    with_pairs = {str(d) for frame in (counts, human_counts, human_raters, gvp) for d in frame["dataset"].unique()}
-    datasets = sorted(with_pairs | with_single)
+        singles_frame = single_response_labels(con, SINGLE_KINDS, single_datasets) if single_datasets else None
+        with_single = set() if singles_frame is None else {str(d) for d in singles_frame["dataset"].unique()}
+        with_pairs = {str(d) for frame in (counts, human_counts, human_raters, gvp) for d in frame["dataset"].unique()}
+        datasets = sorted(with_pairs | with_single)
+        # Yes/no datasets (the only ones whose human rate is estimated): every parsed label is yes or no, so none
+        # of them is an A/B/tie verdict on a pair.
+        binary = [] if singles_frame is None else [
+            d for d in sorted(with_single - with_pairs)
+            if set(singles_frame.loc[(singles_frame["dataset"] == d) & singles_frame["label"].notna(), "label"])
+            <= set(YES_NO)]
+        # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
+        counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
+            {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
                               n_resamples=n_resamples, seed=seed)
-    # Yes/no datasets (the only ones whose human rate is estimated): every parsed label is yes or no, so none of
-    # them is an A/B/tie verdict on a pair.
-    binary = [] if singles_frame is None else [
-        d for d in sorted(with_single - with_pairs)
-        if set(singles_frame.loc[(singles_frame["dataset"] == d) & singles_frame["label"].notna(), "label"])
-        <= set(YES_NO)]
     aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
                                              [ASPECTS_PREFIX]).fetchall()))
     judges: list[JudgeResult] = []
@@ -240,9 +244,6 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
         singles += [section] if section is not None else []
     # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
     # datasets only (an A/B/tie preference has no single "positive" label).
-    # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
-    counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
-        {"blind": label_counts(con, "response", "blind")} if binary else {})
     alt_test, estimates = store_extras(con, "response", datasets, positive="yes", counts=counts_for_rates,
                                        rate_datasets=binary, n_resamples=n_resamples, seed=seed,
                                        scales={ds: r.scale for ds, r in records.items()})

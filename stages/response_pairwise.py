@@ -74,7 +74,7 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: s
     # Users as integer codes (sorted ids): the CI rule's per-user sums group by them, and integers sort far faster
     # than the ids' text on a million rows.
     rows_of = rows_of.assign(user=pd.factorize(rows_of["user_id"], sort=True)[0])
-    judges = rows_of[~rows_of["condition"].astype(str).str.endswith(REVERSED)]
+    judges = rows_of[~rows_of["condition"].astype(str).str.endswith(REVERSED)].drop(columns="dataset")
     out = []
     for key, rows in judges.groupby(["rater", "condition", "rater_kind"], sort=True):
         rater, condition, kind = (str(k) for k in key)

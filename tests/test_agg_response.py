@@ -20,6 +20,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.panel import scale_estimates
+from personagap.analysis.pipeline_sql import reference_table
 from personagap.analysis.response import accuracy_gap, clustered_rate
 from personagap.records import Item, Label, Run
 from personagap.stages.response import report_response
@@ -191,7 +192,7 @@ def test_counts_come_from_duckdb_and_single_labels_skip_pairs(built: tuple[Path,
     """The report reads per-user sums (fewer rows than labels) and never the pairwise labels themselves."""
     db, data = built
     with opened(db, read_only=True) as con:
-        with staged(con):
+        with reference_table(con) as reference, staged(con, reference):
             counts = pair_judge_counts(con)
         # Every comparable judge label is counted once (reverse-order runs too: they feed swap consistency).
         assert int(counts["n"].sum()) == sum(v["condition"] != "in-sample" for v in data["verdicts"])

@@ -23,7 +23,7 @@ from typing import cast
 import duckdb
 import pandas as pd
 
-from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql, reference_sql
+from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql
 
 STAGE = "response"
 PAIRWISE_KIND = "pairwise"
@@ -39,20 +39,28 @@ _ITEMS = "pg_response_items"
 
 
 @contextmanager
-def staged(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+def staged(con: duckdb.DuckDBPyConnection, reference_table: str) -> Iterator[None]:
     """Stage-3 items (payload read once) with their blind human reference, as a temporary table for the counts below.
 
-    Every stage-3 count reads it: the reference (every human label) and the item payloads are computed once per
-    report instead of once per query, and each count joins the labels once. Temporary tables live in the
-    connection's memory (a read-only store is enough); it is dropped on exit.
+    Every stage-3 count reads it, so the item payloads are read once per report and each count joins the labels
+    once. Temporary tables live in the connection's memory (a read-only store is enough); it is dropped on exit.
+
+    Args:
+        con: An open store connection.
+        reference_table: A temporary table the caller holds with the blind reference of every item (``item_id``,
+            ``human``: :func:`personagap.analysis.pipeline_sql.reference_table`, the one reference rule's query).
 
     Columns: ``item_id``, ``dataset``, ``user_id``, ``kind``, ``len_a``, ``len_b``, ``split``, ``tier``, ``shown``
     (the A/B order is the one humans saw), ``human`` (the blind reference; missing where the item has none).
+
+    Raises:
+        ValueError: ``reference_table`` is not a table name.
     """
+    if not reference_table.isidentifier():
+        raise ValueError(f"not a table name: {reference_table!r}")
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE {_ITEMS} AS
-        WITH {reference_sql("blind")},
-        staged AS (
+        WITH staged AS (
             SELECT item_id, dataset, user_id,
                    json_extract_string(payload, ['$.kind', '$.answer_a', '$.answer_b', '$.split', '$.tier']) AS v,
                    NOT json_exists(payload, '$.order_seed') AS shown
@@ -60,7 +68,7 @@ def staged(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         )
         SELECT s.item_id, s.dataset, s.user_id, v[1] AS kind, length(v[2]) AS len_a, length(v[3]) AS len_b,
                v[4] AS split, v[5] AS tier, s.shown, r.human
-        FROM staged s LEFT JOIN reference r USING (item_id)
+        FROM staged s LEFT JOIN {reference_table} r USING (item_id)
     """, {"stage": STAGE})
     try:
         yield
