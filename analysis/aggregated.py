@@ -173,7 +173,8 @@ def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind"
 def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
                  counts: Mapping[Reference, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
-                 scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 scales: Mapping[str, DatasetScale], item_humans: str | None = None
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """:func:`personagap.analysis.panel.report_extras` from the store: the same rows, never every label.
 
     The alternative-annotator test reads the labels of items several humans labelled (and, per judge, the one
@@ -190,13 +191,14 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
         scales: Dataset -> its scale (every dataset covered must have one).
+        item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here).
     """
     read: dict[str, pd.DataFrame] = {}
 
     def alt_labels(ds: str) -> pd.DataFrame:
         # Read once per dataset: the blind and the anchored test run on the same items.
         if ds not in read:
-            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM)
+            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM, item_humans=item_humans)
         return read[ds]
 
     def of(ds: str, humans: Reference) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -208,8 +210,8 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
 
 
 def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED, blind_counts: tuple[pd.DataFrame, pd.DataFrame] | None = None
-                      ) -> dict[str, dict[str, list[dict[str, Any]]]]:
+                      seed: int = DEFAULT_SEED, blind_counts: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+                      item_humans: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """For each stage's best judge, its alternative-annotator test and corrected rate, from the store's aggregates.
 
     The rows of :func:`personagap.api.best_judge_vs_humans` (the stage reports' own rows, restricted to the judge
@@ -222,6 +224,7 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         seed: Bootstrap seed.
         blind_counts: :func:`~personagap.store.aggregates.label_counts` of every stage (blind reference) when the
             caller has them (:func:`diagnose_from_store`); None: counted here for each best judge's dataset.
+        item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here).
 
     Returns:
         Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
@@ -238,7 +241,8 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         counts = {which: _of(blind_counts, s.stage, ds) if which == "blind" and blind_counts is not None
                   else label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
-                                    n_resamples=n_resamples, seed=seed, scales={ds: _scored_scale(best)})
+                                    n_resamples=n_resamples, seed=seed, scales={ds: _scored_scale(best)},
+                                    item_humans=item_humans)
         # The judge's one display name is the join key (comparable.judge_display), as the per-label function.
         name = judge_display(best.rater, best.condition)
         out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],

@@ -44,7 +44,7 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, se
     # dashboard's server imports what it needs (scipy, streamlit); the analysis modules are imported after it.
     from personagap.analysis.pipeline_sql import reference_table
     from personagap.store import diagnosis_inputs, opened
-    from personagap.store.aggregates import label_counts
+    from personagap.store.aggregates import item_humans_table, label_counts
 
     with opened(db, read_only=True) as con, reference_table(con) as reference:
         # The blind reference once, for the judges' counts here and every query of the pipeline view.
@@ -62,9 +62,12 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, se
         if on_view is not None:
             on_view(view)
         pairs = judges[judges["human"].notna()].reset_index(drop=True)
-        inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs, judge_counts=judges),
-                                  "scales": dataset_scales(con)}
-        diagnosis = diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=dataset_origins(con))
-        tests = best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed,
-                                  blind_counts=counts) if extras else {}
+        # The humans per item once, for the ceiling's items and the alternative-annotator test's (after the view:
+        # the dashboard shows it first).
+        with item_humans_table(con) as humans:
+            inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs, judge_counts=judges, item_humans=humans),
+                                      "scales": dataset_scales(con)}
+            diagnosis = diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=dataset_origins(con))
+            tests = best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed,
+                                      blind_counts=counts, item_humans=humans) if extras else {}
     return view, diagnosis, tests

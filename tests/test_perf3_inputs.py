@@ -15,7 +15,7 @@ import pandas as pd
 from hypothesis import HealthCheck, Phase, given, settings
 
 from personagap.store import connect, load_labels
-from personagap.store.aggregates import diagnosis_inputs, label_counts
+from personagap.store.aggregates import diagnosis_inputs, item_humans_table, label_counts, multi_human_labels
 from tests.test_perf_diagnosis_inputs import _expected, _same, _stores, _write
 
 
@@ -48,3 +48,41 @@ def test_the_judge_counts_are_what_is_summed(tmp_path: Path) -> None:
         none = diagnosis_inputs(con, judge_counts=judges.iloc[0:0])["inventory"]
     assert int(full["n_judge_labels"].iloc[0]) == 1 and int(full["n_labels"].iloc[0]) == 2
     assert int(none["n_judge_labels"].iloc[0]) == 0 and int(none["n_labels"].iloc[0]) == 1
+
+
+def _humans_per_item(frame: pd.DataFrame) -> pd.Series:
+    person = frame[(frame["rater_kind"] == "human") & frame["label"].notna()]
+    return person.groupby("item_id")["rater"].nunique()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(_stores())
+def test_the_shared_item_humans_give_the_same_inputs(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    # diagnose counts the humans per item once (item_humans_table) for the ceiling's items and the alt-test's.
+    items, labels = store
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "d.duckdb"
+        _write(db, items, labels)
+        with connect(db, read_only=True) as con:
+            judges = label_counts(con, None)[0]
+            with item_humans_table(con) as humans:
+                got = diagnosis_inputs(con, judge_counts=judges, item_humans=humans)
+                shared = {(s, d): multi_human_labels(con, s, d, min_humans=2, item_humans=humans)
+                          for s, d in items[["stage", "dataset"]].drop_duplicates().itertuples(index=False)}
+            alone = {key: multi_human_labels(con, *key, min_humans=2) for key in shared}
+            stored = load_labels(con)
+    for name, expected in _expected(stored, items).items():
+        _same(got[name], expected)
+    for key, frame in shared.items():
+        # The same items several humans labelled; each judge's top item (ties may pick another) as crowded.
+        a, b = _humans_per_item(frame), _humans_per_item(alone[key])
+        assert set(a[a >= 2].index) == set(b[b >= 2].index)
+        assert _top_counts(frame, a) == _top_counts(alone[key], b)
+
+
+def _top_counts(frame: pd.DataFrame, humans: pd.Series) -> dict[tuple[str, str], float]:
+    # Per judge, the most humans on an item it labelled among the items read: its top item's count.
+    judged = frame[frame["rater_kind"] != "human"]
+    counts = humans.reindex(judged["item_id"]).fillna(0).to_numpy()
+    return judged.assign(c=counts).groupby(["rater", "condition"])["c"].max().to_dict()

@@ -8,6 +8,8 @@ their memory does not grow with the number of labels (issue 20). Which labels co
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import cast
 
 import duckdb
@@ -104,8 +106,62 @@ def judge_failures(con: duckdb.DuckDBPyConnection, stage: str) -> pd.DataFrame:
     """, {"stage": stage})
 
 
+_PERSON = f"l.rater_kind = 'human' AND l.label IS NOT NULL AND l.condition <> '{SHOWN_LLM_RATING}'"
+ITEM_HUMANS = "_item_humans"
+"""The temporary table of :func:`item_humans_table`."""
+
+
+def _per_item_sql(within: str) -> str:
+    """A CTE (static text) ``per_item(item_id, blind, anchored)``: individual humans per item.
+
+    Distinct individual blind and anchored human raters of every item with an individual human label, restricted
+    by ``within`` (a join clause of static text, or '').
+    """
+    # Distinct humans per item, counted only where an item holds two or more human labels: an item with one human
+    # label has one human of that label's protocol, so most items skip the costly count(DISTINCT) grouping.
+    return f"""
+        human AS (
+            SELECT l.item_id, l.rater, {blind_human_sql('l')} AS b, {anchored_human_sql('l')} AS a
+            FROM labels l {within} WHERE {_PERSON}
+        ),
+        crowded AS (SELECT item_id FROM human GROUP BY item_id HAVING count(*) >= 2),
+        per_item AS (
+            SELECT item_id, count(DISTINCT rater) FILTER (WHERE b) AS blind,
+                   count(DISTINCT rater) FILTER (WHERE a) AS anchored
+            FROM human SEMI JOIN crowded USING (item_id) GROUP BY item_id
+            UNION ALL
+            SELECT item_id, b::INTEGER, a::INTEGER FROM human ANTI JOIN crowded USING (item_id)
+        )"""
+
+
+def _table(name: str) -> str:
+    # A temporary table's name is this module's constant, never user input: refuse anything else.
+    if not name.isidentifier():
+        raise ValueError(f"not a table name: {name!r}")
+    return name
+
+
+@contextlib.contextmanager
+def item_humans_table(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
+    """Hold, per item with an individual human label, its distinct individual blind and anchored humans.
+
+    What :func:`multi_human_labels` (items several humans labelled) and :func:`diagnosis_inputs` (items two or
+    more blind humans labelled) both count: ``diagnose`` counts it once (a grouping of every human label by item)
+    for both. A temporary table, private to the connection and allowed on a read-only one; dropped afterwards.
+
+    Yields:
+        The table's name (:data:`ITEM_HUMANS`): columns ``item_id``, ``blind``, ``anchored``.
+    """
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {ITEM_HUMANS} AS WITH {_per_item_sql('')} "
+                "SELECT item_id, blind, anchored FROM per_item")
+    try:
+        yield ITEM_HUMANS
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {ITEM_HUMANS}")
+
+
 def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, *,
-                       min_humans: int) -> pd.DataFrame:
+                       min_humans: int, item_humans: str | None = None) -> pd.DataFrame:
     """The labels the alternative-annotator test reads: every label on items several individual humans labelled.
 
     Items with at least ``min_humans`` distinct individual human raters (blind, or anchored: the test runs on
@@ -118,28 +174,18 @@ def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str,
         stage: Pipeline stage.
         dataset: Dataset key.
         min_humans: Individual humans an item needs (the test's minimum per item).
+        item_humans: The table of :func:`item_humans_table` when the caller holds it; None: counted here.
 
     Returns:
         Columns as :func:`personagap.store.load_labels` (``item_id``, ``rater``, ``rater_kind``, ``condition``,
         ``label``, ``error``, ``dataset``, ``user_id``).
     """
-    person = f"l.rater_kind = 'human' AND l.label IS NOT NULL AND l.condition <> '{SHOWN_LLM_RATING}'"
-    # Distinct humans per item, counted only where an item holds two or more human labels: an item with one human
-    # label has one human of that label's protocol, so most items skip the costly count(DISTINCT) grouping.
+    per_item = (_per_item_sql("SEMI JOIN ds_items USING (item_id)") if item_humans is None else f"""
+        per_item AS (SELECT p.item_id, p.blind, p.anchored FROM {_table(item_humans)} p SEMI JOIN ds_items
+                     USING (item_id))""")
     return _rows(con, f"""
         WITH ds_items AS (SELECT item_id FROM items WHERE stage = $stage AND dataset = $dataset),
-        human AS (
-            SELECT l.item_id, l.rater, {blind_human_sql('l')} AS b, {anchored_human_sql('l')} AS a
-            FROM labels l SEMI JOIN ds_items USING (item_id) WHERE {person}
-        ),
-        crowded AS (SELECT item_id FROM human GROUP BY item_id HAVING count(*) >= 2),
-        per_item AS (
-            SELECT item_id, count(DISTINCT rater) FILTER (WHERE b) AS blind,
-                   count(DISTINCT rater) FILTER (WHERE a) AS anchored
-            FROM human SEMI JOIN crowded USING (item_id) GROUP BY item_id
-            UNION ALL
-            SELECT item_id, b::INTEGER, a::INTEGER FROM human ANTI JOIN crowded USING (item_id)
-        ),
+        {per_item},
         judged AS (
             SELECT arg_max(l.item_id, coalesce(p.blind, 0)) AS top_blind,
                    arg_max(l.item_id, coalesce(p.anchored, 0)) AS top_anchored
@@ -175,7 +221,8 @@ def has_anchored_humans(con: duckdb.DuckDBPyConnection, stage: str, dataset: str
 
 
 def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | None = None,
-                     judge_counts: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+                     judge_counts: pd.DataFrame | None = None, item_humans: str | None = None
+                     ) -> dict[str, pd.DataFrame]:
     """What ``diagnose`` computes from (:func:`personagap.analysis.diagnosis.diagnose`), counted by DuckDB.
 
     Per-user confusion counts of every comparable judge against the blind reference, failure counts, the
@@ -189,6 +236,8 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
         judge_counts: Every judge count of :func:`label_counts` of every stage (with and without a reference)
             when the caller has them: the parsed comparable judge labels are then not read again (at 10^7 labels
             they are four in five of all labels), only the others are.
+        item_humans: The table of :func:`item_humans_table` when the caller holds it (its ``blind`` count is the
+            number of blind human labels of an item: one per rater); None: counted here.
 
     Returns:
         ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames.
@@ -221,12 +270,12 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
     human_counts = _human_counts(summary[summary["parsed"] > 0])
     # Only items that at least two individual blind humans labelled can say anything about the ceiling: their
     # blind human labels and comparable judge labels, read in one query.
-    multi = _rows(con, f"""
-        WITH multi AS (
+    multi_items = (f"SELECT item_id FROM {_table(item_humans)} WHERE blind >= 2" if item_humans is not None else f"""
             SELECT l.item_id FROM labels l
             WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
-            GROUP BY l.item_id HAVING count(*) >= 2
-        )
+            GROUP BY l.item_id HAVING count(*) >= 2""")
+    multi = _rows(con, f"""
+        WITH multi AS ({multi_items})
         SELECT {BLIND_SQL} AS human, i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label,
                i.user_id
         FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
