@@ -13,11 +13,13 @@ table (the GROUP BY a report's figures and their bootstrap need), run in a new i
 for starting Python and opening the file. Target at 10^7 labels on a 2-core machine (issue 20): <= 10 s and
 <= 2 GB per command, <= 5x the floor.
 
-``diagnose-aggregates`` is ``diagnose --json`` computed by :func:`personagap.analysis.aggregated.diagnose_from_store`
-(the diagnosis and its best-judge rows from one set of aggregates), the path the command takes once it calls it.
+``diagnose`` computes the pipeline view and the judges' diagnosis together
+(:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis`: one blind reference, one count of the judge
+labels). ``diagnose-aggregates`` (not run by default) is the judges' diagnosis and its best-judge rows alone
+(:func:`personagap.analysis.aggregated.diagnose_from_store`, no pipeline view): what the pipeline view adds.
 
 Run: python benchmarks/report_memory.py [--labels 1000000 10000000]
-     [--commands diagnose report-relevance report-response report-extraction diagnose-aggregates]
+     [--commands diagnose report-relevance report-response report-extraction [diagnose-aggregates]]
      [--keep DIR]   (reuse or keep the built stores there)
 """
 
@@ -48,9 +50,8 @@ STAGE_OF = {"report-response": "response", "report-extraction": "extraction"}
 """The store a command runs on (every other command: the relevance store)."""
 # Per stage: the human's labels (the first is the one the human gives 20% of the time, judges agree ~80%).
 VOCABULARY = {"relevance": ("yes", "no"), "response": ("A", "B", "tie"), "extraction": ("bad", "ok", "unsure")}
-# `personagap diagnose --json` as it is once it calls analysis.aggregated.diagnose_from_store (the diagnosis and
-# its best-judge rows from one set of aggregates) in place of diagnose_db + personagap.api.best_judge_vs_humans
-# (which loads the best judge's whole dataset): what that command costs after the change, measured the same way.
+# The judges' diagnosis and its best-judge rows without the pipeline view (analysis.aggregated.diagnose_from_store):
+# `diagnose --json` minus the view, measured the same way (on demand only: no command runs it).
 DIAGNOSE_FROM_AGGREGATES = [sys.executable, "-c", """
 import json, sys
 from personagap.analysis.agreement import json_safe
@@ -122,8 +123,7 @@ def build(db: Path, n_labels: int, stage: str = "relevance") -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--labels", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--commands", nargs="+", default=[*COMMANDS, "diagnose-aggregates"],
-                        choices=[*COMMANDS, "diagnose-aggregates"])
+    parser.add_argument("--commands", nargs="+", default=list(COMMANDS), choices=[*COMMANDS, "diagnose-aggregates"])
     parser.add_argument("--keep", type=Path, help="folder to keep (or reuse) the built stores in")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="pg-report-memory-"))
