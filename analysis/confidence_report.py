@@ -23,7 +23,7 @@ from personagap.analysis.comparable import judge_display
 from personagap.analysis.coverage import CoveragePoint, Target, ThresholdChoice, choose_threshold, coverage_curve
 from personagap.confidence import UNSTATED
 from personagap.datasets import dataset_records
-from personagap.store.confidence import confidence_counts, confidence_gaps
+from personagap.store.confidence import any_confidence, confidence_counts, confidence_gaps
 
 _JUDGE = ["dataset", "rater", "rater_kind", "condition"]
 
@@ -98,6 +98,8 @@ def judge_confidence(con: duckdb.DuckDBPyConnection, stage: str, *, dataset: str
     Returns:
         One entry per (dataset, judge, condition) with at least one confidence, sorted.
     """
+    if not any_confidence(con):
+        return []
     counts = confidence_counts(con, stage, dataset)
     gaps = confidence_gaps(con, stage, dataset).set_index(_JUDGE)
     scales = {ds: rec.scale for (st, ds), rec in dataset_records(con).items() if st == stage}

@@ -95,3 +95,23 @@ def test_unstated_scale_gets_a_curve_but_no_calibration_and_json_is_valid(tmp_pa
     assert list(payload) == [("prism-judge", entry.judge)]
     text = json.dumps(payload[("prism-judge", entry.judge)], allow_nan=False)  # NaN became null
     assert '"calibration": null' in text
+
+
+def test_a_store_without_any_confidence_skips_the_counts_and_one_with_a_failed_one_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import duckdb
+
+    from personagap.analysis import confidence_report
+    from personagap.store.confidence import any_confidence
+
+    con = duckdb.connect(str(tmp_path / "c.duckdb"))
+    con.execute("CREATE TABLE labels (meta JSON)")
+    con.execute("""INSERT INTO labels VALUES (NULL), ('{"note": "no confidence here"}')""")
+    assert any_confidence(con) is False
+    counted: list[str] = []
+    monkeypatch.setattr(confidence_report, "confidence_counts", lambda *a, **k: counted.append("counts"))
+    assert confidence_report.judge_confidence(con, "response") == []
+    assert counted == []  # the early-out is what returned, not an empty count
+    # A confidence that failed to parse still makes a judge's entry (its failures are counted), so it counts.
+    con.execute("""INSERT INTO labels VALUES ('{"confidence_error": "not a number"}')""")
+    assert any_confidence(con) is True
