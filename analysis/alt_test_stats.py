@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-from scipy import stats
+from scipy.special import stdtr
 
 Scoring = Literal["accuracy", "neg_rmse"]
 DEFAULT_EPSILON = 0.2
@@ -97,7 +97,8 @@ def one_sided_p_rows(d: npt.ArrayLike, epsilon: float) -> npt.NDArray[np.float64
     constant = np.all(np.isclose(x, x[..., :1], rtol=0.0, atol=1e-12), axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = (mean + epsilon) / (sd / math.sqrt(n))
-    p: npt.NDArray[np.float64] = np.where(constant, np.nan, stats.t.sf(t, n - 1))
+    # stdtr(df, -t) is the t distribution's survival function, without importing scipy.stats (~0.8 s a command).
+    p: npt.NDArray[np.float64] = np.where(constant, np.nan, stdtr(n - 1, -t))
     return p
 
 
