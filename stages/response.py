@@ -71,6 +71,7 @@ from personagap.store import StoreError, gc_paused, opened, write_batch
 from personagap.store.aggregates import label_counts
 from personagap.store.response_counts import (
     NO_PROFILE,
+    PERSONALIZED,
     REVERSED,
     datasets_of_kinds,
     gvp_counts,
@@ -142,7 +143,7 @@ def load_items(con: Any) -> pd.DataFrame:
         rec: dict[str, Any] = {"item_id": iid, "dataset": dataset, "user_id": user, "kind": kind,
                                "question": None, "answer_a": None, "answer_b": None, "profile": None,
                                "split": p.get("split"), "tier": p.get("tier"), "personalized": None,
-                               "order_shown": "order_seed" not in p, "facts": None, "context": None,
+                               "order_shown": p.get("order_seed") is None, "facts": None, "context": None,
                                "response": None}
         if kind == "pairwise":
             rec |= {"question": p["question"], "answer_a": p["answer_a"], "answer_b": p["answer_b"],
@@ -151,7 +152,7 @@ def load_items(con: Any) -> pd.DataFrame:
             profile = attrs.get((dataset, user))
             # Canonical order: A = the generic answer, B = the personalised one.
             rec |= {"question": prompts.get((dataset, user, prompt_index)), "answer_a": p["response_no_context"],
-                    "answer_b": p["response_personalized"], "personalized": "B", "order_shown": False,
+                    "answer_b": p["response_personalized"], "personalized": PERSONALIZED, "order_shown": False,
                     "profile": "\n".join(profile) if profile else None}
         elif kind in SINGLE_KINDS:
             rec |= {"facts": p.get("facts"), "context": p.get("context"), "response": p.get("response"),
