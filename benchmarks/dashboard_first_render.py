@@ -17,8 +17,9 @@ Run:
     python benchmarks/dashboard_first_render.py [--labels 1000000] [--runs 5] [--store FILE]
 
 The machine's load average (1 minute) is printed before and after: on a shared 2-core machine it decides the
-figure as much as the code does. ``--floor`` also times the same browser on a server with no database (the
-page shows only its guidance): what Streamlit and Chromium take whatever the page computes.
+figure as much as the code does. ``--floor`` also times the same browser on this dashboard with no database (the
+page shows only its guidance) and on a bare Streamlit app (one ``st.title``): what Streamlit and Chromium take
+whatever the page computes.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from personagap import store  # noqa: E402
 from personagap.analysis.pipeline_text import TITLE  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
-from tests.browser_helpers import browser, find_chromium, serve_dashboard  # noqa: E402
+from tests.browser_helpers import browser, find_chromium, free_port, serve_dashboard  # noqa: E402
 
 JUDGES = 7
 HUMANS = 3
@@ -139,8 +143,9 @@ def first_paint(db: Path, chromium: str, wait: float = 0.0) -> tuple[float, floa
     return painted - start, done - start, painted - launched, done - launched, verdict, marks
 
 
-def floor(chromium: str, work: Path) -> tuple[float, float]:
-    """Seconds from opening the page and from launching to the title of a server with no database (its guidance)."""
+def floor(chromium: str, work: Path) -> tuple[float, float, float]:
+    """Seconds to the title: of this dashboard with no database (its guidance; from opening and from launching),
+    and of a bare Streamlit app whose script is one ``st.title`` (from opening): Streamlit and Chromium alone."""
     launched = time.perf_counter()
     with serve_dashboard(work / "absent.duckdb") as url, browser(chromium) as ctx:
         page = ctx.new_page()
@@ -148,7 +153,32 @@ def floor(chromium: str, work: Path) -> tuple[float, float]:
         page.goto(url)
         page.wait_for_selector('[data-testid="stMain"] h1', timeout=60_000)
         done = time.perf_counter()
-    return done - start, done - launched
+    bare = work / "bare_app.py"
+    bare.write_text('import streamlit as st\n\nst.title("Bare")\n')
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(bare), "--server.port", str(port),
+                             "--server.headless", "true", "--server.fileWatcherType", "none",
+                             "--browser.gatherUsageStats", "false", "--global.developmentMode", "false"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                    if r.read().strip() == b"ok":
+                        break
+            except OSError:
+                time.sleep(0.1)
+        with browser(chromium) as ctx:
+            page = ctx.new_page()
+            start_bare = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector('[data-testid="stMain"] h1', timeout=60_000)
+            bare_s = time.perf_counter() - start_bare
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+    return done - start, done - launched, bare_s
 
 
 def _median(xs: list[float]) -> str:
@@ -197,8 +227,9 @@ def main() -> None:
         print(f"  first paint from launching `personagap dashboard`: {_median([r[2] for r in results])}")
         print(f"  whole from launching `personagap dashboard`:       {_median([r[3] for r in results])}")
         if floors:
-            print(f"  floor (no database, title only) from opening: {_median([f[0] for f in floors])}; from "
-                  f"launching: {_median([f[1] for f in floors])}")
+            print(f"  floor, this dashboard with no database (title): from opening {_median([f[0] for f in floors])}; "
+                  f"from launching {_median([f[1] for f in floors])}")
+            print(f"  floor, a bare Streamlit app (one st.title) from opening: {_median([f[2] for f in floors])}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
