@@ -19,18 +19,20 @@ This module imports nothing heavy: starting the work must not wait for scipy or 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
+import pickle
 import signal
+import subprocess
+import sys
 import threading
 from concurrent.futures import Future
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
 _jobs: dict[str, tuple[threading.Event, dict[str, Any], Future[Any]]] = {}
 _states: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
+_CHILD = "from personagap.dashboard.prefetch import _child; _child()"
 
 
 class PrefetchError(RuntimeError):
@@ -45,20 +47,40 @@ def stamp(db: str) -> tuple[int, int]:
     return mtime(Path(db)), mtime(Path(db + ".wal"))
 
 
-def _compute(db: str, conn: Connection) -> None:
-    """The child's work: send ``("view", PipelineView)`` as soon as it is ready, then ``("diagnosis", Diagnosis)``."""
-    # Ctrl+C in a terminal reaches the whole process group: the server stops, and stopping it ends this child.
+def _child() -> None:
+    """The child process (``python -c``, database path in ``sys.argv[1]``): compute, and write pickled messages.
+
+    ``("view", PipelineView)`` as soon as it is ready, then ``("diagnosis", Diagnosis)`` (or ``("error", text)``), to
+    the stdout it was given; anything a library prints goes to stderr instead. It ends when its stdin closes: the
+    server is gone, whatever stopped it.
+    """
+    # Ctrl+C in a terminal reaches the whole process group: the server stops, and that ends this child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    db = sys.argv[1]
+
+    def orphaned() -> None:
+        sys.stdin.buffer.read()
+        os._exit(0)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+
+    def send(kind: str, payload: Any) -> None:
+        pickle.dump((kind, payload), out, protocol=pickle.HIGHEST_PROTOCOL)
+        out.flush()
+
     try:
         from personagap.analysis.pipeline_first import pipeline_and_diagnosis
 
-        _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=lambda v: conn.send(("view", v)))
-        conn.send(("diagnosis", result))
+        _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=lambda v: send("view", v))
+        send("diagnosis", result)
     except Exception as exc:  # noqa: BLE001 - sent as text: the exception itself may not pickle
         with contextlib.suppress(OSError):  # the server is gone: nobody to tell
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            send("error", f"{type(exc).__name__}: {exc}")
     finally:
-        conn.close()
+        with contextlib.suppress(OSError):
+            out.close()
         # Sent: skip the interpreter's teardown (pandas, DuckDB, scipy), CPU the first page's script run needs more.
         os._exit(0)
 
@@ -71,20 +93,23 @@ def start(db: str) -> None:
     done = threading.Event()
     box: dict[str, Any] = {"stamp": stamp(db)}
     view: Future[Any] = Future()
-    # "spawn": a fresh interpreter, safe whatever threads this process runs (a test's DuckDB pool, Streamlit's).
-    mp = multiprocessing.get_context("spawn")
-    receiver, sender = mp.Pipe(duplex=False)
-    child = mp.Process(target=_compute, args=(db, sender), name="personagap-prefetch", daemon=True)
 
     def collect() -> None:
         from personagap.dashboard import access
 
+        child: subprocess.Popen[bytes] | None = None
         try:
             with access.reading():
-                child.start()
-                sender.close()  # the child's end: EOF here once the child is gone
+                # A fresh interpreter (not a fork: safe whatever threads this process runs), started as `python -c`
+                # so that it never re-runs this process's main script.
+                child = subprocess.Popen([sys.executable, "-c", _CHILD, db], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE)
+                assert child.stdout is not None
                 while True:
-                    kind, payload = receiver.recv()
+                    try:
+                        kind, payload = pickle.load(child.stdout)
+                    except EOFError:
+                        raise PrefetchError(f"the prefetch process ended (exit code {child.wait()})") from None
                     if kind == "view":
                         view.set_result(payload)
                     elif kind == "diagnosis":
@@ -98,9 +123,16 @@ def start(db: str) -> None:
             if not view.done():
                 view.set_exception(exc)  # the Overview's cache retries a failed view
         finally:
-            receiver.close()
             done.set()  # before reaping the child: the page must not wait for its interpreter to exit
-            child.join(timeout=5)
+            if child is not None:
+                for pipe in (child.stdin, child.stdout):
+                    if pipe is not None:
+                        pipe.close()  # its stdin closed: a child still running ends
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
 
     with _lock:
         _jobs[db] = (done, box, view)

@@ -115,3 +115,50 @@ def test_sigterm_leaves_no_prefetch_process_behind(sample_db: str) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _prefetch_children(db: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if prefetch._CHILD.encode() in cmdline and db.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_the_child_ends_when_the_server_is_killed(sample_db: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    import duckdb
+
+    from tests.test_dashboard_serve import _alive
+
+    db = str(tmp_path / "killed.duckdb")
+    Path(db).write_bytes(Path(sample_db).read_bytes())
+    # A writer holds the file: the child waits for it (the store retries a locked open for 10 s) when its server is
+    # killed, with no chance to clean up (SIGKILL).
+    with duckdb.connect(db):
+        server = subprocess.Popen([sys.executable, "-c", "import sys, time\n"
+                                   "from personagap.dashboard import prefetch\n"
+                                   "prefetch.start(sys.argv[1])\n"
+                                   "time.sleep(60)\n", db])
+        try:
+            deadline = time.monotonic() + 30
+            while not _prefetch_children(db) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            children = _prefetch_children(db)
+            assert children, "the server started its prefetch child"
+        finally:
+            server.kill()
+        server.wait(timeout=30)
+        # Long before the file frees: the child saw its stdin close.
+        deadline = time.monotonic() + 4
+        while any(_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if _alive(p)], "the prefetch child outlived its server"
