@@ -173,8 +173,8 @@ def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind"
 def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
                  counts: Mapping[Reference, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
-                 scales: Mapping[str, DatasetScale], item_humans: str | None = None
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 scales: Mapping[str, DatasetScale], item_humans: str | None = None,
+                 judges: Mapping[str, pd.DataFrame] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """:func:`personagap.analysis.panel.report_extras` from the store: the same rows, never every label.
 
     The alternative-annotator test reads the labels of items several humans labelled (and, per judge, the one
@@ -192,13 +192,16 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         seed: Bootstrap seed.
         scales: Dataset -> its scale (every dataset covered must have one).
         item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here).
+        judges: Dataset -> its comparable judges with a parsed label (the judge rows of ``label_counts``), with
+            ``item_humans``: the alternative-annotator test's labels are then found with fewer reads.
     """
     read: dict[str, pd.DataFrame] = {}
 
     def alt_labels(ds: str) -> pd.DataFrame:
         # Read once per dataset: the blind and the anchored test run on the same items.
         if ds not in read:
-            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM, item_humans=item_humans)
+            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM, item_humans=item_humans,
+                                          judges=None if judges is None else judges.get(ds))
         return read[ds]
 
     def of(ds: str, humans: Reference) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -242,7 +245,8 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
                   else label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
                                     n_resamples=n_resamples, seed=seed, scales={ds: _scored_scale(best)},
-                                    item_humans=item_humans)
+                                    item_humans=item_humans,
+                                    judges=None if blind_counts is None else {ds: _of(blind_counts, s.stage, ds)[0]})
         # The judge's one display name is the join key (comparable.judge_display), as the per-label function.
         name = judge_display(best.rater, best.condition)
         out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 from hypothesis import HealthCheck, Phase, given, settings
 
+from personagap.analysis import comparable as c
 from personagap.store import connect, load_labels
 from personagap.store.aggregates import diagnosis_inputs, item_humans_table, label_counts, multi_human_labels
 from tests.test_perf_diagnosis_inputs import _expected, _same, _stores, _write
@@ -51,7 +52,9 @@ def test_the_judge_counts_are_what_is_summed(tmp_path: Path) -> None:
 
 
 def _humans_per_item(frame: pd.DataFrame) -> pd.Series:
-    person = frame[(frame["rater_kind"] == "human") & frame["label"].notna()]
+    # Blind individual humans: a judge's most over the items read is its blind top item's (deterministic; which
+    # item an anchored tie picks is not).
+    person = frame[(frame["rater_kind"] == "human") & (frame["condition"] == c.BLIND) & frame["label"].notna()]
     return person.groupby("item_id")["rater"].nunique()
 
 
@@ -68,21 +71,54 @@ def test_the_shared_item_humans_give_the_same_inputs(store: tuple[pd.DataFrame, 
             judges = label_counts(con, None)[0]
             with item_humans_table(con) as humans:
                 got = diagnosis_inputs(con, judge_counts=judges, item_humans=humans)
-                shared = {(s, d): multi_human_labels(con, s, d, min_humans=2, item_humans=humans)
-                          for s, d in items[["stage", "dataset"]].drop_duplicates().itertuples(index=False)}
+                keys = list(items[["stage", "dataset"]].drop_duplicates().itertuples(index=False, name=None))
+                shared = {(s, d): multi_human_labels(con, s, d, min_humans=2, item_humans=humans) for s, d in keys}
+                # With the judges counted: the top items are looked for on the items with the most humans first.
+                mine = {(s, d): judges[(judges["stage"] == s) & (judges["dataset"] == d)] for s, d in keys}
+                fast = {key: multi_human_labels(con, *key, min_humans=2, item_humans=humans, judges=mine[key])
+                        for key in keys}
             alone = {key: multi_human_labels(con, *key, min_humans=2) for key in shared}
             stored = load_labels(con)
     for name, expected in _expected(stored, items).items():
         _same(got[name], expected)
-    for key, frame in shared.items():
+    for key in shared:
         # The same items several humans labelled; each judge's top item (ties may pick another) as crowded.
-        a, b = _humans_per_item(frame), _humans_per_item(alone[key])
-        assert set(a[a >= 2].index) == set(b[b >= 2].index)
-        assert _top_counts(frame, a) == _top_counts(alone[key], b)
+        b = _humans_per_item(alone[key])
+        for frame in (shared[key], fast[key]):
+            a = _humans_per_item(frame)
+            assert set(a[a >= 2].index) == set(b[b >= 2].index)
+            assert _top_counts(frame, a) == _top_counts(alone[key], b)
 
 
 def _top_counts(frame: pd.DataFrame, humans: pd.Series) -> dict[tuple[str, str], float]:
-    # Per judge, the most humans on an item it labelled among the items read: its top item's count.
-    judged = frame[frame["rater_kind"] != "human"]
+    # Per comparable judge, the most humans on an item it labelled among the items read: its top item's count
+    # (other raters' labels come with whichever items are read).
+    judged = frame[c.comparable_judge_mask(frame) & frame["label"].notna()]
     counts = humans.reindex(judged["item_id"]).fillna(0).to_numpy()
     return judged.assign(c=counts).groupby(["rater", "condition"])["c"].max().to_dict()
+
+
+def test_the_item_with_most_humans_is_every_judges_top(tmp_path: Path) -> None:
+    # Every judge labelled the item with the most humans: it is their top item, found without their other labels;
+    # a judge that did not label it sends the search back to every judge label.
+    from personagap.store.aggregates import _shared_tops
+
+    items = pd.DataFrame([(f"i{k}", "d1", "relevance", f"u{k}") for k in range(3)],
+                         columns=["item_id", "dataset", "stage", "user_id"])
+    rows = [("i0", "ann", "human", "", "yes"), ("i0", "bob", "human", "", "no"), ("i1", "ann", "human", "", "yes")]
+    rows += [(f"i{k}", judge, "llm", "", "yes") for k in range(3) for judge in ("gpt", "claude")]
+    db = tmp_path / "d.duckdb"
+    _write(db, items, pd.DataFrame(rows + [("i2", "late", "llm", "", "no")],
+                                   columns=["item_id", "rater", "rater_kind", "condition", "label"]))
+    with connect(db, read_only=True) as con:
+        judges = label_counts(con, None)[0]
+        with item_humans_table(con) as humans:
+            # The blind top (2 humans); the anchored one is any item with a human (none has an anchored human).
+            tops = _shared_tops(con, humans, "relevance", "d1", judges[judges["rater"] != "late"])
+            assert tops is not None and "i0" in tops and set(tops) <= {"i0", "i1"}
+            assert _shared_tops(con, humans, "relevance", "d1", judges) is None
+            fast = multi_human_labels(con, "relevance", "d1", min_humans=2, item_humans=humans,
+                                      judges=judges[judges["rater"] != "late"])
+        alone = multi_human_labels(con, "relevance", "d1", min_humans=2)
+    assert "i0" in set(fast["item_id"]) <= {"i0", "i1"}  # i2 (no human) is no judge's top item
+    assert "i0" in set(alone["item_id"])

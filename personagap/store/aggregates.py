@@ -161,7 +161,8 @@ def item_humans_table(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
 
 
 def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, *,
-                       min_humans: int, item_humans: str | None = None) -> pd.DataFrame:
+                       min_humans: int, item_humans: str | None = None,
+                       judges: pd.DataFrame | None = None) -> pd.DataFrame:
     """The labels the alternative-annotator test reads: every label on items several individual humans labelled.
 
     Items with at least ``min_humans`` distinct individual human raters (blind, or anchored: the test runs on
@@ -175,6 +176,9 @@ def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str,
         dataset: Dataset key.
         min_humans: Individual humans an item needs (the test's minimum per item).
         item_humans: The table of :func:`item_humans_table` when the caller holds it; None: counted here.
+        judges: With ``item_humans``, every comparable judge with a parsed label on the dataset (``rater``,
+            ``rater_kind``, ``condition``: the judge rows of :func:`label_counts`): when each labelled the item
+            with the most humans, that item is every judge's top item and their labels are not read for it.
 
     Returns:
         Columns as :func:`personagap.store.load_labels` (``item_id``, ``rater``, ``rater_kind``, ``condition``,
@@ -183,23 +187,58 @@ def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str,
     per_item = (_per_item_sql("SEMI JOIN ds_items USING (item_id)") if item_humans is None else f"""
         per_item AS (SELECT p.item_id, p.blind, p.anchored FROM {_table(item_humans)} p SEMI JOIN ds_items
                      USING (item_id))""")
-    return _rows(con, f"""
-        WITH ds_items AS (SELECT item_id FROM items WHERE stage = $stage AND dataset = $dataset),
-        {per_item},
-        judged AS (
+    params: dict[str, object] = {"stage": stage, "dataset": dataset, "min": min_humans}
+    tops = None if item_humans is None or judges is None else _shared_tops(con, item_humans, stage, dataset, judges)
+    if tops is None:
+        judged = f"""judged AS (
             SELECT arg_max(l.item_id, coalesce(p.blind, 0)) AS top_blind,
                    arg_max(l.item_id, coalesce(p.anchored, 0)) AS top_anchored
             FROM labels l SEMI JOIN ds_items USING (item_id) LEFT JOIN per_item p USING (item_id)
             WHERE {_JUDGE} AND l.label IS NOT NULL
             GROUP BY l.rater, l.rater_kind, l.condition
-        ),
+        )"""
+    else:
+        judged = "judged AS (SELECT unnest($tops::VARCHAR[]) AS top_blind, NULL::VARCHAR AS top_anchored)"
+        params["tops"] = tops
+    return _rows(con, f"""
+        WITH ds_items AS (SELECT item_id FROM items WHERE stage = $stage AND dataset = $dataset),
+        {per_item},
+        {judged},
         keep AS (
             SELECT item_id FROM per_item WHERE blind >= $min OR anchored >= $min
             UNION SELECT top_blind FROM judged UNION SELECT top_anchored FROM judged
         )
         SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.error, i.dataset, i.user_id
         FROM labels l JOIN keep USING (item_id) JOIN items i USING (item_id)
-    """, {"stage": stage, "dataset": dataset, "min": min_humans})
+    """, params)
+
+
+def _shared_tops(con: duckdb.DuckDBPyConnection, item_humans: str, stage: str, dataset: str,
+                 judges: pd.DataFrame) -> list[str] | None:
+    """The dataset's items with the most blind / anchored humans, when every judge labelled both; else None.
+
+    No item of the dataset has more humans of that protocol (an item without any has none), so an item with the
+    most that a judge labelled is that judge's top item: one item each, found without reading every judge label.
+    """
+    if judges.empty:
+        return []  # no judge: no top item to read
+    found = con.execute(f"""
+        SELECT arg_max(p.item_id, p.blind), arg_max(p.item_id, p.anchored)
+        FROM {_table(item_humans)} p SEMI JOIN (SELECT item_id FROM items WHERE stage = ? AND dataset = ?)
+        USING (item_id)
+    """, [stage, dataset]).fetchall()
+    tops = [str(t) for t in found[0] if t is not None] if found else []
+    if len(tops) != 2:
+        return None  # no individual human on the dataset: every judge's top item is any of its items
+    labelled = con.execute(f"""
+        SELECT DISTINCT l.item_id, l.rater, l.rater_kind, l.condition FROM labels l
+        WHERE l.item_id IN (?, ?) AND {_JUDGE} AND l.label IS NOT NULL
+    """, tops).fetchall()
+    expected = set(judges[["rater", "rater_kind", "condition"]].itertuples(index=False, name=None))
+    for top in set(tops):
+        if expected - {(r, k, c) for item, r, k, c in labelled if item == top}:
+            return None
+    return sorted(set(tops))
 
 
 def has_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> bool:
