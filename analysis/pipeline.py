@@ -44,10 +44,10 @@ from personagap.analysis.agreement import (
     Estimate,
     FloatArray,
     Stat,
-    _div,
     ci_list,
     cluster_estimate,
 )
+from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.comparable import SYSTEM_KINDS, judge_display
 from personagap.analysis.estimates import rogan_gladen
 from personagap.analysis.pipeline_cross import cross_judges

@@ -32,7 +32,7 @@ from typing import Any
 _lock = threading.Lock()
 _jobs: dict[str, tuple[threading.Event, dict[str, Any], Future[Any]]] = {}
 _states: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
-_CHILD = "from personagap.dashboard.prefetch import _child; _child()"
+_CHILD = "from personagap.dashboard.prefetch import child_main; child_main()"
 
 
 class PrefetchError(RuntimeError):
@@ -47,7 +47,7 @@ def stamp(db: str) -> tuple[int, int]:
     return mtime(Path(db)), mtime(Path(db + ".wal"))
 
 
-def _child() -> None:
+def child_main() -> None:
     """The child process (``python -c``, database path in ``sys.argv[1]``): compute, and write pickled messages.
 
     ``("view", PipelineView)`` as soon as it is ready, then ``("diagnosis", Diagnosis)`` (or ``("error", text)``), to

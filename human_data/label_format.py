@@ -25,11 +25,11 @@ from personagap.records import (
     ItemKind,
     Stage,
 )
+from personagap.stage_names import STAGES as STAGES  # re-exported: the format's stages
 
 Scale = Literal["nominal", "ordinal"]
 Origin = Literal["real", "synthetic"]
 
-STAGES: tuple[Stage, ...] = ("extraction", "relevance", "response")
 REQUIRED: tuple[str, ...] = ("item_id", "rater", "label")
 OPTIONAL: tuple[str, ...] = ("rater_kind", "user_id", "condition", "reason", "confidence", "confidence_scale")
 """Per-label columns. ``confidence`` (any numeric scale) and ``confidence_scale`` (what that scale is, e.g. ``0-1``)

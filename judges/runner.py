@@ -61,7 +61,7 @@ from personagap.judges.sampling import current_sample
 from personagap.judges.summary import RunSummary
 from personagap.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.records import Label, Run
-from personagap.store import _LOCK_MARKERS, StoreError, connect, git_sha, now, opened, upsert
+from personagap.store import LOCK_MARKERS, StoreError, connect, git_sha, now, opened, upsert
 
 # LMConfig and token_prices live in personagap.judges.lm, RunSummary in personagap.judges.summary; they stay
 # importable from here for the stages and commands that import them with run_judge.
@@ -216,7 +216,7 @@ _LOCK_POLL_SECONDS = 1.0
 
 def is_lock_conflict(exc: BaseException) -> bool:
     """Whether a store error means another process holds the database file (it will free it)."""
-    return isinstance(exc, StoreError) and any(m in str(exc) for m in _LOCK_MARKERS)
+    return isinstance(exc, StoreError) and any(m in str(exc) for m in LOCK_MARKERS)
 
 
 class _Notes:

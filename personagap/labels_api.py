@@ -33,7 +33,7 @@ from personagap.human_data.labels import (
 )
 from personagap.records import Stage
 from personagap.store import (
-    _IMPORT_RUN_VOLATILE,
+    IMPORT_RUN_VOLATILE,
     TABLES,
     WriteSummary,
     attached,
@@ -158,7 +158,7 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
         try:
             for table in _WRITE_ORDER:
                 summary.tables[table] = upsert_counted(con, table, tables[table],
-                                                       _IMPORT_RUN_VOLATILE if table == "runs" else frozenset(),
+                                                       IMPORT_RUN_VOLATILE if table == "runs" else frozenset(),
                                                        keys_checked=table in _UNIQUE_BY_CONSTRUCTION)
             if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
                 remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from personagap.stage_names import Stage as Stage  # re-exported: records name their stage
+
 if TYPE_CHECKING:
     from hashlib import _Hash
 
-Stage = Literal["extraction", "relevance", "response"]
 RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline", "system"]
 RunKind = Literal["import", "judge", "train", "annotate"]
 

@@ -53,14 +53,17 @@ def test_the_probe_sees_a_loaded_library() -> None:
 
 
 def test_the_light_constants_match_their_modules() -> None:
-    # The CLI reads these from light modules; the store and the label importer define them too.
+    # The CLI reads these from light modules, which the store, the records and the label importer re-export.
+    from typing import get_args
+
     from personagap.commands.labels import STAGES
     from personagap.human_data.label_format import STAGES as FORMAT_STAGES
+    from personagap.records import Stage
     from personagap.store.defaults import DEFAULT_DB
     from personagap.store.schema import DEFAULT_DB as SCHEMA_DEFAULT_DB
 
-    assert DEFAULT_DB == SCHEMA_DEFAULT_DB
-    assert tuple(STAGES) == tuple(FORMAT_STAGES)
+    assert DEFAULT_DB == SCHEMA_DEFAULT_DB == "personagap.duckdb"
+    assert STAGES == FORMAT_STAGES == get_args(Stage) == ("extraction", "relevance", "response")
 
 
 def test_a_command_still_maps_its_errors(tmp_path: object) -> None:

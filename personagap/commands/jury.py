@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from personagap._cli_base import cli, db_option, fail
-from personagap.commands.route import STAGE_NAMES
+from personagap.stage_names import STAGES
 
 JURY_CHOICES = ("majority", "confidence")
 """``--weighting`` choices: :data:`personagap.judges.jury.JURY_RULES`, spelled here so that ``--help`` does not import
@@ -42,7 +42,7 @@ def resolve_jurors(db: str, stage: str, dataset: str, judges: list[str]) -> list
 
 
 @cli.command("jury")
-@click.option("--stage", type=click.Choice(STAGE_NAMES), required=True, help="Pipeline stage.")
+@click.option("--stage", type=click.Choice(STAGES), required=True, help="Pipeline stage.")
 @click.option("--dataset", required=True, help="Dataset whose judges are named in --judges.")
 @click.option("--judges", required=True,
               help="Comma-separated judges, by the names reports print (rater, plus [condition]); at least two.")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from personagap._cli_base import cli, db_option, import_group, run_or_exit
-from personagap.commands.plan import STAGE_NAMES as STAGES
+from personagap.stage_names import STAGES
 
 if TYPE_CHECKING:
     from personagap.human_data.labels import Origin, Scale

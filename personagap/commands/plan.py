@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from personagap._cli_base import cli, db_option, run_or_exit
+from personagap.stage_names import STAGES
 
 if TYPE_CHECKING:
     from personagap.analysis.budget import Plan
 
-STAGE_NAMES = ("extraction", "relevance", "response")
 
 
 def load_plan(db: str, stage: str, dataset: str | None, *, humans: Literal["blind", "anchored"], halfwidth: float,
@@ -88,7 +88,7 @@ def render_plan(plan: Plan) -> str:
 
 
 @cli.command("plan")
-@click.option("--stage", type=click.Choice(STAGE_NAMES), required=True, help="Pipeline stage to plan labels for.")
+@click.option("--stage", type=click.Choice(STAGES), required=True, help="Pipeline stage to plan labels for.")
 @click.option("--dataset", default=None, help="Only this dataset [default: every dataset of the stage].")
 @click.option("--halfwidth", type=click.FloatRange(min=0, min_open=True, max=1), default=0.05, show_default=True,
               help="Target half-width of the judge-human kappa's 95% CI.")

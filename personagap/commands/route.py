@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from personagap._cli_base import cli, db_option, fail
+from personagap.stage_names import STAGES
 
 if TYPE_CHECKING:
     from personagap.analysis.coverage import ThresholdChoice
     from personagap.analysis.routing import RoutingEstimate
 
-STAGE_NAMES = ("extraction", "relevance", "response")
 
 
 class RouteError(ValueError):
@@ -144,7 +144,7 @@ def render_route(result: RouteResult) -> str:
 
 
 @cli.command("route")
-@click.option("--stage", type=click.Choice(STAGE_NAMES), required=True, help="Pipeline stage.")
+@click.option("--stage", type=click.Choice(STAGES), required=True, help="Pipeline stage.")
 @click.option("--dataset", required=True, help="Dataset of that stage.")
 @click.option("--judge", required=True, help="The judge, by the name reports print (rater, plus [condition]).")
 @click.option("--target-accuracy", type=click.FloatRange(min=0, max=1), default=None,

@@ -35,13 +35,12 @@ if TYPE_CHECKING:
         git_sha,
         now,
     )
-    from personagap.store.connection import _LOCK_MARKERS, FORCE_SCHEMA, attached, connect, opened
+    from personagap.store.connection import FORCE_SCHEMA, LOCK_MARKERS, attached, connect, opened
     from personagap.store.queries import load_labels, running_runs
     from personagap.store.schema import DEFAULT_DB, SCHEMA_VERSION, TABLES
     from personagap.store.writes import (
-        _IMPORT_RUN_VOLATILE,
+        IMPORT_RUN_VOLATILE,
         RELEASE_KEY,
-        _remove_stale,
         remove_stale,
         set_meta,
         set_run_status,
@@ -58,10 +57,10 @@ _LAZY: dict[str, str] = {
                      "multi_human_labels"), "aggregates"),
     **dict.fromkeys(("ImportBatch", "LabelColumns", "TableCounts", "WriteSummary", "columns_table", "gc_paused",
                      "git_sha", "now"), "batch"),
-    **dict.fromkeys(("_LOCK_MARKERS", "attached", "connect", "opened"), "connection"),
+    **dict.fromkeys(("LOCK_MARKERS", "attached", "connect", "opened"), "connection"),
     **dict.fromkeys(("load_labels", "running_runs"), "queries"),
     **dict.fromkeys(("DEFAULT_DB", "SCHEMA_VERSION", "TABLES"), "schema"),
-    **dict.fromkeys(("_IMPORT_RUN_VOLATILE", "RELEASE_KEY", "_remove_stale", "remove_stale", "set_meta",
+    **dict.fromkeys(("IMPORT_RUN_VOLATILE", "RELEASE_KEY", "remove_stale", "set_meta",
                      "set_run_status", "upsert", "upsert_counted", "write_batch", "write_labels"), "writes"),
 }
 
@@ -81,8 +80,8 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DEFAULT_DB", "FORCE_SCHEMA", "RELEASE_KEY", "SCHEMA_VERSION", "TABLES", "DuplicateKeyError", "ImportBatch",
-    "LabelColumns", "StoreError", "TableCounts", "WriteSummary", "_IMPORT_RUN_VOLATILE", "_LOCK_MARKERS",
-    "_remove_stale", "attached", "columns_table", "connect", "gc_paused", "git_sha", "load_labels", "now", "opened",
+    "LabelColumns", "StoreError", "TableCounts", "WriteSummary", "IMPORT_RUN_VOLATILE", "LOCK_MARKERS",
+    "attached", "columns_table", "connect", "gc_paused", "git_sha", "load_labels", "now", "opened",
     "remove_stale", "running_runs", "set_meta", "set_run_status", "upsert", "upsert_counted", "write_batch",
     "write_labels", "diagnosis_inputs", "has_anchored_humans", "has_labels", "judge_failures", "label_counts",
     "multi_human_labels",

@@ -24,7 +24,7 @@ from personagap.store.errors import first_line as _first_line
 from personagap.store.schema import ensure_schema as _ensure_schema
 
 _T = TypeVar("_T")
-_LOCK_MARKERS = ("Conflicting lock", "Could not set lock", "database is locked")
+LOCK_MARKERS = ("Conflicting lock", "Could not set lock", "database is locked")
 
 FORCE_SCHEMA = False
 """Add PersonaGap's tables to a DuckDB file that already holds other tables (set by ``--force-schema``)."""
@@ -86,7 +86,7 @@ def _while_locked(path: Path, wait_seconds: float, open_file: Callable[[], _T]) 
         try:
             return open_file()
         except duckdb.Error as exc:
-            locked = isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in _LOCK_MARKERS)
+            locked = isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in LOCK_MARKERS)
             if not locked or time.monotonic() > deadline:
                 raise StoreError(f"{path}: cannot open as a PersonaGap database: {_first_line(exc)}") from exc
             time.sleep(delay)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import duckdb
 
+from personagap.store.defaults import DEFAULT_DB as DEFAULT_DB  # re-exported beside the schema
 from personagap.store.errors import StoreError
 from personagap.store.errors import first_line as _first_line
 
 SCHEMA_VERSION = 3
-DEFAULT_DB = "personagap.duckdb"
 
 # items and labels carry no PRIMARY KEY constraint: at 10^6 labels DuckDB's key index costs more than
 # reading, checking and writing the rows together (measured: 2.6 s against 1.3 s for the insert and commit

@@ -106,7 +106,7 @@ def upsert_counted(con: duckdb.DuckDBPyConnection, table: str,
     return TableCounts(inserted=int(inserted), updated=int(total - inserted), unchanged=int(n - total))
 
 
-_IMPORT_RUN_VOLATILE = frozenset({"started_at", "finished_at", "git_sha"})
+IMPORT_RUN_VOLATILE = frozenset({"started_at", "finished_at", "git_sha"})
 """Run columns that differ on every import of the same file: alone, they do not make the run 'updated'."""
 
 
@@ -134,7 +134,7 @@ def write_batch(path: str | Path, batch: ImportBatch) -> WriteSummary:
         con.execute("BEGIN TRANSACTION")
         try:
             t = summary.tables
-            t["runs"] = upsert_counted(con, "runs", [r.model_dump() for r in batch.runs], _IMPORT_RUN_VOLATILE)
+            t["runs"] = upsert_counted(con, "runs", [r.model_dump() for r in batch.runs], IMPORT_RUN_VOLATILE)
             t["users"] = upsert_counted(con, "users", [u.model_dump() for u in batch.users.values()])
             t["attributes"] = upsert_counted(con, "attributes", [a.model_dump() for a in batch.attributes.values()])
             t["prompts"] = upsert_counted(con, "prompts", [p.model_dump() for p in batch.prompts.values()])
@@ -307,7 +307,6 @@ def _replace_owned(con: duckdb.DuckDBPyConnection, run_ids: list[str], owned: pa
     return {r[0] for r in dropped}
 
 
-_remove_stale = remove_stale  # the name the generic label importer (personagap/labels_api.py) imports
 
 
 def _remove_items(con: duckdb.DuckDBPyConnection, summary: WriteSummary, touched: set[str]) -> None:
