@@ -33,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from personagap import store  # noqa: E402
 from personagap.analysis.pipeline_text import TITLE  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
-from tests.browser_helpers import browser, find_chromium, free_port, serve_dashboard  # noqa: E402
+from tests.browser_helpers import browser, find_chromium, free_port, serve_dashboard, wait_healthy  # noqa: E402
 
 JUDGES = 7
 HUMANS = 3
@@ -162,13 +161,7 @@ def floor(chromium: str, work: Path) -> tuple[float, float, float]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                time.sleep(0.1)
+        wait_healthy(url, proc)
         with browser(chromium) as ctx:
             page = ctx.new_page()
             start_bare = time.perf_counter()

@@ -63,6 +63,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_healthy(url: str, proc: subprocess.Popen[Any], timeout: float = 60.0) -> None:
+    """Wait until the Streamlit server at ``url`` answers its health check; raise if ``proc`` ends or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dashboard exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError("dashboard did not start")
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def serve_dashboard(db: Path, *, port: int | None = None, timeout: float = 60.0,
                     log: Path | None = None) -> Iterator[str]:
@@ -76,19 +93,7 @@ def serve_dashboard(db: Path, *, port: int | None = None, timeout: float = 60.0,
                             stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"dashboard exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError("dashboard did not start")
-            time.sleep(0.2)
+        wait_healthy(url, proc, timeout)
         yield url
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -88,8 +88,8 @@ def test_sigterm_leaves_no_prefetch_process_behind(sample_db: str) -> None:
     import sys
     import time
 
-    from tests.browser_helpers import free_port
-    from tests.test_dashboard_serve import _alive, _wait_healthy
+    from tests.browser_helpers import free_port, wait_healthy
+    from tests.test_dashboard_serve import _alive
 
     port = free_port()
     cli = [str(Path(sys.executable).parent / "personagap")]
@@ -102,7 +102,7 @@ def test_sigterm_leaves_no_prefetch_process_behind(sample_db: str) -> None:
             tree = _descendants(proc.pid)
             time.sleep(0.05)
         assert len(tree) >= 2, f"expected the server and its prefetch child, found {tree}"
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
         tree = sorted(set(tree) | set(_descendants(proc.pid)))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

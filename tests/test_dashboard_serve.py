@@ -8,10 +8,9 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
-from tests.browser_helpers import free_port
+from tests.browser_helpers import free_port, wait_healthy
 
 CLI = [str(Path(sys.executable).parent / "personagap")]
 
@@ -41,26 +40,13 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "dashboard exited early"
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError("dashboard did not start")
-
-
 def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path) -> None:
     port = free_port()
     # Own session so that the test can clean up whatever is left; the signal under test goes to the CLI's pid only.
     proc = subprocess.Popen([*CLI, "dashboard", "--db", str(tmp_path / "none.duckdb"), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}", proc)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
         children = _children(proc.pid)
         assert children, "the CLI serves through a child process"
         proc.send_signal(signal.SIGTERM)

@@ -8,32 +8,27 @@ without the counts (tests/test_perf_diagnosis_inputs.py).
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pandas as pd
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 
 from personagap.analysis import comparable as c
 from personagap.store import connect, load_labels
 from personagap.store.aggregates import diagnosis_inputs, item_humans_table, label_counts, multi_human_labels
-from tests.test_perf_diagnosis_inputs import _expected, _same, _stores, _write
+from tests.test_perf_diagnosis_inputs import STORE_EXAMPLES, expected_inputs, same_frame, stored, stores, write_store
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example writes a store
-@given(_stores())
+@STORE_EXAMPLES
+@given(stores())
 def test_inputs_from_the_judge_counts_equal_their_definitions(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     items, labels = store
-    with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "d.duckdb"
-        _write(db, items, labels)
-        with connect(db, read_only=True) as con:
-            judges = label_counts(con, None)[0]
-            got = diagnosis_inputs(con, judge_counts=judges)
-            stored = load_labels(con)
-    for name, expected in _expected(stored, items).items():
-        _same(got[name], expected)
+    with stored(items, labels) as con:
+        judges = label_counts(con, None)[0]
+        got = diagnosis_inputs(con, judge_counts=judges)
+        rows = load_labels(con)
+    for name, expected in expected_inputs(rows, items).items():
+        same_frame(got[name], expected)
 
 
 def test_the_judge_counts_are_what_is_summed(tmp_path: Path) -> None:
@@ -42,7 +37,7 @@ def test_the_judge_counts_are_what_is_summed(tmp_path: Path) -> None:
     labels = pd.DataFrame([("i0", "ann", "human", "", "yes"), ("i0", "gpt", "llm", "", "no")],
                           columns=["item_id", "rater", "rater_kind", "condition", "label"])
     db = tmp_path / "d.duckdb"
-    _write(db, items, labels)
+    write_store(db, items, labels)
     with connect(db, read_only=True) as con:
         judges = label_counts(con, None)[0]
         full = diagnosis_inputs(con, judge_counts=judges)["inventory"]
@@ -58,29 +53,25 @@ def _humans_per_item(frame: pd.DataFrame) -> pd.Series:
     return person.groupby("item_id")["rater"].nunique()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(_stores())
+@STORE_EXAMPLES
+@given(stores())
 def test_the_shared_item_humans_give_the_same_inputs(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     # diagnose counts the humans per item once (item_humans_table) for the ceiling's items and the alt-test's.
     items, labels = store
-    with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "d.duckdb"
-        _write(db, items, labels)
-        with connect(db, read_only=True) as con:
-            judges = label_counts(con, None)[0]
-            with item_humans_table(con) as humans:
-                got = diagnosis_inputs(con, judge_counts=judges, item_humans=humans)
-                keys = list(items[["stage", "dataset"]].drop_duplicates().itertuples(index=False, name=None))
-                shared = {(s, d): multi_human_labels(con, s, d, min_humans=2, item_humans=humans) for s, d in keys}
-                # With the judges counted: the top items are looked for on the items with the most humans first.
-                mine = {(s, d): judges[(judges["stage"] == s) & (judges["dataset"] == d)] for s, d in keys}
-                fast = {key: multi_human_labels(con, *key, min_humans=2, item_humans=humans, judges=mine[key])
-                        for key in keys}
-            alone = {key: multi_human_labels(con, *key, min_humans=2) for key in shared}
-            stored = load_labels(con)
-    for name, expected in _expected(stored, items).items():
-        _same(got[name], expected)
+    with stored(items, labels) as con:
+        judges = label_counts(con, None)[0]
+        with item_humans_table(con) as humans:
+            got = diagnosis_inputs(con, judge_counts=judges, item_humans=humans)
+            keys = list(items[["stage", "dataset"]].drop_duplicates().itertuples(index=False, name=None))
+            shared = {(s, d): multi_human_labels(con, s, d, min_humans=2, item_humans=humans) for s, d in keys}
+            # With the judges counted: the top items are looked for on the items with the most humans first.
+            mine = {(s, d): judges[(judges["stage"] == s) & (judges["dataset"] == d)] for s, d in keys}
+            fast = {key: multi_human_labels(con, *key, min_humans=2, item_humans=humans, judges=mine[key])
+                    for key in keys}
+        alone = {key: multi_human_labels(con, *key, min_humans=2) for key in shared}
+        rows = load_labels(con)
+    for name, expected in expected_inputs(rows, items).items():
+        same_frame(got[name], expected)
     for key in shared:
         # The same items several humans labelled; each judge's top item (ties may pick another) as crowded.
         b = _humans_per_item(alone[key])
@@ -108,7 +99,7 @@ def test_the_item_with_most_humans_is_every_judges_top(tmp_path: Path) -> None:
     rows = [("i0", "ann", "human", "", "yes"), ("i0", "bob", "human", "", "no"), ("i1", "ann", "human", "", "yes")]
     rows += [(f"i{k}", judge, "llm", "", "yes") for k in range(3) for judge in ("gpt", "claude")]
     db = tmp_path / "d.duckdb"
-    _write(db, items, pd.DataFrame(rows + [("i2", "late", "llm", "", "no")],
+    write_store(db, items, pd.DataFrame(rows + [("i2", "late", "llm", "", "no")],
                                    columns=["item_id", "rater", "rater_kind", "condition", "label"]))
     with connect(db, read_only=True) as con:
         judges = label_counts(con, None)[0]

@@ -7,9 +7,12 @@ checked here against its definition computed in pandas from every stored label w
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -24,7 +27,7 @@ _RATERS = (("ann", "human", c.BLIND), ("bob", "human", c.BLIND), ("cy", "human",
 
 
 @st.composite
-def _stores(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame]:
+def stores(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame]:
     items, labels = [], []
     for i in range(draw(st.integers(1, 12))):
         stage = draw(st.sampled_from(("relevance", "response", "extraction")))
@@ -35,7 +38,7 @@ def _stores(draw: st.DrawFn) -> tuple[pd.DataFrame, pd.DataFrame]:
             pd.DataFrame(labels, columns=["item_id", "rater", "rater_kind", "condition", "label"]))
 
 
-def _write(path: Path, items: pd.DataFrame, labels: pd.DataFrame) -> None:
+def write_store(path: Path, items: pd.DataFrame, labels: pd.DataFrame) -> None:
     with connect(path) as con:
         upsert(con, "items", items.assign(prompt_index=0, attribute=None, position=None, payload="{}")[
             ["item_id", "dataset", "stage", "user_id", "prompt_index", "attribute", "position", "payload"]])
@@ -46,7 +49,22 @@ def _write(path: Path, items: pd.DataFrame, labels: pd.DataFrame) -> None:
                                         "error", "run_id", "meta"]])
 
 
-def _same(got: pd.DataFrame, expected: pd.DataFrame) -> None:
+STORE_EXAMPLES = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+"""Hypothesis settings for examples drawn from :func:`stores`: no shrinking, since each example writes a store."""
+
+
+@contextlib.contextmanager
+def stored(items: pd.DataFrame, labels: pd.DataFrame) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to a temporary store holding ``items`` and ``labels`` (:func:`write_store`)."""
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "d.duckdb"
+        write_store(db, items, labels)
+        with connect(db, read_only=True) as con:
+            yield con
+
+
+def same_frame(got: pd.DataFrame, expected: pd.DataFrame) -> None:
     cols = list(expected.columns)
     assert list(got.columns) == cols
     a = got.sort_values(cols).reset_index(drop=True)
@@ -54,7 +72,7 @@ def _same(got: pd.DataFrame, expected: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
 
 
-def _expected(labels: pd.DataFrame, items: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def expected_inputs(labels: pd.DataFrame, items: pd.DataFrame) -> dict[str, pd.DataFrame]:
     judge = c.comparable_judge_mask(labels)
     blind = c.blind_human_mask(labels) & (labels["rater_kind"] == "human")
     anchored = c.anchored_human_mask(labels) & (labels["rater_kind"] == "human")
@@ -82,16 +100,12 @@ def _expected(labels: pd.DataFrame, items: pd.DataFrame) -> dict[str, pd.DataFra
             "inventory": inventory}
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-          phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example writes a store
-@given(_stores())
+@STORE_EXAMPLES
+@given(stores())
 def test_diagnosis_inputs_equal_their_per_label_definitions(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
     items, labels = store
-    with tempfile.TemporaryDirectory() as folder:
-        db = Path(folder) / "d.duckdb"
-        _write(db, items, labels)
-        with connect(db, read_only=True) as con:
-            got = diagnosis_inputs(con)
-            stored = load_labels(con)
-    for name, expected in _expected(stored, items).items():
-        _same(got[name], expected)
+    with stored(items, labels) as con:
+        got = diagnosis_inputs(con)
+        rows = load_labels(con)
+    for name, expected in expected_inputs(rows, items).items():
+        same_frame(got[name], expected)
