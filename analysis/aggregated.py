@@ -10,6 +10,7 @@ several humans labelled (:func:`personagap.store.aggregates.multi_human_labels`)
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -31,7 +32,7 @@ from personagap.analysis.estimates import estimate_row, human_rate_from_users
 from personagap.analysis.panel import as_scale, extras_rows, on_scale
 from personagap.analysis.robust import human_reference, judge_labels
 from personagap.records import DatasetScale, ScaleKind
-from personagap.store.aggregates import has_anchored_humans, label_counts, multi_human_labels
+from personagap.store.aggregates import has_anchored_humans, item_humans_table, label_counts, multi_human_labels
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis, JudgeScore
@@ -191,16 +192,17 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
         scales: Dataset -> its scale (every dataset covered must have one).
-        item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here).
-        judges: Dataset -> its comparable judges with a parsed label (the judge rows of ``label_counts``), with
-            ``item_humans``: the alternative-annotator test's labels are then found with fewer reads.
+        item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here, once).
+        judges: Dataset -> its comparable judges with a parsed label (the judge rows of ``label_counts``); None:
+            every comparable judge of the store stands for them
+            (:func:`~personagap.store.aggregates.multi_human_labels`).
     """
     read: dict[str, pd.DataFrame] = {}
 
     def alt_labels(ds: str) -> pd.DataFrame:
         # Read once per dataset: the blind and the anchored test run on the same items.
         if ds not in read:
-            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM, item_humans=item_humans,
+            read[ds] = multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM, item_humans=held,
                                           judges=None if judges is None else judges.get(ds))
         return read[ds]
 
@@ -208,8 +210,10 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         judges, reference = counts[humans]
         return judges[judges["dataset"] == ds], reference[reference["dataset"] == ds]
 
-    return extras_rows(datasets, alt_labels=alt_labels, counts=of, positive=positive, anchored=anchored,
-                       rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed, scales=scales)
+    # The humans per item counted once for every dataset (the caller's table when it holds one).
+    with item_humans_table(con) if item_humans is None else contextlib.nullcontext(item_humans) as held:
+        return extras_rows(datasets, alt_labels=alt_labels, counts=of, positive=positive, anchored=anchored,
+                           rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed, scales=scales)
 
 
 def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,

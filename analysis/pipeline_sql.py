@@ -24,6 +24,7 @@ from personagap.analysis.extraction import VERDICTS
 from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, PROMPT_ID, SYSTEM
 from personagap.stages.extraction_records import ATTRIBUTE_KINDS
 from personagap.stages.response_records import GVP_KIND, REVERSED
+from personagap.store.temp_tables import held_table
 
 REJECTED = "bad"
 """The stage-1 verdict that rejects an extracted attribute."""
@@ -54,21 +55,9 @@ def reference_table(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
     Yields:
         The table's name (:data:`REFERENCE_TABLE`): columns ``item_id``, ``human``.
     """
-    if id(con) in _HELD:
-        yield REFERENCE_TABLE
-        return
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {REFERENCE_TABLE} AS WITH {reference_sql('blind', 'l')} "
-                "SELECT item_id, human FROM reference")
-    _HELD.add(id(con))
-    try:
-        yield REFERENCE_TABLE
-    finally:
-        _HELD.discard(id(con))
-        con.execute(f"DROP TABLE IF EXISTS {REFERENCE_TABLE}")
-
-
-_HELD: set[int] = set()
-"""Connections (by id) holding :data:`REFERENCE_TABLE` now: an inner :func:`reference_table` reuses it."""
+    with held_table(con, REFERENCE_TABLE, f"WITH {reference_sql('blind', 'l')} SELECT item_id, human FROM reference"
+                    ) as name:
+        yield name
 
 
 def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pd.DataFrame:

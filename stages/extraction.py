@@ -63,7 +63,7 @@ from personagap.stages.extraction_records import (
 )
 from personagap.stages.extraction_text import render_extraction
 from personagap.store import gc_paused, load_labels, opened, write_batch
-from personagap.store.aggregates import multi_human_labels
+from personagap.store.aggregates import item_humans_table, multi_human_labels
 from personagap.store.extraction_counts import (
     human_verdicts,
     side_items,
@@ -121,7 +121,7 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
             read the way the record reader infers one from its labels.
     """
     counts, reference = verdict_counts(con, unnamed_extractor=PILOT_EXTRACTOR)
-    datasets = sorted({*map(str, counts["dataset"]), *map(str, reference["dataset"])})
+    datasets = sorted({*map(str, counts["dataset"].unique()), *map(str, reference["dataset"].unique())})
     scales = dict(scales or {})
     for ds in (ds for ds in datasets if ds not in scales):  # no stored record: the reader's rule on its labels
         scales |= inferred_scales(load_labels(con, stage="extraction", dataset=ds))
@@ -140,9 +140,10 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
         del humans  # blind only: stage-1 verdicts have no anchored protocol
         return judges[judges["dataset"] == ds], reference[reference["dataset"] == ds]
 
-    alt_test, estimates = extras_rows(datasets, alt_labels=alt_labels, counts=of, positive="ok",
-                                      n_resamples=n_resamples, seed=seed,
-                                      scales={ds: scales[ds] for ds in datasets})
+    with item_humans_table(con):  # the humans per item counted once for every dataset's test
+        alt_test, estimates = extras_rows(datasets, alt_labels=alt_labels, counts=of, positive="ok",
+                                          n_resamples=n_resamples, seed=seed,
+                                          scales={ds: scales[ds] for ds in datasets})
     items = items_frame(side_items(con))
     labelled = items.loc[items["kind"].isin(["chunk", "match"]), "item_id"].astype(str).tolist()
     return assemble_report(counts, reference, human_verdicts(con, several), scales, alt_test, estimates,

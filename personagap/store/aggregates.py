@@ -23,6 +23,7 @@ from personagap.analysis.comparable import (
     comparable_judge_sql,
     reference_sql,
 )
+from personagap.store.temp_tables import held_table
 
 _JUDGE = comparable_judge_sql("l")
 REFERENCE_SQL = reference_sql("blind")
@@ -111,18 +112,14 @@ ITEM_HUMANS = "_item_humans"
 """The temporary table of :func:`item_humans_table`."""
 
 
-def _per_item_sql(within: str) -> str:
-    """A CTE (static text) ``per_item(item_id, blind, anchored)``: individual humans per item.
-
-    Distinct individual blind and anchored human raters of every item with an individual human label, restricted
-    by ``within`` (a join clause of static text, or '').
-    """
-    # Distinct humans per item, counted only where an item holds two or more human labels: an item with one human
-    # label has one human of that label's protocol, so most items skip the costly count(DISTINCT) grouping.
-    return f"""
+# The CTE ``per_item(item_id, blind, anchored)``: the distinct individual blind and anchored human raters of every
+# item with an individual human label. Distinct humans are counted only where an item holds two or more human labels:
+# an item with one human label has one human of that label's protocol, so most items skip the costly count(DISTINCT)
+# grouping.
+_PER_ITEM = f"""
         human AS (
             SELECT l.item_id, l.rater, {blind_human_sql('l')} AS b, {anchored_human_sql('l')} AS a
-            FROM labels l {within} WHERE {_PERSON}
+            FROM labels l WHERE {_PERSON}
         ),
         crowded AS (SELECT item_id FROM human GROUP BY item_id HAVING count(*) >= 2),
         per_item AS (
@@ -149,15 +146,14 @@ def item_humans_table(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
     more blind humans labelled) both count: ``diagnose`` counts it once (a grouping of every human label by item)
     for both. A temporary table, private to the connection and allowed on a read-only one; dropped afterwards.
 
+    Nested uses on one connection share the outer table (a report holds it for every dataset it tests; the
+    test's own read holds it when called alone), so it is counted once per connection.
+
     Yields:
         The table's name (:data:`ITEM_HUMANS`): columns ``item_id``, ``blind``, ``anchored``.
     """
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {ITEM_HUMANS} AS WITH {_per_item_sql('')} "
-                "SELECT item_id, blind, anchored FROM per_item")
-    try:
-        yield ITEM_HUMANS
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {ITEM_HUMANS}")
+    with held_table(con, ITEM_HUMANS, f"WITH {_PER_ITEM} SELECT item_id, blind, anchored FROM per_item") as name:
+        yield name
 
 
 def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, *,
@@ -170,57 +166,72 @@ def multi_human_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str,
     on it alone the test says why it does not apply to that judge ("at most N per item"). Nothing else of the
     dataset is read.
 
+    When every judge labelled the dataset's item with the most humans of each protocol (the usual case), that
+    item is every judge's top item and the judges' labels are not read to find it; otherwise each judge's top
+    item is found from its labels.
+
     Args:
         con: An open store connection.
         stage: Pipeline stage.
         dataset: Dataset key.
         min_humans: Individual humans an item needs (the test's minimum per item).
         item_humans: The table of :func:`item_humans_table` when the caller holds it; None: counted here.
-        judges: With ``item_humans``, every comparable judge with a parsed label on the dataset (``rater``,
-            ``rater_kind``, ``condition``: the judge rows of :func:`label_counts`): when each labelled the item
-            with the most humans, that item is every judge's top item and their labels are not read for it.
+        judges: Every comparable judge with a parsed label on the dataset (``rater``, ``rater_kind``,
+            ``condition``: e.g. the judge rows of :func:`label_counts`), or more; None: every comparable judge
+            with a parsed label in the store (a superset: a judge of another dataset has not labelled this one's
+            top item, and the judges' labels are then read).
 
     Returns:
         Columns as :func:`personagap.store.load_labels` (``item_id``, ``rater``, ``rater_kind``, ``condition``,
         ``label``, ``error``, ``dataset``, ``user_id``).
     """
-    per_item = (_per_item_sql("SEMI JOIN ds_items USING (item_id)") if item_humans is None else f"""
-        per_item AS (SELECT p.item_id, p.blind, p.anchored FROM {_table(item_humans)} p SEMI JOIN ds_items
-                     USING (item_id))""")
-    params: dict[str, object] = {"stage": stage, "dataset": dataset, "min": min_humans}
-    tops = None if item_humans is None or judges is None else _shared_tops(con, item_humans, stage, dataset, judges)
-    if tops is None:
-        judged = f"""judged AS (
-            SELECT arg_max(l.item_id, coalesce(p.blind, 0)) AS top_blind,
-                   arg_max(l.item_id, coalesce(p.anchored, 0)) AS top_anchored
-            FROM labels l SEMI JOIN ds_items USING (item_id) LEFT JOIN per_item p USING (item_id)
-            WHERE {_JUDGE} AND l.label IS NOT NULL
-            GROUP BY l.rater, l.rater_kind, l.condition
-        )"""
-    else:
-        judged = "judged AS (SELECT unnest($tops::VARCHAR[]) AS top_blind, NULL::VARCHAR AS top_anchored)"
-        params["tops"] = tops
-    return _rows(con, f"""
-        WITH ds_items AS (SELECT item_id FROM items WHERE stage = $stage AND dataset = $dataset),
-        {per_item},
-        {judged},
-        keep AS (
-            SELECT item_id FROM per_item WHERE blind >= $min OR anchored >= $min
-            UNION SELECT top_blind FROM judged UNION SELECT top_anchored FROM judged
-        )
-        SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.error, i.dataset, i.user_id
-        FROM labels l JOIN keep USING (item_id) JOIN items i USING (item_id)
-    """, params)
+    with item_humans_table(con) if item_humans is None else contextlib.nullcontext(item_humans) as held:
+        expected = _judge_keys(con) if judges is None else set(
+            judges[["rater", "rater_kind", "condition"]].drop_duplicates().itertuples(index=False, name=None))
+        tops = _shared_tops(con, held, stage, dataset, expected)
+        params: dict[str, object] = {"stage": stage, "dataset": dataset, "min": min_humans}
+        if tops is None:
+            judged = f"""judged AS (
+                SELECT arg_max(l.item_id, coalesce(p.blind, 0)) AS top_blind,
+                       arg_max(l.item_id, coalesce(p.anchored, 0)) AS top_anchored
+                FROM labels l SEMI JOIN ds_items USING (item_id) LEFT JOIN per_item p USING (item_id)
+                WHERE {_JUDGE} AND l.label IS NOT NULL
+                GROUP BY l.rater, l.rater_kind, l.condition
+            )"""
+        else:
+            judged = "judged AS (SELECT unnest($tops::VARCHAR[]) AS top_blind, NULL::VARCHAR AS top_anchored)"
+            params["tops"] = tops
+        return _rows(con, f"""
+            WITH ds_items AS (SELECT item_id FROM items WHERE stage = $stage AND dataset = $dataset),
+            per_item AS (SELECT p.item_id, p.blind, p.anchored FROM {_table(held)} p SEMI JOIN ds_items
+                         USING (item_id)),
+            {judged},
+            keep AS (
+                SELECT item_id FROM per_item WHERE blind >= $min OR anchored >= $min
+                UNION SELECT top_blind FROM judged UNION SELECT top_anchored FROM judged
+            )
+            SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label, l.error, i.dataset, i.user_id
+            FROM labels l JOIN keep USING (item_id) JOIN items i USING (item_id)
+        """, params)
+
+
+def _judge_keys(con: duckdb.DuckDBPyConnection) -> set[tuple[str, str, str]]:
+    # Every comparable judge with a parsed label in the store: a scan of three dictionary-coded columns, without
+    # the join to the items that restricting it to one dataset would cost (~8x at 10^7 labels).
+    rows = con.execute(f"SELECT DISTINCT l.rater, l.rater_kind, l.condition FROM labels l "
+                       f"WHERE {_JUDGE} AND l.label IS NOT NULL").fetchall()
+    return {(str(r), str(k), str(c)) for r, k, c in rows}
 
 
 def _shared_tops(con: duckdb.DuckDBPyConnection, item_humans: str, stage: str, dataset: str,
-                 judges: pd.DataFrame) -> list[str] | None:
+                 expected: set[tuple[str, str, str]]) -> list[str] | None:
     """The dataset's items with the most blind / anchored humans, when every judge labelled both; else None.
 
     No item of the dataset has more humans of that protocol (an item without any has none), so an item with the
     most that a judge labelled is that judge's top item: one item each, found without reading every judge label.
+    ``expected`` holds every judge of the dataset (or more: the fast path is then refused, never wrong).
     """
-    if judges.empty:
+    if not expected:
         return []  # no judge: no top item to read
     found = con.execute(f"""
         SELECT arg_max(p.item_id, p.blind), arg_max(p.item_id, p.anchored)
@@ -234,7 +245,6 @@ def _shared_tops(con: duckdb.DuckDBPyConnection, item_humans: str, stage: str, d
         SELECT DISTINCT l.item_id, l.rater, l.rater_kind, l.condition FROM labels l
         WHERE l.item_id IN (?, ?) AND {_JUDGE} AND l.label IS NOT NULL
     """, tops).fetchall()
-    expected = set(judges[["rater", "rater_kind", "condition"]].itertuples(index=False, name=None))
     for top in set(tops):
         if expected - {(r, k, c) for item, r, k, c in labelled if item == top}:
             return None
