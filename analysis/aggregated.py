@@ -27,6 +27,7 @@ from personagap.analysis.agreement import (
     json_safe_dict,
 )
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
+from personagap.analysis.arrays import sorted_codes
 from personagap.analysis.comparable import Reference, judge_display
 from personagap.analysis.estimates import estimate_row, human_rate_from_users
 from personagap.analysis.panel import as_scale, extras_rows, on_scale
@@ -57,7 +58,7 @@ def user_tables(rows: pd.DataFrame, scale: DatasetScale | list[str]) -> tuple[Fl
     s = as_scale(scale)
     categories = list(s.categories)
     k = len(categories)
-    users, user_index = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
+    users, user_index = sorted_codes(rows["user_id"].astype(str))
     h = pd.Categorical(on_scale(rows["human"], s), categories=categories).codes.astype(np.int64)
     j = pd.Categorical(on_scale(rows["label"], s), categories=categories).codes.astype(np.int64)
     flat = (user_index.astype(np.int64) * k + h) * k + j
@@ -85,7 +86,7 @@ def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resample
     del n_resamples, seed
     n = reference["n"].to_numpy(dtype=float)
     yes = _is(reference["human"], positive)
-    ids, index = np.unique(reference["user_id"].astype(str).to_numpy(), return_inverse=True)
+    ids, index = sorted_codes(reference["user_id"].astype(str))
     # With weights bincount returns float64; numpy's stubs type it as an integer array.
     per_user = cast(FloatArray, np.column_stack([np.bincount(index, weights=n * yes, minlength=len(ids)),
                                                  np.bincount(index, weights=n, minlength=len(ids))]))
@@ -128,8 +129,7 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
         cols = [n * jpos, n, n * (has_ref & jpos & hpos), n * (has_ref & ~jpos & hpos),
                 n * (has_ref & jpos & ~hpos), n * (has_ref & ~jpos & ~hpos)]
         # Users of the judge's items and of the reference's, in sorted id order (as user_counts).
-        ids, index = np.unique(pd.concat([rows["user_id"], reference["user_id"]]).astype(str).to_numpy(),
-                               return_inverse=True)
+        ids, index = sorted_codes(pd.concat([rows["user_id"], reference["user_id"]]).astype(str))
         mine = index[:len(rows)]
         counts = cast(FloatArray, np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols]))
         row = estimate_row(counts, human, judge=judge_display(str(rater), str(condition)), dataset=dataset,

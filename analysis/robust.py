@@ -50,6 +50,7 @@ from personagap.analysis.agreement import (
     register_metric,
 )
 from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.arrays import sorted_codes
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
     anchored_human_mask,
@@ -341,7 +342,7 @@ def user_tables(human: pd.Series, judge: pd.Series, users: pd.Series,
     the tables do not depend on row order.
     """
     h, j = code_labels(categories, human, judge)
-    ids, index = np.unique(users.astype(str).to_numpy(), return_inverse=True)
+    ids, index = sorted_codes(users.astype(str))
     return indexed_tables(h, j, index.astype(np.int64), len(ids), len(categories)), ids
 
 

@@ -19,7 +19,8 @@ import pytest
 from personagap.analysis import comparable as c
 from personagap.analysis.agreement import json_safe_dict
 from personagap.analysis.alt_test import SCORERS, Indicators, indicators
-from personagap.analysis.estimates import estimate_rows, judge_estimates, sorted_codes
+from personagap.analysis.arrays import sorted_codes
+from personagap.analysis.estimates import estimate_rows, judge_estimates
 from personagap.analysis.robust import human_reference, judge_labels
 
 
@@ -189,7 +190,14 @@ def test_estimate_rows_equal_judge_by_judge(seed: int) -> None:
 def test_sorted_codes_are_numpy_unique(n: int) -> None:
     values = np.array([f"user{u}" for u in np.random.default_rng(n).integers(0, 60, n)] + ["nan", "Z", "é"][: n],
                       dtype=object)
-    ids, index = sorted_codes(values)
     expected_ids, expected_index = np.unique(values, return_inverse=True)
-    assert ids.tolist() == expected_ids.tolist() and index.tolist() == expected_index.tolist()
+    # As an array, and as the Series a store read gives (pandas' own text dtype, and Python objects).
+    for given in (values, pd.Series(values, dtype=str), pd.Series(values, dtype=object)):
+        ids, index = sorted_codes(given)
+        assert ids.tolist() == expected_ids.tolist() and index.tolist() == expected_index.tolist()
+
+
+def test_a_missing_user_id_is_refused_not_coded() -> None:
+    with pytest.raises(ValueError, match="missing user id"):
+        sorted_codes(pd.Series(["u1", None, "u2"], dtype=str))
 
