@@ -68,7 +68,6 @@ from personagap.store.extraction_counts import (
     human_verdicts,
     side_items,
     side_labels,
-    staged,
     verdict_counts,
     verdict_item_ids,
 )
@@ -121,12 +120,6 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); a dataset missing from it is
             read the way the record reader infers one from its labels.
     """
-    with staged(con):  # the stage-1 payloads parsed once for every read below
-        return _from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
-
-
-def _from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int, seed: int, origins: Mapping[str, str] | None,
-                scales: Mapping[str, DatasetScale] | None) -> ExtractionReport:
     counts, reference = verdict_counts(con, unnamed_extractor=PILOT_EXTRACTOR)
     datasets = sorted({*map(str, counts["dataset"].unique()), *map(str, reference["dataset"].unique())})
     scales = dict(scales or {})

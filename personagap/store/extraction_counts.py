@@ -9,46 +9,25 @@ one reference query; a verdict item is a stage-1 item whose payload kind is miss
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 import duckdb
 import pandas as pd
 
 from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql, reference_sql
-from personagap.store.temp_tables import held_table
 
-STAGED = "pg_extraction_items"
-"""The temporary table of :func:`staged`: every stage-1 item with its payload's kind and extractor, parsed once."""
+_KIND = "json_extract_string(payload, '$.kind')"
 # Verdict items of stage 1, each with its extractor (the payload's, else the caller's stand-in name).
 _VERDICT_ITEMS = f"""
     verdict_items AS (
-        SELECT item_id, dataset, user_id, coalesce(extractor, $unnamed) AS extractor
-        FROM {STAGED} WHERE kind IS NULL OR kind = 'extracted'
+        SELECT item_id, dataset, user_id, coalesce(json_extract_string(payload, '$.extractor'), $unnamed) AS extractor
+        FROM items WHERE stage = 'extraction' AND ({_KIND} IS NULL OR {_KIND} = 'extracted')
     )"""
 # Standard-protocol labels only: blind individual humans (a stored majority enters through the reference alone)
 # and comparable judges (parsed or failed).
 _COUNTED = (f"l.condition = '' AND (({blind_human_sql('l')} AND l.rater_kind = 'human' AND l.label IS NOT NULL) "
             f"OR {comparable_judge_sql('l')})")
-
-
-@contextlib.contextmanager
-def staged(con: duckdb.DuckDBPyConnection) -> Iterator[str]:
-    """Hold every stage-1 item's id, dataset, user and its payload's ``kind`` and ``extractor`` (one JSON parse).
-
-    Every read below holds it (and builds it when called alone); ``report extraction`` holds it around all of
-    them, so the payloads of 10^6 items are parsed once a report, not once a read (~0.6 s each at 2x10^6 items).
-
-    Yields:
-        The table's name (:data:`STAGED`).
-    """
-    with held_table(con, STAGED, """
-        SELECT item_id, dataset, user_id, v[1] AS kind, v[2] AS extractor
-        FROM (SELECT item_id, dataset, user_id, json_extract_string(payload, ['$.kind', '$.extractor']) AS v
-              FROM items WHERE stage = 'extraction')
-    """) as name:
-        yield name
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object]) -> pd.DataFrame:
@@ -76,8 +55,7 @@ def verdict_counts(con: duckdb.DuckDBPyConnection, *, unnamed_extractor: str) ->
     # Item-level facts (dataset, extractor, user, reference) are coded as one integer cell per distinct
     # combination before the join with every label, so the 10^7-row join and grouping carry an integer, not four
     # strings (half the time at 10^7 labels). The cell numbers are internal to the statement.
-    with staged(con):
-        rows = _rows(con, f"""
+    rows = _rows(con, f"""
         WITH {reference_sql('blind')}, {_VERDICT_ITEMS},
         judged AS MATERIALIZED (
             SELECT v.*, r.human FROM verdict_items v LEFT JOIN reference r USING (item_id)
@@ -118,8 +96,7 @@ def human_verdicts(con: duckdb.DuckDBPyConnection, datasets: Sequence[str]) -> p
     """
     if not datasets:  # nothing to read: no pass over every label
         return pd.DataFrame(columns=["dataset", "item_id", "rater", "label", "user_id"])
-    with staged(con):
-        return _rows(con, f"""
+    return _rows(con, f"""
         WITH {_VERDICT_ITEMS}
         SELECT v.dataset, l.item_id, l.rater, l.label, v.user_id
         FROM labels l JOIN verdict_items v USING (item_id)
@@ -129,8 +106,7 @@ def human_verdicts(con: duckdb.DuckDBPyConnection, datasets: Sequence[str]) -> p
 
 def verdict_item_ids(con: duckdb.DuckDBPyConnection, item_ids: Sequence[str]) -> set[str]:
     """Which of ``item_ids`` are stage-1 verdict items."""
-    with staged(con):
-        rows = con.execute(f"""
+    rows = con.execute(f"""
         WITH {_VERDICT_ITEMS}
         SELECT item_id FROM verdict_items WHERE item_id IN (SELECT unnest($ids))
     """, {"unnamed": "", "ids": list(item_ids)}).fetchall()
@@ -147,15 +123,12 @@ def side_items(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         Columns ``item_id``, ``dataset``, ``user_id``, ``attribute``, ``position``, ``payload`` (JSON text), in
         (dataset, user, item) order.
     """
-    with staged(con):
-        return con.execute(f"""
-        WITH scored AS (SELECT DISTINCT dataset FROM {STAGED} WHERE kind IN ('chunk', 'gold')),
-        side AS (
-            SELECT item_id FROM {STAGED}
-            WHERE (kind IS NOT NULL AND kind <> 'extracted')
-               OR (kind = 'extracted' AND dataset IN (SELECT dataset FROM scored))
-        )
-        SELECT item_id, dataset, user_id, attribute, position, payload FROM items SEMI JOIN side USING (item_id)
+    return con.execute(f"""
+        WITH staged AS (SELECT *, {_KIND} AS kind FROM items WHERE stage = 'extraction'),
+        scored AS (SELECT DISTINCT dataset FROM staged WHERE kind IN ('chunk', 'gold'))
+        SELECT item_id, dataset, user_id, attribute, position, payload FROM staged
+        WHERE (kind IS NOT NULL AND kind <> 'extracted')
+           OR (kind = 'extracted' AND dataset IN (SELECT dataset FROM scored))
         ORDER BY dataset, user_id, item_id
     """).df()
 
