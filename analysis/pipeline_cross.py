@@ -21,6 +21,8 @@ from personagap.analysis.comparable import comparable_judge_sql
 MAX_JUDGES = 62
 """Judges one signed 64-bit mask holds (a bit per judge, one spare)."""
 _COLS = ["j_n", "j_pos", "tp", "fn", "fp", "tn"]
+_CELLS = 12
+"""Cells of one (user, selector, judge): left out / selected x judge says no / yes x no reference / other / selected."""
 
 
 def _masks(con: duckdb.DuckDBPyConnection, judges: pd.DataFrame, reference: str, selected: str) -> pd.DataFrame:
@@ -80,6 +82,8 @@ def cross_judges(con: duckdb.DuckDBPyConnection, selectors: pd.DataFrame, judges
     has_ref = rows["human"].isin([selected, "no"]).to_numpy()
     human_yes = rows["human"].eq(selected).to_numpy()
     key = {(str(r), str(c)): int(k) for r, c, k in pool.itertuples(index=False)}
+    # The human reference of each row: 2 the selected label, 1 another reference label, 0 none.
+    ref = np.where(human_yes, 2, np.where(has_ref, 1, 0)).astype(np.int64)
     out = []
     for ds, system in selectors[["dataset", "rater"]].drop_duplicates().itertuples(index=False):
         s = key.get((str(system), ""))
@@ -91,18 +95,23 @@ def cross_judges(con: duckdb.DuckDBPyConnection, selectors: pd.DataFrame, judges
             if k == s:
                 continue  # a selector is never its own judge
             j_seen, j_yes = (seen >> k) & 1 == 1, (yes >> k) & 1 == 1
-            # The users with a row of items both labelled (every cell below counts a subset of those rows).
-            present = np.bincount(codes[mine & s_seen & j_seen], minlength=len(users)) > 0
+            # The rows of items both labelled: every cell below counts a subset of them, and their users are the
+            # users of the pair.
+            both = mine & s_seen & j_seen
+            present = np.bincount(codes[both], minlength=len(users)) > 0
             if not present.any():
                 continue
+            # One weighted count per (user, cell): cell = selected-or-left-out (2) x judge says selected (2) x
+            # reference (3); the six counts of each group are sums over cells.
+            cell = s_yes[both] * 6 + j_yes[both] * 3 + ref[both]
+            table = np.bincount(codes[both] * _CELLS + cell, weights=n[both], minlength=len(users) * _CELLS)
+            table = table.reshape(len(users), 2, 2, 3)[present].astype(np.int64)
             cells: dict[str, np.ndarray] = {}
-            for group, within in (("_g1", s_yes), ("_g0", s_seen & ~s_yes)):
-                base = mine & within & j_seen
-                ref = base & has_ref
-                for name, cond in zip(_COLS, (base, base & j_yes, ref & human_yes & j_yes, ref & human_yes & ~j_yes,
-                                              ref & ~human_yes & j_yes, ref & ~human_yes & ~j_yes), strict=True):
-                    sums = np.bincount(codes, weights=np.where(cond, n, 0), minlength=len(users))
-                    cells[name + group] = sums[present].astype(np.int64)
+            for group, g in (("_g1", 1), ("_g0", 0)):
+                t = table[:, g]  # (users, judge says selected, reference)
+                for name, value in zip(_COLS, (t.sum(axis=(1, 2)), t[:, 1].sum(axis=1), t[:, 1, 2], t[:, 0, 2],
+                                               t[:, 1, 1], t[:, 0, 1]), strict=True):
+                    cells[name + group] = value
             per_user = pd.DataFrame({"user_id": users[present]} | cells)
             out.append(per_user.assign(dataset=ds, system=system, rater=rater, condition=condition))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
