@@ -131,6 +131,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     # A dataset without judge labels or a reference gives no row; the pilot's agreement among humans needs neither.
     datasets = sorted({*counts["blind"][0]["dataset"], *counts["blind"][1]["dataset"], *failures["dataset"],
                        *([pilot_dataset] if has_labels(con, STAGE, pilot_dataset) else [])})
+    judge_rows = counts["blind"][0]  # every comparable judge's parsed labels: the alt-test's judges per dataset
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements_from_counts(*counts["blind"], failures, ds, scale=scales[ds])]
     pilot = anchored = None
@@ -142,7 +143,8 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,
                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                        rate_datasets=[ds for ds in datasets if scales[ds].categories == YES_NO],
-                                       n_resamples=n_resamples, seed=seed, scales=scales)
+                                       n_resamples=n_resamples, seed=seed, scales=scales,
+                                       judges={ds: judge_rows[judge_rows["dataset"] == ds] for ds in datasets})
     return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
                    origins=origins)
 
