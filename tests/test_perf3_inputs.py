@@ -117,3 +117,25 @@ def test_the_item_with_most_humans_is_every_judges_top(tmp_path: Path) -> None:
         alone = multi_human_labels(con, "relevance", "d1", min_humans=2)
     assert "i0" in set(fast["item_id"]) <= {"i0", "i1"}  # i2 (no human) is no judge's top item
     assert "i0" in set(alone["item_id"])
+
+
+@STORE_EXAMPLES
+@given(stores())
+def test_the_alt_test_reads_what_its_definition_says_with_the_store_judges(
+        store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
+    # Called alone (no judges given: every judge of the store stands for the dataset's, two datasets may differ),
+    # the read holds every label of the items several blind humans labelled, and each judge's item with the most
+    # blind humans, as counted on every stored label.
+    items, labels = store
+    with stored(items, labels) as con:
+        rows = load_labels(con)
+        keys = list(items[["stage", "dataset"]].drop_duplicates().itertuples(index=False, name=None))
+        got = {key: multi_human_labels(con, *key, min_humans=2) for key in keys}
+    for (stage, dataset), frame in got.items():
+        everything = rows[(rows["stage"] == stage) & (rows["dataset"] == dataset)]
+        full, read = _humans_per_item(everything), _humans_per_item(frame)
+        assert set(read[read >= 2].index) == set(full[full >= 2].index)
+        crowded = set(full[full >= 2].index)
+        assert set(frame.loc[frame["item_id"].isin(crowded), "rater"]) == set(
+            everything.loc[everything["item_id"].isin(crowded), "rater"])
+        assert _top_counts(frame, read) == _top_counts(everything, full)
