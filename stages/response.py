@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import duckdb
 import pandas as pd
@@ -79,7 +79,10 @@ from personagap.store.response_counts import (
     pair_human_raters,
     pair_judge_counts,
     profile_gap_counts,
-    single_response_labels,
+    single_human_labels,
+    single_judge_counts,
+    single_label_values,
+    single_rater_counts,
     staged,
     swap_counts,
 )
@@ -169,8 +172,9 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
 
     Pairwise and generic-vs-personalised figures come from per-(dataset, judge, condition, user) sums
     (:mod:`personagap.store.response_counts`); the alternative-annotator test reads only items several humans
-    labelled (:func:`~personagap.analysis.aggregated.store_extras`); single-response sections read the labels of
-    single-response items alone. Memory does not grow with the pairwise labels.
+    labelled (:func:`~personagap.analysis.aggregated.store_extras`); single-response sections read the human labels
+    of single-response items alone, their judges' figures come from counts too. Memory does not grow with the judge
+    labels.
     """
     from personagap.labels_api import dataset_origins
 
@@ -205,15 +209,16 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
         paired = any(c.split("+")[0] == NO_PROFILE for c in conditions)
         gap_counts = profile_gap_counts(con) if paired else None
         single_datasets = datasets_of_kinds(con, SINGLE_KINDS)
-        singles_frame = single_response_labels(con, SINGLE_KINDS, single_datasets) if single_datasets else None
-        with_single = set() if singles_frame is None else {str(d) for d in singles_frame["dataset"].unique()}
+        # Single-response datasets: the human labels per item (agreement among humans), every judge label counted.
+        singles = _single_reads(con, single_datasets) if single_datasets else None
+        with_single = set() if singles is None else {str(d) for d in singles.values["dataset"].unique()}
         with_pairs = {str(d) for frame in (counts, human_counts, human_raters, gvp) for d in frame["dataset"].unique()}
         datasets = sorted(with_pairs | with_single)
         # Yes/no datasets (the only ones whose human rate is estimated): every parsed label is yes or no, so none
         # of them is an A/B/tie verdict on a pair.
-        binary = [] if singles_frame is None else [
+        binary = [] if singles is None else [
             d for d in sorted(with_single - with_pairs)
-            if set(singles_frame.loc[(singles_frame["dataset"] == d) & singles_frame["label"].notna(), "label"])
+            if set(singles.values.loc[(singles.values["dataset"] == d) & singles.values["label"].notna(), "label"])
             <= set(YES_NO)]
         # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
         counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
@@ -227,33 +232,55 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
     humans: list[HumanBias] = []
     gaps: list[ProfileGap] = []
     gvp_results: list[GenericVsPersonalized] = []
-    singles: list[SingleResponseReport] = []
+    sections: list[SingleResponseReport] = []
     for dataset in datasets:
         judges += pairwise_judges(counts, swaps, dataset, scale=PAIRWISE_SCALE)
         humans += pairwise_humans(human_counts, human_raters, dataset)
         gaps += profile_gaps(gap_counts, counts, dataset) if gap_counts is not None else []
         gvp_results += gvp_rows(gvp, dataset)
-        if singles_frame is None or dataset not in with_single:
+        if singles is None or dataset not in with_single:
             continue
-        frame = singles_frame[singles_frame["dataset"] == dataset]
         record = records.get(dataset)
         single_record = record if record is not None and record.item_kind == "single" else inferred_record(
-            dataset, frame)
-        js, section = single_dataset(frame, single_record, aspects.get(dataset, []), n_resamples=n_resamples,
-                                     seed=seed)
+            dataset, singles.values)
+        js, section = single_dataset(singles.humans[singles.humans["dataset"] == dataset], singles.judges,
+                                     singles.raters, single_record, aspects.get(dataset, []),
+                                     n_resamples=n_resamples, seed=seed)
         judges += js
-        singles += [section] if section is not None else []
+        sections += [section] if section is not None else []
+    del singles  # the counts and human labels are no longer needed: freed before the alternative-annotator read
     # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
     # datasets only (an A/B/tie preference has no single "positive" label).
     alt_test, estimates = store_extras(con, "response", datasets, positive="yes", counts=counts_for_rates,
                                        rate_datasets=binary, n_resamples=n_resamples, seed=seed,
                                        scales={ds: r.scale for ds, r in records.items()})
     out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp_results,
-                         single_responses=singles, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
+                         single_responses=sections, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
                          seed=seed)
     out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
     out.usr = legacy_usr(out.single_responses)
     return out
+
+
+class _SingleReads(NamedTuple):
+    """What the report reads of single-response items (:mod:`personagap.store.response_counts`).
+
+    Every label's distinct values, the human labels one a row, and the judges' labels as counts.
+    """
+
+    values: pd.DataFrame
+    humans: pd.DataFrame
+    judges: pd.DataFrame
+    raters: pd.DataFrame
+
+
+def _single_reads(con: duckdb.DuckDBPyConnection, datasets: list[str]) -> _SingleReads:
+    # Inside staged(): the counts read its items and their blind reference.
+    judges = single_judge_counts(con, SINGLE_KINDS)
+    # No judge label, no pass over the labels for the judges against each rater.
+    raters = single_rater_counts(con, SINGLE_KINDS) if not judges.empty else judges.iloc[:0].assign(human_rater="")
+    return _SingleReads(values=single_label_values(con, SINGLE_KINDS),
+                        humans=single_human_labels(con, SINGLE_KINDS, datasets), judges=judges, raters=raters)
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,

@@ -1,25 +1,28 @@
 """Stage 3's single-response datasets.
 
 Rater agreement on the dataset's scale, each judge against the human majority and against each rater, the aspects
-the raters also rated.
+the raters also rated. Agreement among humans reads their labels per item; every judge figure is computed from the
+per-(judge, user, reference or rater label, judge label) counts DuckDB builds
+(:mod:`personagap.store.response_counts`), so memory grows with the human labels only, never with the judges'
+(issue 20).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import Estimate, Level, ci_list, json_safe
-from personagap.analysis.comparable import blind_human_mask, comparable_judge_mask, judge_display, roles
-from personagap.analysis.panel import panel_values, scale_estimates
+from personagap.analysis.agreement import estimates as agreement_estimates
+from personagap.analysis.comparable import blind_human_mask, judge_display
+from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import rater_agreement, rater_pairs
 from personagap.datasets import build_records
 from personagap.human_data.labels import RatedAspectSpec
 from personagap.records import DatasetRecord, DatasetScale
-from personagap.stages.frames import is_in
 from personagap.stages.response_pairwise import blind_reference, reason_kind
 from personagap.stages.response_records import (
     USR_DATASET,
@@ -31,20 +34,18 @@ from personagap.stages.response_records import (
     UsrReport,
 )
 
-if TYPE_CHECKING:
-    pass
 
+def inferred_record(dataset: str, values: pd.DataFrame) -> DatasetRecord:
+    """The record of single-response items no stored single-response record describes (the reader's rule).
 
-def inferred_record(dataset: str, frame: pd.DataFrame) -> DatasetRecord:
-    """The record of single-response items no stored single-response record describes (the reader's rule)."""
+    Args:
+        dataset: The dataset.
+        values: Its distinct labels (:func:`~personagap.store.response_counts.single_label_values`).
+    """
     kinds = pd.DataFrame({"stage": ["response"], "dataset": [dataset], "item_kind": ["single"], "n": [1]})
-    kept = frame[frame["label"].notna() & is_in(frame["item_id"], _human_labelled(frame))]
+    kept = values[(values["dataset"] == dataset) & values["label"].notna() & values["human_labelled"].astype(bool)]
     rows = kept.assign(stage="response")[["stage", "dataset", "rater_kind", "condition", "label"]].drop_duplicates()
     return build_records(kinds, rows, {})[("response", dataset)]
-
-
-def _human_labelled(frame: pd.DataFrame) -> set[str]:
-    return set(frame.loc[roles(frame).isin(["blind_human", "anchored_human"]) & frame["label"].notna(), "item_id"])
 
 
 def _codes(wide: pd.DataFrame, scale: DatasetScale) -> tuple[pd.DataFrame, list[float], Level]:
@@ -94,25 +95,109 @@ def _aspects(frame: pd.DataFrame, specs: list[RatedAspectSpec], *, n_resamples: 
     return out
 
 
-def _versus(judge: str, rater: str, human: pd.Series, labels: pd.Series, clusters: pd.Series, scale: DatasetScale, *,
-            n_resamples: int, seed: int) -> RaterVsJudge:
-    metrics = ("accuracy", "kappa", *(("weighted_kappa",) if scale.ordinal else ()))
-    est = scale_estimates(human, labels, clusters, scale, metrics)
+def _versus_metrics(scale: DatasetScale) -> tuple[str, ...]:
+    return ("accuracy", "kappa", *(("weighted_kappa",) if scale.ordinal else ()))
+
+
+def _versus(judge: str, rater: str, n: int, est: dict[str, Estimate]) -> RaterVsJudge:
     weighted = est.get("weighted_kappa")
-    return RaterVsJudge(judge=judge, rater=rater, n=len(human), accuracy=est["accuracy"].value,
+    return RaterVsJudge(judge=judge, rater=rater, n=n, accuracy=est["accuracy"].value,
                         kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
                         weighted_kappa=weighted.value if weighted is not None else None,
                         weighted_kappa_ci=ci_list(weighted) if weighted is not None else None)
 
 
-def single_dataset(frame: pd.DataFrame, record: DatasetRecord, aspects: list[RatedAspectSpec], *, n_resamples: int,
+def _kept(values: pd.Series, scale: DatasetScale) -> pd.Series:
+    """Which of the count rows' ``values`` are on the scale: :func:`_on_scale` read on the distinct values only."""
+    distinct = pd.Series(values.dropna().unique(), dtype=object)
+    return values.isin(set(distinct[_on_scale(distinct, scale).to_numpy(dtype=bool)]))
+
+
+def _reasons(rows: pd.DataFrame) -> Counter[str]:
+    """A judge's failures by kind: unparsed labels by their error's reason, then its labels off the scale.
+
+    Reasons are listed in the order the store holds their first label (the count rows' ``first``), as a
+    read of the labels one a row listed them; each distinct error text is read once.
+    """
+    failed = rows[rows["label"].isna()].sort_values("first", kind="stable")
+    kind_of = {error: reason_kind(error) for error in pd.unique(failed["error"])}
+    reasons: Counter[str] = Counter()
+    for error, n in zip(failed["error"], failed["n"], strict=True):
+        reasons[kind_of[error]] += int(n)
+    # A judge's label outside the dataset's scale is no verdict on it: counted as a failure, never scored.
+    off = int(rows.loc[rows["label"].notna() & ~rows["on"], "n"].sum())
+    if off:
+        reasons["off-scale"] += off
+    return reasons
+
+
+def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame,
+               record: DatasetRecord) -> tuple[list[JudgeResult], list[RaterVsJudge]]:
+    """Every comparable judge of one single-response dataset, from the store's counts (issue 20).
+
+    Args:
+        judges: :func:`~personagap.store.response_counts.single_judge_counts` (any datasets).
+        raters: :func:`~personagap.store.response_counts.single_rater_counts` (any datasets).
+        record: The dataset's record: the scale every judge is scored over.
+
+    Returns:
+        Per (rater, condition, rater kind) with an on-scale label on an item with an on-scale reference, in that
+        order: its row against the reference, and its rows against the reference and each blind human rater
+        (raters in sorted order, those sharing an item with it).
+    """
+    scale, dataset = record.scale, record.dataset
+    judges = judges[judges["dataset"] == dataset]
+    on = _kept(judges["label"], scale)
+    judges = judges.assign(on=on, joined=on & _kept(judges["human"], scale))
+    raters = raters[raters["dataset"] == dataset]
+    raters = raters[_kept(raters["label"], scale) & _kept(raters["human"], scale)]
+    keys = ["rater", "condition", "rater_kind"]
+    by_judge = dict(tuple(raters.groupby(keys, sort=True)))
+    levels = scale.levels() if scale.ordinal else None
+    results, versus = [], []
+    for key, rows in judges.groupby(keys, sort=True):
+        rater, condition, kind = (str(k) for k in key)
+        joined = rows[rows["joined"]]
+        if joined.empty:
+            continue
+        name = judge_display(rater, condition)
+        tables, n_users = user_tables(joined, scale)
+        est = agreement_estimates(tables, scale_metrics(scale), levels=levels)
+        n = int(joined["n"].sum())
+        reasons = _reasons(rows)
+        results.append(JudgeResult(
+            judge=name, rater=rater, condition=condition, dataset=dataset, rater_kind=kind,
+            reference="human majority", scale=scale.kind, n=n, n_users=n_users,
+            accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
+            kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            failures=sum(reasons.values()), failure_reasons=dict(reasons), **panel_values(est)))
+        versus.append(_versus(name, "majority", n, est))
+        for human_rater, pairs in by_judge.get(key, raters.iloc[:0]).groupby("human_rater", sort=True):
+            rater_tables, _ = user_tables(pairs, scale)
+            versus.append(_versus(name, str(human_rater), int(pairs["n"].sum()),
+                                  agreement_estimates(rater_tables, _versus_metrics(scale), levels=levels)))
+    return results, versus
+
+
+def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord,
+                   aspects: list[RatedAspectSpec], *, n_resamples: int,
                    seed: int) -> tuple[list[JudgeResult], SingleResponseReport | None]:
     """One single-response dataset on its record's scale (any number of categories, or ordinal levels).
 
-    The raters' agreement, and every judge against the reference and against each rater.
+    The raters' agreement (from the human labels, per item), and every judge against the reference and against
+    each rater (from the store's counts: :func:`judge_rows`).
+
+    Args:
+        humans: The dataset's human labels (:func:`~personagap.store.response_counts.single_human_labels`).
+        judges: :func:`~personagap.store.response_counts.single_judge_counts` (any datasets).
+        raters: :func:`~personagap.store.response_counts.single_rater_counts` (any datasets).
+        record: The dataset's record.
+        aspects: The other questions its raters answered.
+        n_resamples: Recorded (the one CI rule draws no resamples).
+        seed: Recorded.
     """
     scale, dataset = record.scale, record.dataset
-    main = frame[blind_human_mask(frame) & (frame["rater_kind"] == "human") & frame["label"].notna()]
+    main = humans[blind_human_mask(humans) & (humans["rater_kind"] == "human") & humans["label"].notna()]
     if main.empty:
         return [], None
     main = main[_on_scale(main["label"], scale)]
@@ -125,40 +210,9 @@ def single_dataset(frame: pd.DataFrame, record: DatasetRecord, aspects: list[Rat
     for r in pairs.matrix.index:
         others = pairs.matrix.loc[r].drop(r).dropna()
         mean_kappa[str(r)] = float(others.mean()) if not others.empty else None
-    ref = blind_reference(frame)
+    ref = blind_reference(humans)
     ref = ref[_on_scale(ref, scale)] if not ref.empty else ref
-
-    judge_results, versus = [], []
-    for (rater, condition, kind), rows in frame[comparable_judge_mask(frame)].groupby(
-            ["rater", "condition", "rater_kind"], sort=True):
-        name = judge_display(str(rater), str(condition))
-        parsed = rows[rows["label"].notna()].drop_duplicates("item_id").set_index("item_id")
-        on = _on_scale(parsed["label"], scale)
-        # A judge's label outside the dataset's scale is no verdict on it: counted as a failure, never scored.
-        reasons = Counter(reason_kind(e) for e in rows.loc[rows["label"].isna(), "error"])
-        if (~on).any():
-            reasons["off-scale"] += int((~on).sum())
-        parsed = parsed[on]
-        joined = parsed.join(ref.rename("human"), how="inner")
-        if joined.empty:
-            continue
-        clusters = pd.Series(joined["user_id"].to_numpy())
-        est = scale_estimates(joined["human"], joined["label"], clusters, scale)
-        judge_results.append(JudgeResult(
-            judge=name, rater=str(rater), condition=str(condition), dataset=dataset, rater_kind=str(kind),
-            reference="human majority", scale=scale.kind, n=len(joined), n_users=int(joined["user_id"].nunique()),
-            accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
-            kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            failures=sum(reasons.values()), failure_reasons=dict(reasons), **panel_values(est)))
-        versus.append(_versus(name, "majority", joined["human"], joined["label"], clusters, scale,
-                              n_resamples=n_resamples, seed=seed))
-        for human_rater in wide.columns:
-            col = wide[human_rater].dropna()
-            both = parsed.index.intersection(col.index)
-            if len(both):
-                versus.append(_versus(name, str(human_rater), col.loc[both], parsed.loc[both, "label"],
-                                      pd.Series(parsed.loc[both, "user_id"].to_numpy()), scale,
-                                      n_resamples=n_resamples, seed=seed))
+    judge_results, versus = judge_rows(judges, raters, record)
     section = SingleResponseReport(
         dataset=dataset, question=record.question, scale=scale.kind, categories=list(scale.categories),
         n_items=len(wide), n_users=int(cluster.nunique()),
@@ -167,7 +221,7 @@ def single_dataset(frame: pd.DataFrame, record: DatasetRecord, aspects: list[Rat
         alpha=agree["alpha"].value, alpha_ci=ci_list(agree["alpha"]),
         fleiss=agree["fleiss"].value, fleiss_ci=ci_list(agree["fleiss"]), pair_kappa=matrix,
         rater_mean_kappa=mean_kappa, reference_rates=_rates(ref, scale),
-        aspects=_aspects(frame, aspects, n_resamples=n_resamples, seed=seed), judges=versus)
+        aspects=_aspects(humans, aspects, n_resamples=n_resamples, seed=seed), judges=versus)
     return judge_results, section
 
 

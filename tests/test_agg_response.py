@@ -27,7 +27,7 @@ from personagap.stages.response import report_response
 from personagap.stages.response_pairwise import PAIRWISE_SCALE
 from personagap.store import opened, write_batch
 from personagap.store.batch import ImportBatch
-from personagap.store.response_counts import pair_judge_counts, single_response_labels, staged
+from personagap.store.response_counts import pair_judge_counts, single_human_labels, staged
 
 AB = ["A", "B", "tie"]
 USERS, PER_USER = 12, 8
@@ -197,4 +197,4 @@ def test_counts_come_from_duckdb_and_single_labels_skip_pairs(built: tuple[Path,
         # Every comparable judge label is counted once (reverse-order runs too: they feed swap consistency).
         assert int(counts["n"].sum()) == sum(v["condition"] != "in-sample" for v in data["verdicts"])
         assert len(counts) < len(data["verdicts"])
-        assert single_response_labels(con, ["single", "persona_use"], ["pairs", "gvp"]).empty
+        assert single_human_labels(con, ["single", "persona_use"], ["pairs", "gvp"]).empty

@@ -1,8 +1,10 @@
 """Aggregate reads for the stage-3 report: per-(dataset, judge, condition, user) sums that DuckDB builds.
 
 ``report response`` computes every pairwise figure (accuracy, kappa and the panel over A/B/tie, position and length
-bias, trivial baselines, the with- vs without-profile gap, swap consistency) and the generic-vs-personalised rates
-from these small tables, so its memory does not grow with the number of labels (issue 20). Which labels count is
+bias, trivial baselines, the with- vs without-profile gap, swap consistency), the generic-vs-personalised rates and
+every judge figure of the single-response datasets (against the reference and against each blind human rater)
+from these small tables, so its memory does not grow with the number of judge labels (issue 20); only the human
+labels of single-response items are read one a row (agreement among humans needs them per item). Which labels count is
 :mod:`personagap.analysis.comparable`'s rule, through its SQL predicates and its one reference query
 (:func:`~personagap.analysis.comparable.reference_sql`). Every value a caller passes is bound as a parameter.
 
@@ -23,7 +25,7 @@ from typing import cast
 import duckdb
 import pandas as pd
 
-from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql
+from personagap.analysis.comparable import HUMAN_KINDS, blind_human_sql, comparable_judge_sql, human_labelled_sql
 
 STAGE = "response"
 PAIRWISE_KIND = "pairwise"
@@ -247,9 +249,35 @@ def gvp_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """, {"gvp": GVP_KIND, "personalized": PERSONALIZED, "reversed": REVERSED})
 
 
-def single_response_labels(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str],
-                           datasets: Sequence[str]) -> pd.DataFrame:
-    """Every label on the single-response items (kinds ``single_kinds``) of ``datasets``, nothing else.
+_SINGLE_ITEMS = f"""
+    single_items AS (SELECT item_id, dataset, user_id, human FROM {_ITEMS} WHERE list_contains($single, kind))"""
+
+
+def single_label_values(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
+    """Every distinct label of the single-response items (kinds ``single_kinds``), inside :func:`staged`.
+
+    What is read of every rater's labels beyond the counts below: which datasets hold a label, which labels
+    (a yes/no dataset's), and the labels the category rule reads where no stored record describes a dataset.
+
+    Returns:
+        Columns ``dataset``, ``rater_kind``, ``condition``, ``label`` (missing: a failure) and
+        ``human_labelled`` (the item is one a human labelled:
+        :func:`~personagap.analysis.comparable.human_labelled_sql`); one row per distinct combination.
+    """
+    return _rows(con, f"""
+        WITH {_SINGLE_ITEMS}
+        SELECT DISTINCT s.dataset, l.rater_kind, l.condition, l.label, {human_labelled_sql("l")} AS human_labelled
+        FROM labels l JOIN single_items s USING (item_id)
+    """, {"single": list(single_kinds)})
+
+
+def single_human_labels(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str],
+                        datasets: Sequence[str]) -> pd.DataFrame:
+    """The human labels (parsed) on the single-response items (kinds ``single_kinds``) of ``datasets``, one a row.
+
+    Agreement among humans (alpha, Fleiss, each pair of raters, the rated aspects) needs them per item; every
+    judge figure is computed from :func:`single_judge_counts` and :func:`single_rater_counts`, so no judge
+    label is read one a row.
 
     Returns:
         The columns of :func:`personagap.store.load_labels`, with its dtypes.
@@ -259,4 +287,48 @@ def single_response_labels(con: duckdb.DuckDBPyConnection, single_kinds: Sequenc
                i.dataset, i.stage, i.user_id, i.prompt_index, i.attribute, i.position
         FROM labels l JOIN items i USING (item_id)
         WHERE i.stage = $stage AND list_contains($datasets, i.dataset) AND list_contains($single, i.payload->>'kind')
-    """, {"stage": STAGE, "datasets": list(datasets), "single": list(single_kinds)}).df()
+          AND list_contains($humans, l.rater_kind) AND l.label IS NOT NULL
+    """, {"stage": STAGE, "datasets": list(datasets), "single": list(single_kinds),
+          "humans": list(HUMAN_KINDS)}).df()
+
+
+def single_judge_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
+    """Every comparable judge's labels on single-response items against the blind reference (inside :func:`staged`).
+
+    One pass: the confusion counts with the reference, the labels off a dataset's scale (the caller tells them
+    apart on the distinct labels) and the failures by error text.
+
+    Returns:
+        Per (``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human`` (the blind reference;
+        missing where the item has none), ``label`` (missing: unparsed), ``error``): ``n`` labels and ``first``,
+        the smallest row id among them (the store's order, in which failures are listed by reason).
+    """
+    return _rows(con, f"""
+        WITH {_SINGLE_ITEMS}
+        SELECT s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, s.human, l.label, l.error, count(*) AS n,
+               min(l.rowid) AS first
+        FROM labels l JOIN single_items s USING (item_id)
+        WHERE {_JUDGE}
+        GROUP BY ALL
+    """, {"single": list(single_kinds)})
+
+
+def single_rater_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
+    """Every comparable judge's parsed labels on single-response items against each blind human rater's label.
+
+    Human raters are ``human`` labels under the blind condition (stored majorities are no rater); only items both
+    labelled count (inside :func:`staged`).
+
+    Returns:
+        Per (``dataset``, ``rater``, ``rater_kind``, ``condition``, ``user_id``, ``human_rater``, ``human`` (that
+        rater's label), ``label``): ``n`` items.
+    """
+    return _rows(con, f"""
+        WITH {_SINGLE_ITEMS}
+        SELECT s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, h.rater AS human_rater, h.label AS human,
+               l.label, count(*) AS n
+        FROM labels l JOIN single_items s USING (item_id) JOIN labels h ON h.item_id = l.item_id
+        WHERE {_JUDGE} AND l.label IS NOT NULL AND {blind_human_sql("h")} AND h.rater_kind = $human
+          AND h.label IS NOT NULL
+        GROUP BY ALL
+    """, {"single": list(single_kinds), "human": "human"})
