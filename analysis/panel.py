@@ -214,7 +214,8 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
     rated = None if rate_datasets is None else set(rate_datasets)
     for ds, humans in runs:
         scale = scales[ds]
-        tests += alt_test_rows(alt_labels(ds), ds, humans=humans, scoring=alt_test_scoring(scale))
+        tests += alt_test_rows(scored_labels(alt_labels(ds), scale), ds, humans=humans,
+                               scoring=alt_test_scoring(scale))
         if scale.ordinal or positive not in scale.categories:
             continue
         if positive is not None and (rated is None or ds in rated):
@@ -222,6 +223,19 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
             rates += estimate_rows_from_counts(judges, reference, ds, positive=positive, humans=humans,
                                                n_resamples=n_resamples, seed=seed)
     return tests, rates
+
+
+def scored_labels(labels: pd.DataFrame, scale: DatasetScale) -> pd.DataFrame:
+    """The labels the alternative-annotator test scores on ``scale``: on an ordinal scale, a label off it is dropped.
+
+    A label that is no level of the scale is no verdict on its question (the judge rows count it as a failure), so
+    the test never reads it as a number (``n/a`` cannot be one; ``7`` on a 1-5 scale is not a rating). Missing
+    labels (failed answers) stay, as the test treats them. Categories are compared as text and stay as they are.
+    """
+    if not scale.ordinal or labels.empty:
+        return labels
+    off = labels["label"].notna().to_numpy() & on_scale(labels["label"], scale, strict=False).isna().to_numpy()
+    return labels[~off] if off.any() else labels
 
 
 def _f(v: Any, digits: int = 2) -> str:

@@ -107,3 +107,22 @@ def test_reports_score_an_ordinal_dataset_by_negative_rmse() -> None:
     assert [t["scoring"] for t in report.alt_test] == ["neg_rmse", "neg_rmse"]
     (judge,) = report.judges
     assert judge.scale == "ordinal" and judge.weighted_kappa is not None and judge.over_selection is None
+
+
+def test_an_ordinal_label_off_the_scale_is_no_rating_in_the_test() -> None:
+    # A judge answering "n/a" or 7 on a 1-5 scale gave no rating: the test reads those items as not judged (as
+    # the judge rows count them as failures), never as numbers (before: "could not convert string to float").
+    labels = _ordinal_labels(1)
+    scale = DatasetScale(kind="ordinal", categories=("1", "2", "3", "4", "5"))
+    judge = labels.index[labels["rater"] == "judge"]
+    off = labels.copy()
+    off.loc[judge[:3], "label"] = ["n/a", "7", "0"]
+    off.loc[judge[3], "label"] = "4.0"  # the level 4, spelled as a number: on the scale, kept
+    tests, _ = report_extras(off, ["ratings"], positive=None, n_resamples=20, seed=0, scales={"ratings": scale})
+    dropped = labels.drop(judge[:3]).assign(label=lambda f: f["label"].where(f.index != judge[3], "4"))
+    expected, _ = report_extras(dropped, ["ratings"], positive=None, n_resamples=20, seed=0,
+                                scales={"ratings": scale})
+    assert [t["advantage_probability"] for t in tests] == [t["advantage_probability"] for t in expected]
+    assert [t["n_items"] for t in tests] == [t["n_items"] for t in expected]
+    assert tests[1]["n_items"] < report_extras(labels, ["ratings"], positive=None, n_resamples=20, seed=0,
+                                               scales={"ratings": scale})[0][1]["n_items"]
