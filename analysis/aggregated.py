@@ -27,7 +27,7 @@ from personagap.analysis.agreement import (
     json_safe_dict,
 )
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
-from personagap.analysis.arrays import sorted_codes
+from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import Reference, judge_display
 from personagap.analysis.estimates import estimate_row, human_rate_from_users
 from personagap.analysis.panel import as_scale, extras_rows, on_scale

@@ -1,12 +1,9 @@
-"""Array types, the one NaN-safe division and the one coding of user ids the analysis modules share."""
+"""Array types and the one NaN-safe division the analysis modules share."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -17,23 +14,3 @@ def safe_div(num: FloatArray, den: FloatArray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
     return np.where(np.asarray(den) == 0, np.nan, out)
-
-
-def sorted_codes(values: npt.NDArray[Any] | pd.Series) -> tuple[npt.NDArray[Any], npt.NDArray[np.intp]]:
-    """``np.unique(values, return_inverse=True)`` of user ids by hashing (sorting 10^5 strings took ~0.15 s a call).
-
-    A Series of text is coded as it is stored (pandas' Arrow-backed text is hashed without a Python string per
-    row: ~40x faster than converting it first at 10^6 rows); anything else as Python objects. Either way the
-    distinct values come in code-point order, as ``np.unique`` sorts them.
-
-    Args:
-        values: User ids (text, no missing value).
-
-    Returns:
-        The distinct values in sorted order and each value's position among them.
-    """
-    codes, uniques = pd.factorize(values if isinstance(values, pd.Series) else np.asarray(values, dtype=object),
-                                  sort=True)
-    if (codes < 0).any():
-        raise ValueError("a missing user id")
-    return np.asarray(uniques, dtype=object), codes.astype(np.intp)

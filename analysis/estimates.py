@@ -46,8 +46,9 @@ from personagap.analysis.agreement import (
     cluster_estimate,
     json_safe_dict,
 )
-from personagap.analysis.arrays import FloatArray, sorted_codes
+from personagap.analysis.arrays import FloatArray
 from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.codes import sorted_codes
 from personagap.analysis.ppi import labelled_users, ppi_lambda, ppi_per_user, ppi_stat
 from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
 from personagap.text import number

@@ -50,7 +50,7 @@ from personagap.analysis.agreement import (
     register_metric,
 )
 from personagap.analysis.arrays import safe_div as _div
-from personagap.analysis.arrays import sorted_codes
+from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
     anchored_human_mask,

@@ -19,7 +19,7 @@ import pytest
 from personagap.analysis import comparable as c
 from personagap.analysis.agreement import json_safe_dict
 from personagap.analysis.alt_test import SCORERS, Indicators, indicators
-from personagap.analysis.arrays import sorted_codes
+from personagap.analysis.codes import sorted_codes
 from personagap.analysis.estimates import estimate_rows, judge_estimates
 from personagap.analysis.robust import human_reference, judge_labels
 
