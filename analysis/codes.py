@@ -30,3 +30,23 @@ def sorted_codes(values: npt.NDArray[Any] | pd.Series) -> tuple[npt.NDArray[Any]
     if (codes < 0).any():
         raise ValueError("a missing user id")
     return np.asarray(uniques, dtype=object), codes.astype(np.intp)
+
+
+def as_categories(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``frame`` with its text key ``columns`` as categories in code-point order (missing values stay missing).
+
+    For count tables that reports filter and group many times: pandas' Arrow-backed text is gathered value by
+    value at every filter and group (~10 ms a column at 10^6 rows), categories as integer codes. Sorted
+    categories keep every ``groupby(sort=True)`` in the order the text gives; ``observed`` is pandas' default
+    (True since pandas 3), so no group is made of an unseen combination.
+
+    Args:
+        frame: A table of counts.
+        columns: Its text columns to code.
+    """
+    out = frame.copy()
+    for c in columns:
+        # Coded by hashing the stored text (no Python string per row); -1 (missing) stays missing.
+        codes, uniques = pd.factorize(frame[c], sort=True)
+        out[c] = pd.Categorical.from_codes(codes, categories=uniques)
+    return out

@@ -19,7 +19,7 @@ import pytest
 from personagap.analysis import comparable as c
 from personagap.analysis.agreement import json_safe_dict
 from personagap.analysis.alt_test import SCORERS, Indicators, indicators
-from personagap.analysis.codes import sorted_codes
+from personagap.analysis.codes import as_categories, sorted_codes
 from personagap.analysis.estimates import estimate_rows, judge_estimates
 from personagap.analysis.robust import human_reference, judge_labels
 
@@ -201,3 +201,21 @@ def test_a_missing_user_id_is_refused_not_coded() -> None:
     with pytest.raises(ValueError, match="missing user id"):
         sorted_codes(pd.Series(["u1", None, "u2"], dtype=str))
 
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 500])
+def test_categories_keep_every_value_and_the_text_order(n: int) -> None:
+    rng = np.random.default_rng(n)
+    pool = ["b", "a", "é", "Z", "a b", None]
+    frame = pd.DataFrame({"key": pd.Series([pool[k] for k in rng.integers(0, len(pool), n)], dtype=str),
+                          "n": rng.integers(1, 5, n)})
+    coded = as_categories(frame, ["key"])
+    assert isinstance(coded["key"].dtype, pd.CategoricalDtype)
+    assert list(coded["key"].cat.categories) == sorted(frame["key"].dropna().unique())
+    assert coded["key"].isna().tolist() == frame["key"].isna().tolist()
+    assert coded["key"].dropna().astype(str).tolist() == frame["key"].dropna().tolist()
+    # Grouping gives the same groups, in the same order, with the same sums (no unseen category as a group).
+    expected = frame.groupby("key", sort=True)["n"].sum()
+    got = coded.groupby("key", sort=True)["n"].sum()
+    assert [str(k) for k in got.index] == [str(k) for k in expected.index] and got.tolist() == expected.tolist()
+    assert frame["key"].dtype == "str"  # the caller's frame is left as it was

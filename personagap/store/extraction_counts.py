@@ -15,6 +15,7 @@ from typing import cast
 import duckdb
 import pandas as pd
 
+from personagap.analysis.codes import as_categories
 from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql, reference_sql
 
 _KIND = "json_extract_string(payload, '$.kind')"
@@ -85,7 +86,10 @@ def verdict_counts(con: duckdb.DuckDBPyConnection, *, unnamed_extractor: str) ->
     """, {"unnamed": unnamed_extractor})
     labelled = rows.pop("labelled").to_numpy(dtype=bool)
     reference = rows.loc[~labelled, ["dataset", "user_id", "human", "n"]].reset_index(drop=True)
-    return rows[labelled].reset_index(drop=True), reference
+    # The report filters and groups the label counts a few dozen times: their text keys as categories.
+    counts = as_categories(rows[labelled].reset_index(drop=True),
+                           ["dataset", "extractor", "rater", "rater_kind", "user_id", "human", "label"])
+    return counts, reference
 
 
 def human_verdicts(con: duckdb.DuckDBPyConnection, datasets: Sequence[str]) -> pd.DataFrame:
