@@ -25,6 +25,7 @@ from typing import cast
 import duckdb
 import pandas as pd
 
+from personagap.analysis.codes import as_categories
 from personagap.analysis.comparable import HUMAN_KINDS, blind_human_sql, comparable_judge_sql, human_labelled_sql
 
 STAGE = "response"
@@ -124,7 +125,7 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         shown first), ``unequal`` (decisive on answers of unequal length), ``longer`` (of those, the longer
         answer), ``always_longer`` (joined items where 'always longer' is the reference's label).
     """
-    return _rows(con, f"""
+    counts = _rows(con, f"""
         WITH {_PAIR_ITEMS},
         judged AS (
             SELECT p.dataset, l.rater, l.rater_kind, l.condition, p.user_id, p.human, l.label, p.split, p.tier,
@@ -145,6 +146,9 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         FROM judged
         GROUP BY ALL
     """, _params())
+    # The report filters and groups these counts per dataset and judge: their text keys as categories.
+    return as_categories(counts, ["dataset", "rater", "rater_kind", "condition", "user_id", "human", "label", "split",
+                                  "tier"])
 
 
 def pair_human_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
