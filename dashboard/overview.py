@@ -60,15 +60,46 @@ def pipeline(db: str) -> Future[PipelineView]:
 
 
 def overview() -> None:
-    """Overview: which stage fails by human verdict, then the judges against humans."""
+    """Overview: which stage fails by human verdict, then the judges against humans.
+
+    A session's first Overview comes in two script runs: the pipeline view, then (once the browser has drawn it)
+    the judges' part. In one run, the judges' metrics, chart and table reached a fresh browser with the pipeline
+    view and nothing was drawn until their code had loaded: at 10^6 labels the answer appeared 0.2-0.5 s later.
+    """
     st.title("Overview — which stage of your pipeline fails?")
     state = require_data()
     if state is None:
         return
     # The pipeline table is sent to the browser before the diagnosis is awaited: it is the first thing to read.
     pipeline_section(pipeline(data.db_path()).result())
-    d = data.diag()
     st.header(JUDGES_TITLE)
+    if not st.session_state.get(_JUDGES_SHOWN):
+        _judges_next()
+        return
+    judges_section(state)
+
+
+_JUDGES_SHOWN = "personagap.overview.judges_shown"
+_JUDGES_ASKED = "personagap.overview.judges_asked"
+_NEXT_SECONDS = 0.1
+"""The browser asks for the judges' part this long after it has taken in the pipeline view (its own timer)."""
+
+
+@st.fragment(run_every=_NEXT_SECONDS)
+def _judges_next() -> None:
+    """A placeholder whose timer, in the browser, asks for the judges' part: the script runs again, in full."""
+    if st.session_state.get(_JUDGES_ASKED):
+        # The browser's timer fired (or the page ran again): from now on this session's Overview comes in one run,
+        # without this fragment, whose timer Streamlit then stops.
+        st.session_state[_JUDGES_SHOWN] = True
+        st.rerun()
+    st.session_state[_JUDGES_ASKED] = True
+    st.caption("Comparing every judge with the humans…")
+
+
+def judges_section(state: dict[str, int]) -> None:
+    """Can the judges tell: the diagnosis verdict, a scorecard per stage, every judge against the human ceiling."""
+    d = data.diag()
     (st.error if d.worst_stage else st.info)(md(d.verdict))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
                f"95% CIs: {CI_METHOD} (none below {MIN_USERS_FOR_CI} users); "

@@ -6,8 +6,11 @@ anything heavy is imported and before Streamlit opens its port. Both come from o
 server, its pandas work held the interpreter lock against Streamlit's imports, its start-up and the first page's
 files and script run (at 10^6 labels the pipeline view came ~10 s after the prefetch started instead of ~5 s alone).
 The child sends the pipeline view first: the Overview's cache adopts it (:func:`view`) as soon as the page asks,
-even while it is still computing. The first Overview then takes the diagnosis (:func:`take`), once: later reads go
-through the dashboard's own TTL cache, and a Refresh recomputes from the file.
+even while it is still computing. It then holds the diagnosis back until a page asks for it (:func:`take`, which
+the first Overview calls once the browser has drawn the pipeline view) or :data:`HOLD_SECONDS` have passed: a
+browser opened when the server starts loads the page's scripts in that time, and computing beside it delayed the
+first paint (at 10^6 labels, 1.51 s against 1.28 s with the child paused, median of 5). The first Overview takes
+the diagnosis once: later reads go through the dashboard's own TTL cache, and a Refresh recomputes from the file.
 
 The child reads the file read-only; while it runs, the server holds the dashboard's read gate
 (:func:`personagap.dashboard.access.reading`) for it, as for a read of its own, so an Annotate label waits until the
@@ -33,6 +36,12 @@ _lock = threading.Lock()
 _jobs: dict[str, tuple[threading.Event, dict[str, Any], Future[Any]]] = {}
 _states: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
 _CHILD = "from personagap.dashboard.prefetch import child_main; child_main()"
+HOLD_SECONDS = 5.0
+"""How long the child waits, after sending the pipeline view, for a page to ask for the diagnosis before computing it
+anyway. It covers a browser opened when the server starts: at 10^6 labels the first Overview asks 1-2.5 s after
+the view (the benchmark's fresh Chromium starts in ~1.5 s). The child holds the read gate meanwhile: an Annotate
+label given then is written when it ends."""
+_GO = b"go\n"
 
 
 class PrefetchError(RuntimeError):
@@ -48,23 +57,25 @@ def stamp(db: str) -> tuple[int, int]:
 
 
 def child_main() -> None:
-    """The child process (``python -c``, database path in ``sys.argv[1]``): compute, and write pickled messages.
+    """The child process (``python -c``, the database and the hold in ``sys.argv[1:3]``): compute, send the results.
 
-    ``("view", PipelineView)`` as soon as it is ready, then ``("diagnosis", Diagnosis)`` (or ``("error", text)``), to
-    the stdout it was given; anything a library prints goes to stderr instead. It ends when its stdin closes: the
-    server is gone, whatever stopped it.
+    ``("view", PipelineView)`` as soon as it is ready, then, once a line arrives on its stdin or the hold has passed,
+    ``("diagnosis", Diagnosis)`` (or ``("error", text)``), to the stdout it was given; anything a library prints goes
+    to stderr instead. It ends when its stdin closes: the server is gone, whatever stopped it.
     """
     # Ctrl+C in a terminal reaches the whole process group: the server stops, and that ends this child.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    db = sys.argv[1]
+    db, hold = sys.argv[1], float(sys.argv[2])
+    asked = threading.Event()
 
-    def orphaned() -> None:
-        sys.stdin.buffer.read()
-        os._exit(0)
+    def listen() -> None:
+        for _ in sys.stdin.buffer:  # a line: a page asks for the diagnosis
+            asked.set()
+        os._exit(0)  # end of input: the server is gone
 
-    threading.Thread(target=orphaned, daemon=True).start()
+    threading.Thread(target=listen, daemon=True).start()
 
     def send(kind: str, payload: Any) -> None:
         pickle.dump((kind, payload), out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -73,7 +84,11 @@ def child_main() -> None:
     try:
         from personagap.analysis.pipeline_first import pipeline_and_diagnosis
 
-        _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=lambda v: send("view", v))
+        def on_view(view: Any) -> None:
+            send("view", view)
+            asked.wait(hold)
+
+        _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=on_view)
         send("diagnosis", result)
     except Exception as exc:  # noqa: BLE001 - sent as text: the exception itself may not pickle
         with contextlib.suppress(OSError):  # the server is gone: nobody to tell
@@ -85,14 +100,19 @@ def child_main() -> None:
         os._exit(0)
 
 
-def start(db: str) -> None:
+def start(db: str, hold: float = HOLD_SECONDS) -> None:
     """Compute the pipeline view and the diagnosis of ``db`` in a child process (default resamples and seed).
+
+    Args:
+        db: The database.
+        hold: Seconds the child waits after the pipeline view for :func:`take` before computing the diagnosis.
 
     Errors are the page's to report: it recomputes.
     """
     done = threading.Event()
     box: dict[str, Any] = {"stamp": stamp(db)}
     view: Future[Any] = Future()
+    pipe_lock = threading.Lock()
 
     def collect() -> None:
         from personagap.dashboard import access
@@ -102,8 +122,12 @@ def start(db: str) -> None:
             with access.reading():
                 # A fresh interpreter (not a fork: safe whatever threads this process runs), started as `python -c`
                 # so that it never re-runs this process's main script.
-                child = subprocess.Popen([sys.executable, "-c", _CHILD, db], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE)
+                with pipe_lock:
+                    child = subprocess.Popen([sys.executable, "-c", _CHILD, db, repr(hold)], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE)
+                    box["child"] = child
+                    if box.get("asked"):  # a page asked before the child started
+                        _tell(child)
                 assert child.stdout is not None
                 while True:
                     try:
@@ -125,18 +149,34 @@ def start(db: str) -> None:
         finally:
             done.set()  # before reaping the child: the page must not wait for its interpreter to exit
             if child is not None:
-                for pipe in (child.stdin, child.stdout):
-                    if pipe is not None:
-                        pipe.close()  # its stdin closed: a child still running ends
+                with pipe_lock:
+                    for pipe in (child.stdin, child.stdout):
+                        if pipe is not None:
+                            pipe.close()  # its stdin closed: a child still running ends
                 try:
                     child.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     child.kill()
                     child.wait()
 
+    def ask() -> None:
+        with pipe_lock:
+            box["asked"] = True
+            if "child" in box:
+                _tell(box["child"])
+
+    box["ask"] = ask
     with _lock:
         _jobs[db] = (done, box, view)
     threading.Thread(target=collect, name="personagap-prefetch", daemon=True).start()
+
+
+def _tell(child: subprocess.Popen[bytes]) -> None:
+    """Ask ``child`` for the diagnosis now (the caller holds the lock that guards its pipes)."""
+    if child.stdin is not None and not child.stdin.closed:
+        with contextlib.suppress(OSError):  # it has ended: the collecting thread reports how
+            child.stdin.write(_GO)
+            child.stdin.flush()
 
 
 def keep_state(db: str, state: dict[str, int], read: tuple[int, int]) -> None:
@@ -160,7 +200,7 @@ def view(db: str) -> tuple[tuple[int, int], Future[Any]] | None:
 
 
 def take(db: str, n_resamples: int, seed: int, timeout: float = 60.0) -> Any | None:
-    """Return the prefetched diagnosis once (waiting for it if still running), or None.
+    """Return the prefetched diagnosis once (asking the child for it now, and waiting), or None.
 
     None also when it was computed with other resamples or seed, or the file changed since.
     """
@@ -169,6 +209,7 @@ def take(db: str, n_resamples: int, seed: int, timeout: float = 60.0) -> Any | N
     if job is None:
         return None
     done, box, _ = job
+    box["ask"]()  # the child computes it now if it still holds it back
     done.wait(timeout)
     if box.get("result") is None or box.get("key") != (n_resamples, seed) or box["stamp"] != stamp(db):
         return None

@@ -162,3 +162,49 @@ def test_the_child_ends_when_the_server_is_killed(sample_db: str, tmp_path: Path
         while any(_alive(p) for p in children) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [p for p in children if _alive(p)], "the prefetch child outlived its server"
+
+
+def _cpu_seconds(pid: int) -> float:
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _view_sent(sample_db: str, db: Path, hold: float) -> list[int]:
+    """Prefetch a copy of the sample store at ``db`` with ``hold``; wait for the view; return the child's pids."""
+    Path(db).write_bytes(Path(sample_db).read_bytes())
+    prefetch.start(str(db), hold=hold)
+    early = prefetch.view(str(db))
+    assert early is not None and early[1].result(timeout=120).rows
+    return _prefetch_children(str(db))
+
+
+def test_the_child_holds_the_diagnosis_back_until_a_page_asks(sample_db: str, tmp_path: Path) -> None:
+    import time
+
+    from tests.test_dashboard_serve import _alive
+
+    db = tmp_path / "held.duckdb"
+    [child] = _view_sent(sample_db, db, hold=600)
+    before = _cpu_seconds(child)
+    time.sleep(2)
+    # Held: alive and idle (unheld, it would have computed the diagnosis, sent it and ended).
+    assert _alive(child) and _cpu_seconds(child) - before < 0.05
+    got = prefetch.take(str(db), DEFAULT_RESAMPLES, DEFAULT_SEED, timeout=120)  # asks: long before the 600 s
+    assert got is not None and got.to_json_dict() == diagnose_db(db).to_json_dict()
+
+
+def test_the_child_computes_the_diagnosis_anyway_once_the_hold_has_passed(sample_db: str, tmp_path: Path) -> None:
+    import time
+
+    from tests.test_dashboard_serve import _alive
+
+    db = tmp_path / "unasked.duckdb"
+    children = _view_sent(sample_db, db, hold=0.5)
+    deadline = time.monotonic() + 120
+    while any(_alive(p) for p in children) and time.monotonic() < deadline:  # nobody asks: it ends by itself
+        time.sleep(0.05)
+    assert not [p for p in children if _alive(p)], "the child still waits after its hold"
+    got = prefetch.take(str(db), DEFAULT_RESAMPLES, DEFAULT_SEED, timeout=10)  # sent before it ended
+    assert got is not None and got.to_json_dict() == diagnose_db(db).to_json_dict()

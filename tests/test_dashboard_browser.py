@@ -120,6 +120,15 @@ def all_db(shared_data: Path, recenter_db: Path, tmp_path_factory: pytest.TempPa
     return db
 
 
+_SCRIPT_RUNS_IN_ONE_SECOND = """() => new Promise((done) => {
+  const app = document.querySelector('.stApp');
+  let runs = 0;
+  const seen = new MutationObserver(() => { if (app.getAttribute('data-test-script-state') === 'running') runs += 1; });
+  seen.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+  setTimeout(() => { seen.disconnect(); done(runs); }, 1000);
+})"""
+
+
 def _visible_problems(page: Any) -> list[str]:
     """Literal None/nan words in the visible text of the main area."""
     text = page.locator('[data-testid="stMain"]').inner_text()
@@ -304,4 +313,8 @@ def test_overview_answers_which_stage_fails_above_the_fold(chromium: str, all_db
         assert cell is not None and cell["y"] < 800, cell
         wait_rendered(page, "Every judge against humans")
         assert not _visible_problems(page)
+        # The placeholder's timer (the judges' part came in a second run) has stopped: no more script runs.
+        runs = page.evaluate(_SCRIPT_RUNS_IN_ONE_SECOND)
+        assert runs == 0, f"{runs} script runs on an idle Overview"
+        assert page.get_by_text("Comparing every judge").count() == 0
         screenshot_whole(page, SCREENSHOTS / "overview-pipeline.png")

@@ -192,6 +192,8 @@ def test_every_dashboard_page_renders_the_demo_database(demo: tuple[Path, str], 
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     if page != "page_overview.py":
         at.switch_page(page).run()
+    else:
+        at.run()  # the judges' part: the run the browser's timer asks for once the pipeline view is in
     assert not at.exception, [e.value for e in at.exception]
     text = "\n".join(str(e.value) for kind in ("markdown", "caption", "info", "warning", "error")
                      for e in getattr(at, kind))

@@ -34,6 +34,8 @@ def _open(db: Path, page: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=120).run()
     if page != "page_overview.py":
         at.switch_page(page).run()
+    else:
+        at.run()  # the judges' part: the run the browser's timer asks for once the pipeline view is in
     assert not at.exception, [e.value for e in at.exception]
     return at
 
@@ -53,6 +55,30 @@ def test_overview_opens_with_the_failing_stage(planted_db: tuple[Path, PipelineV
     assert not re.search(r"\b(None|nan|NaN)\b", table)
     # Then the judges: the section heading comes after the pipeline section.
     assert [h.value for h in at.header] == ["Can your judges tell you? Judge–human agreement per stage"]
+
+
+def test_a_sessions_first_overview_sends_the_pipeline_view_then_the_judges(planted_db: tuple[Path, PipelineView],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from personagap.dashboard.overview import JUDGES_TITLE
+
+    db, view = planted_db
+    monkeypatch.setenv("PERSONAGAP_DB", str(db))
+    at = AppTest.from_file(str(APP), default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    # The first run: the answer and the judges' heading, nothing of the judges yet.
+    assert at.warning[0].value.replace("\\", "") == view.verdict
+    assert [h.value for h in at.header] == [JUDGES_TITLE]
+    assert [s.value for s in at.subheader] == [TITLE] and not at.error and not at.info
+    assert [c.value for c in at.caption if c.value.startswith("Comparing every judge")]
+    at.run()  # what the browser's timer asks for: the judges' part, in place of the placeholder
+    judges_part = [s.value for s in at.subheader][1:]
+    assert len(judges_part) == 3 and (at.error or at.info)  # a scorecard per stage after the diagnosis' verdict
+    assert [h.value for h in at.header] == [JUDGES_TITLE]
+    assert not [c.value for c in at.caption if c.value.startswith("Comparing every judge")]
+    assert at.warning[0].value.replace("\\", "") == view.verdict
+    at.run()  # and every later run of this session: the whole page at once
+    assert [s.value for s in at.subheader][1:] == judges_part
+    assert not [c.value for c in at.caption if c.value.startswith("Comparing every judge")]
 
 
 def test_disagreements_filters_over_personalised_answers(planted_db: tuple[Path, PipelineView],
