@@ -38,9 +38,9 @@ _states: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
 _CHILD = "from personagap.dashboard.prefetch import child_main; child_main()"
 HOLD_SECONDS = 5.0
 """How long the child waits, after sending the pipeline view, for a page to ask for the diagnosis before computing it
-anyway. It covers a browser opened when the server starts: at 10^6 labels the first Overview asks 1-2.5 s after
-the view (the benchmark's fresh Chromium starts in ~1.5 s). The child holds the read gate meanwhile: an Annotate
-label given then is written when it ends."""
+anyway. It covers a browser opened when the server starts: at 10^6 labels the benchmark's first Overview asked
+1.8-2.3 s after the view (its fresh Chromium takes ~1.5 s to start). The child holds the read gate meanwhile: an
+Annotate label given then is written when it ends."""
 _GO = b"go\n"
 
 
