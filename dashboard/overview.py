@@ -80,20 +80,20 @@ def overview() -> None:
 
 
 _JUDGES_SHOWN = "personagap.overview.judges_shown"
-_JUDGES_ASKED = "personagap.overview.judges_asked"
 _NEXT_SECONDS = 0.1
 """The browser asks for the judges' part this long after it has taken in the pipeline view (its own timer)."""
 
 
 @st.fragment(run_every=_NEXT_SECONDS)
 def _judges_next() -> None:
-    """A placeholder whose timer, in the browser, asks for the judges' part: the script runs again, in full."""
-    if st.session_state.get(_JUDGES_ASKED):
-        # The browser's timer fired (or the page ran again): from now on this session's Overview comes in one run,
-        # without this fragment, whose timer Streamlit then stops.
-        st.session_state[_JUDGES_SHOWN] = True
+    """A placeholder whose timer, in the browser, asks for the judges' part: the script runs again, in full.
+
+    Called by the page once a session; from then on its Overview comes in one run, without this fragment, whose
+    timer Streamlit then stops. Only the timer's own run of the fragment finds the flag already set.
+    """
+    if st.session_state.get(_JUDGES_SHOWN):
         st.rerun()
-    st.session_state[_JUDGES_ASKED] = True
+    st.session_state[_JUDGES_SHOWN] = True
     st.caption("Comparing every judge with the humans…")
 
 
