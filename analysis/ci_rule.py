@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,14 @@ MIN_USERS_FOR_CI = 10
 the number of users. From the calibration harness (``benchmarks/calibration_table.md``): of 5, 10, 20 and 50
 users, the smallest from which every printed figure's 95% interval reaches 0.93 coverage (at 5 users some cover only
 0.90-0.91; sizes between 5 and 10 were not measured, so none of them is claimed)."""
+
+MIN_LABELLED_USERS = max(MIN_USERS_FOR_CI, 15)
+"""Fewest users with human labels for a CI of a figure that rests on them: a human rate (the pipeline view's
+failure shares, the human-only estimate) and the corrections that lean on the labelled users (Rogan–Gladen, PPI++).
+
+When humans label whole users with very uneven numbers of items (stage-2-like sizes), the rule covered 0.90-0.92 for
+the human-only rate and 0.84-0.92 for PPI++ with 3-10 labelled users; 15 is the fewest from which every such interval
+covered at least 0.93 (``benchmarks/calibration_estimates.py``), never fewer than :data:`MIN_USERS_FOR_CI`."""
 
 CI_METHOD = "user-clustered jackknife-t"
 """How every interval is made, as report headers name it (the one rule: :func:`cluster_estimate`)."""
@@ -73,6 +81,10 @@ class Estimate:
     ci: tuple[float, float]
     n_clusters: int | None = None
     n_undefined: int = 0
+    effective_users: float | None = None
+    reason: str = ""
+    """Why no interval is given, when that is not too few users or undefined leave-outs (e.g. "effective users 2.3
+    of 20: ..."): reports print it in place of the interval."""
 
     @property
     def too_few_users(self) -> bool:
@@ -123,7 +135,7 @@ def per_cluster_sums(values: npt.ArrayLike, clusters: npt.ArrayLike) -> tuple[Fl
 
 
 def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0.95,
-                     bounds: Bounds | None = None) -> Estimate:
+                     bounds: Bounds | None = None, min_users: int | None = None) -> Estimate:
     """THE interval rule: a user-clustered jackknife-t interval of a smooth function of per-user sums.
 
     Every figure the tool prints is ``stat`` of totals that add up over users (confusion counts, numerators and
@@ -138,8 +150,10 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
             undefined.
         per_cluster: Per-user additive sums ``(U, *shape)``.
         level: Confidence level.
-        bounds: The figure's range (a rate's ``(0, 1)``): the symmetric interval is cut to it, which changes no
-            coverage since the truth lies inside.
+        bounds: The figure's range (a rate's ``(0, 1)``): the interval is built on the unbounded scale of that
+            range (:class:`IntervalRule` ``transform``) and so stays inside it.
+        min_users: No interval below this many users; None: :data:`MIN_USERS_FOR_CI` (a human rate passes
+            :data:`MIN_LABELLED_USERS`).
 
     Returns:
         The point ``stat(per_cluster.sum(0))`` and its interval. No interval (NaN) below
@@ -151,7 +165,7 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
         ValueError: ``per_cluster`` has no user axis, or ``level`` is not in (0, 1).
     """
     point, theta = leave_one_out(stat, per_cluster)
-    return interval_from_leave_outs(point, theta, level, bounds=bounds)
+    return interval_from_leave_outs(point, theta, level, bounds=bounds, per_cluster=per_cluster, min_users=min_users)
 
 
 def leave_one_out(stat: Stat, per_cluster: npt.ArrayLike) -> tuple[float, FloatArray]:
@@ -167,8 +181,68 @@ def leave_one_out(stat: Stat, per_cluster: npt.ArrayLike) -> tuple[float, FloatA
     return float(np.asarray(stat(total), dtype=float)), np.asarray(stat(total[None, ...] - per), dtype=float)
 
 
+DfMethod = Literal["users", "kish", "satterthwaite", "min"]
+
+
+@dataclass(frozen=True)
+class IntervalRule:
+    """How leave-one-user-out values become an interval: the parameters of the one rule.
+
+    Attributes:
+        df: Degrees of freedom of the t quantile. ``users``: users - 1 (the rule before issue 30). ``kish``: Kish's
+            effective number of users from their item counts, ``(sum n_u)^2 / sum n_u^2``, minus 1. ``satterthwaite``:
+            ``(sum d_u^2)^2 / sum d_u^4`` of the leave-one-out deviations ``d_u``, the Satterthwaite degrees of freedom
+            of the jackknife variance with each user's own term as its variance (a few users carrying the variance,
+            because they are big or hold the rare events, leave few degrees of freedom), at most users - 1. ``min``:
+            the smaller of ``kish`` and ``satterthwaite``.
+        transform: Build the interval on a scale where the figure is unbounded and back-transform it: logit for a
+            figure in (0, 1), Fisher's z (atanh) in (-1, 1), log in (0, inf), -log(1 - x) in (-inf, 1). The interval
+            then stays inside the range without cutting, and is asymmetric near a bound (rare events).
+
+    Two guards were measured and rejected (``benchmarks/calibration_uneven_table.md``): no interval below a minimum
+    effective number of users, and none when the item counts' Kish effective number of users is a small share of
+    the users. Both withheld the intervals of samples that hold the heavy users, which covered, and kept those of
+    samples that hold none, which missed: coverage fell in every world where heavy users differ from the rest.
+    """
+
+    df: DfMethod = "satterthwaite"
+    transform: bool = True
+
+
+RULE = IntervalRule()
+"""The rule every printed interval follows, chosen by ``benchmarks/calibration_uneven.py`` (table in
+``benchmarks/calibration_uneven_table.md``)."""
+
+
+def _transform(bounds: Bounds | None) -> tuple[Callable[[FloatArray], FloatArray], Callable[[FloatArray], FloatArray]]:
+    """The map to an unbounded scale for a figure's range, and its inverse (identity for other ranges)."""
+    if bounds == (0.0, 1.0):
+        return (lambda x: np.log(x) - np.log1p(-x)), (lambda y: 1.0 / (1.0 + np.exp(-y)))
+    if bounds == (-1.0, 1.0):
+        return np.arctanh, np.tanh
+    if bounds == (0.0, math.inf):
+        return np.log, np.exp
+    if bounds == (-math.inf, 1.0):
+        return (lambda x: -np.log1p(-x)), (lambda y: -np.expm1(-y))
+    return (lambda x: x), (lambda y: y)
+
+
+def _edge_text(bounds: Bounds | None, point: float) -> str:
+    edge = point if bounds is None else min(bounds, key=lambda b: abs(b - point))
+    return f"the figure is at the edge of its range ({edge:g}) with or without a user"
+
+
+def effective_users(per_cluster: npt.ArrayLike) -> float:
+    """Kish's effective number of users from the per-user totals' size (sum of absolute cells): one user of many items
+    counts for more than one, many users of one item each for less than their number."""
+    per = np.abs(np.asarray(per_cluster, dtype=float)).reshape(np.shape(per_cluster)[0], -1).sum(axis=1)
+    square = float((per * per).sum())
+    return float(per.sum()) ** 2 / square if square > 0 else 0.0
+
+
 def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.95, *,
-                             min_users: int | None = None, bounds: Bounds | None = None) -> Estimate:
+                             min_users: int | None = None, bounds: Bounds | None = None,
+                             rule: IntervalRule | None = None, per_cluster: npt.ArrayLike | None = None) -> Estimate:
     """The jackknife-t :class:`Estimate` from the point and the U leave-one-user-out values ``theta``.
 
     Args:
@@ -177,13 +251,16 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
         level: Confidence level.
         min_users: No interval below this many users; None: :data:`MIN_USERS_FOR_CI` (the calibration harness
             passes 2 to measure the rule itself below the printed minimum).
-        bounds: The figure's range, to cut the interval to (:func:`cluster_estimate`).
+        bounds: The figure's range: the scale of the transform and the limits the interval is cut to.
+        rule: The rule's parameters; None: :data:`RULE` (the harness passes candidates).
+        per_cluster: The per-user sums, for the ``kish`` degrees of freedom.
 
     Raises:
-        ValueError: ``level`` is not in (0, 1).
+        ValueError: ``level`` is not in (0, 1), or the rule needs ``per_cluster`` and has none.
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
+    rule = RULE if rule is None else rule
     n = int(theta.size)
     nan_ci = (float("nan"), float("nan"))
     if n < (MIN_USERS_FOR_CI if min_users is None else max(min_users, 2)) or math.isnan(point):
@@ -191,15 +268,40 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
     undefined = int(np.isnan(theta).sum())
     if undefined:
         return Estimate(point, nan_ci, n, undefined)
-    se = math.sqrt((n - 1) / n * float(((theta - theta.mean()) ** 2).sum()))
+    forward, back = _transform(bounds) if rule.transform else _transform(None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z_point = float(forward(np.asarray(point, dtype=float)))
+        z_theta = np.asarray(forward(theta), dtype=float)
+    if not (math.isfinite(z_point) and np.isfinite(z_theta).all()):
+        return Estimate(point, nan_ci, n, 0, reason=_edge_text(bounds, point))
+    dev = z_theta - z_theta.mean()
+    square = float((dev * dev).sum())
+    if square <= 1e-24 * max(1.0, z_point * z_point):
+        # Every leave-one-out value equals the point: the users show no spread to measure (a degenerate sample,
+        # e.g. no human "yes" anywhere), never a zero-width interval.
+        return Estimate(point, nan_ci, n, 0, reason="the figure does not change when any one user is left out")
+    se = math.sqrt((n - 1) / n * square)
+    satterthwaite = min(float(n - 1), square * square / float((dev**4).sum()))
+    if rule.df == "users":
+        df = float(n - 1)
+    elif rule.df == "satterthwaite":
+        df = satterthwaite
+    else:
+        if per_cluster is None:
+            raise ValueError(f"the {rule.df!r} degrees of freedom need the per-user sums")
+        kish = min(float(n - 1), effective_users(per_cluster) - 1.0)
+        df = kish if rule.df == "kish" else min(kish, satterthwaite)
+    if df <= 0.0:
+        return Estimate(point, nan_ci, n, 0, effective_users=df + 1.0,
+                        reason=f"effective users {df + 1.0:.1f} of {n}: one user carries the figure's variation")
     # The t quantile alone (scipy.special, imported here): scipy.stats costs ~0.8 s at every CLI start.
     from scipy.special import stdtrit
 
-    half = float(stdtrit(n - 1, 0.5 + level / 2.0)) * se
-    lo, hi = point - half, point + half
+    half = float(stdtrit(df, 0.5 + level / 2.0)) * se
+    lo, hi = float(back(np.asarray(z_point - half))), float(back(np.asarray(z_point + half)))
     if bounds is not None:
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
-    return Estimate(point, (lo, hi), n, 0)
+    return Estimate(point, (lo, hi), n, 0, effective_users=df + 1.0)
 
 
 def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,
@@ -210,12 +312,15 @@ def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users
     counts users without whom the figure is undefined (:func:`cluster_estimate`: then no interval); with
     ``n_resamples`` (the deprecated bootstrap) it counts undefined resamples instead.
     """
+    reason = ""
     if e is not None:
-        ci, n_users, undefined = [e.ci[0], e.ci[1]], e.n_clusters, e.n_undefined
+        ci, n_users, undefined, reason = [e.ci[0], e.ci[1]], e.n_clusters, e.n_undefined, e.reason
     users = "" if n_users is None else f"{n_users} user{'s' if n_users != 1 else ''}"
     lo, hi = (ci or [float("nan"), float("nan")])
     if n_users is not None and n_users < MIN_USERS_FOR_CI:
         return f"(too few users for a CI: {users})"
+    if reason:
+        return f"[no CI: {reason}" + (f"; {users}]" if users else "]")
     if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
         text = "[no CI" + (f"; {users}]" if users else "]")
     else:

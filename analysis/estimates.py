@@ -46,6 +46,7 @@ from personagap.analysis.agreement import (
     cluster_estimate,
     json_safe_dict,
 )
+from personagap.analysis.ci_rule import MIN_LABELLED_USERS as _MIN_LABELLED_USERS
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.codes import sorted_codes
@@ -53,13 +54,8 @@ from personagap.analysis.ppi import labelled_users, ppi_lambda, ppi_per_user, pp
 from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
 from personagap.text import number
 
-MIN_LABELLED_USERS = max(MIN_USERS_FOR_CI, 15)
-"""Fewest users with human labels for a CI of a figure measured on them (human only, Rogan–Gladen, PPI++).
-
-Their human part rests on the labelled users alone. When humans label whole users with very uneven numbers of items
-(stage-2-like sizes), the one CI rule covered 0.90-0.92 for the human-only rate and 0.84-0.92 for PPI++ with 3-10
-labelled users; 15 is the fewest from which every such interval covered at least 0.93 (800 simulated studies per
-size, ``benchmarks/calibration_estimates.py``, second table), never fewer than the rule's own minimum."""
+# The minimum of labelled users is a rule of the one CI rule module; re-exported for this module's callers.
+MIN_LABELLED_USERS = _MIN_LABELLED_USERS
 
 
 class EstimateRow(BaseModel):
@@ -186,8 +182,7 @@ def human_rate_from_users(per_user: FloatArray, level: float = 0.95) -> Estimate
     nan = float("nan")
     if np.asarray(per_user).shape[0] == 0:
         return Estimate(nan, (nan, nan), 0)
-    est = cluster_estimate(_share, per_user, level=level)
-    return est if len(per_user) >= MIN_LABELLED_USERS else replace(est, ci=(nan, nan))
+    return cluster_estimate(_share, per_user, level=level, bounds=(0.0, 1.0), min_users=MIN_LABELLED_USERS)
 
 
 def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
@@ -227,7 +222,7 @@ def _judge_figures(counts: FloatArray, level: float) -> _JudgeFigures:
     # The one implementation behind both paths (labels in memory, the store's counts): per-user counts in, every
     # judge figure with its user-clustered CI out.
     _, se, sp, _ = (float(x) for x in _rates(counts.sum(axis=0)))
-    naive = cluster_estimate(lambda t: _rates(t)[0], counts, level=level)
+    naive = cluster_estimate(lambda t: _rates(t)[0], counts, level=level, bounds=(0.0, 1.0))
     ppi_users = ppi_user_sums(counts)
     n_labelled = labelled_users(ppi_users)
     rg = cluster_estimate(lambda t: _rates(t)[3], counts, level=level)

@@ -40,7 +40,6 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    MIN_USERS_FOR_CI,
     Estimate,
     FloatArray,
     Stat,
@@ -48,6 +47,7 @@ from personagap.analysis.agreement import (
     cluster_estimate,
 )
 from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.ci_rule import MIN_LABELLED_USERS
 from personagap.analysis.comparable import SYSTEM_KINDS, judge_display
 from personagap.analysis.estimates import rogan_gladen
 from personagap.analysis.pipeline_cross import cross_judges
@@ -81,12 +81,15 @@ TARGET_HALFWIDTH = 0.1
 _JUDGE_COLS = ["j_n", "j_pos", "tp", "fn", "fp", "tn"]
 
 
-def interval(stat: Stat, per_user: FloatArray, *, level: float = 0.95) -> Estimate:
+def interval(stat: Stat, per_user: FloatArray, *, level: float = 0.95,
+             bounds: tuple[float, float] | None = None) -> Estimate:
     """The user-clustered estimate of ``stat`` of per-user additive counts ``(U, k)``: the project's one CI rule.
 
-    :func:`personagap.analysis.agreement.cluster_estimate` (no interval below its minimum number of users).
+    :func:`personagap.analysis.agreement.cluster_estimate`. Every figure of this view rests on human labels (a human
+    failure share, a judge's rate corrected with them), so the reports' minimum of labelled users holds here too
+    (:data:`~personagap.analysis.ci_rule.MIN_LABELLED_USERS`).
     """
-    return cluster_estimate(stat, per_user, level=level)
+    return cluster_estimate(stat, per_user, level=level, bounds=bounds, min_users=MIN_LABELLED_USERS)
 
 
 def share(num: int, den: int) -> Stat:
@@ -145,8 +148,13 @@ def _users(frame: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
     return frame.groupby("user_id", sort=True)[cols].sum().astype(float)
 
 
-def _estimate(stat: Stat, per_user: pd.DataFrame) -> Estimate:
-    return interval(stat, per_user.to_numpy(dtype=float))
+def _estimate(stat: Stat, per_user: pd.DataFrame, bounds: tuple[float, float] | None = None) -> Estimate:
+    return interval(stat, per_user.to_numpy(dtype=float), bounds=bounds)
+
+
+def _bounds(quantity: str) -> tuple[float, float]:
+    # A failure share lies in [0, 1]; over-selection (selected / human-relevant) in [0, inf).
+    return (0.0, math.inf) if quantity == "over_selection" else (0.0, 1.0)
 
 
 def _by_keys(judges: pd.DataFrame, keys: list[str]) -> dict[tuple[Any, ...], pd.DataFrame]:
@@ -174,7 +182,7 @@ def _judges(judges: pd.DataFrame | None, naive: Stat, corrected: Stat, cols: lis
 
 def _row(stage: int, keys: dict[str, Any], quantity: str, per_user: pd.DataFrame, stat: Stat, *, n_items: int,
          n_human: int, judges: list[JudgeRate]) -> PipelineRow:
-    est = _estimate(stat, per_user) if n_human else None
+    est = _estimate(stat, per_user, _bounds(quantity)) if n_human else None
     return PipelineRow(stage=stage, dataset=str(keys["dataset"]), system=_opt(keys.get("system")),
                        input_condition=_opt(keys.get("input_condition")), quantity=quantity,
                        human=_num(est.value) if est else None, human_ci=_share_ci(est, quantity),
@@ -352,10 +360,10 @@ def _verdict(cells: list[_Cell]) -> tuple[str, int | None, list[Comparison]]:
     absent = f" No human verdict on {' or '.join(quiet)}." if quiet else ""
     if worst is None:
         open_ = [c for c in comps if not (beats(c.first, c) or beats(c.second, c))]
-        if all(c.n_users < MIN_USERS_FOR_CI for c in open_):
+        if all(c.n_users < MIN_LABELLED_USERS for c in open_):
             users = max(c.n_users for c in open_)
             return (f"Cannot tell which stage fails most by human verdict ({shares}): too few users for a CI of "
-                    f"their differences ({users} users; {MIN_USERS_FOR_CI} needed).{absent}"), None, comps
+                    f"their differences ({users} users; {MIN_LABELLED_USERS} needed).{absent}"), None, comps
         why = "; ".join(f"stage {c.first} − stage {c.second} = {_signed(c.difference)} {_ci_pct(c.ci)}"
                         for c in open_)
         return (f"Cannot tell which stage fails most by human verdict ({shares}): {why}: "

@@ -113,13 +113,14 @@ def pabak_from_tables(tables: FloatArray) -> FloatArray:
 
 
 @register_metric("mcc", bounds=(-1.0, 1.0), higher_is_better=True, binary_only=False,
-                 description="Matthews correlation between judge and human labels (0 = no better than chance, "
-                             "also for a judge that always gives one label).")
+                 description="Matthews correlation between judge and human labels (0 = no better than chance); "
+                             "undefined when either rater gives one label only.")
 def mcc_from_tables(tables: FloatArray) -> FloatArray:
     """Matthews correlation (Gorodkin's R_K for K > 2) of confusion tables ``(..., K, K)``.
 
-    As in scikit-learn, 0 where a rater used a single class (the correlation's denominator is 0); NaN
-    only with no items.
+    Undefined (NaN) where a rater used a single class: the correlation's denominator is 0 and any value would be a
+    convention (scikit-learn returns 0), which in a sample with no human "yes" would stand for a figure the sample
+    says nothing about (issue 30). A judge that always gives one label is shown beside it by the base-rate row.
     """
     n, agree, rows, cols, _ = _parts(tables)
     cov_hj = agree * n - (rows * cols).sum(axis=-1)
@@ -127,21 +128,28 @@ def mcc_from_tables(tables: FloatArray) -> FloatArray:
     cov_hh = n * n - (rows * rows).sum(axis=-1)
     denom = np.sqrt(cov_jj * cov_hh)
     with np.errstate(divide="ignore", invalid="ignore"):
-        mcc = np.where(denom == 0, 0.0, cov_hj / np.where(denom == 0, 1.0, denom))
+        mcc = np.where(denom == 0, np.nan, cov_hj / np.where(denom == 0, 1.0, denom))
     out: FloatArray = np.where(n == 0, np.nan, mcc)
     return out
 
 
 @register_metric("balanced_accuracy", bounds=(0.0, 1.0), higher_is_better=True, binary_only=False,
-                 description="Mean over the humans' classes of the share the judge got right (0.5 = chance for "
-                             "two classes, whatever the prevalence).")
+                 description="Mean over the dataset's classes of the share of the humans' items in that class the "
+                             "judge got right (0.5 = chance for two classes, whatever the prevalence).")
 def balanced_accuracy_from_tables(tables: FloatArray) -> FloatArray:
-    """Balanced accuracy: mean per-class recall over classes the humans used (as scikit-learn)."""
+    """Balanced accuracy: mean per-class recall over every class of the table (the dataset's categories).
+
+    The estimand is fixed by the dataset, not the sample: where the humans never used one of the categories, that
+    class's recall is undefined and so is the figure (NaN), rather than a mean over the classes that happened to
+    occur (which, with no human "yes", would be specificity; issue 30). With every class used by the humans it
+    equals scikit-learn's ``balanced_accuracy_score``.
+    """
     _, _, rows, _, _ = _parts(tables)
     diag = np.diagonal(np.asarray(tables, dtype=float), axis1=-2, axis2=-1)
     used = rows > 0
-    recall = np.where(used, diag / np.where(used, rows, 1.0), 0.0)
-    return _div(recall.sum(axis=-1), used.sum(axis=-1))
+    recall = np.where(used, diag / np.where(used, rows, 1.0), np.nan)
+    out: FloatArray = recall.mean(axis=-1)
+    return out
 
 
 def _binary(tables: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:

@@ -114,10 +114,12 @@ def percentile(stat: Stat, per: FloatArray, boot: FloatArray, level: float) -> I
     return percentile_interval(stat(boot), level)
 
 
-def jackknife_t(stat: Stat, per: FloatArray, boot: FloatArray, level: float) -> Interval:
-    """The tool's rule measured by itself (no minimum number of users): the cluster jackknife-t."""
+def jackknife_t(stat: Stat, per: FloatArray, boot: FloatArray, level: float,
+                bounds: tuple[float, float] | None = None) -> Interval:
+    """The tool's rule measured by itself (no minimum number of users): the cluster jackknife-t on the figure's
+    transformed scale (its ``bounds``), with the rule's degrees of freedom."""
     point, theta = leave_one_out(stat, per)
-    return interval_from_leave_outs(point, theta, level, min_users=2).ci
+    return interval_from_leave_outs(point, theta, level, min_users=2, bounds=bounds, per_cluster=per).ci
 
 
 def studentized(stat: Stat, per: FloatArray, boot: FloatArray, level: float, weights: FloatArray) -> Interval:
@@ -176,8 +178,10 @@ def run(gen: Generator, n_users: int, reps: int, n_resamples: int, true: Mapping
                 if r == "studentized":
                     assert weights is not None
                     lo, hi = studentized(stat, per, boot, level, weights)
+                elif r == "jackknife-t":
+                    lo, hi = jackknife_t(stat, per, boot, level, gen.bounds(name))
                 else:
-                    lo, hi = {"percentile": percentile, "jackknife-t": jackknife_t}[r](stat, per, boot, level)
+                    lo, hi = percentile(stat, per, boot, level)
                 cells[r][name].add(lo, hi, true[name])
     return cells
 

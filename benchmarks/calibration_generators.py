@@ -83,6 +83,11 @@ class Generator:
     levels: FloatArray | None = None
     extra: Mapping[str, Stat] = field(default_factory=dict)
 
+    def bounds(self, figure: str) -> tuple[float, float] | None:
+        """A registered metric's range (the rule's transform); None for the extra figures (Fleiss' kappa, alpha and
+        differences: their ranges are not a rate's or a correlation's, so the rule leaves their scale as it is)."""
+        return get_metric(figure).bounds if figure in self.metrics else None
+
     def figures(self) -> dict[str, Stat]:
         """Every figure of this generator by name, as a function of totals (vectorised over leading axes)."""
         out: dict[str, Stat] = {}

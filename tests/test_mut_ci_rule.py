@@ -22,12 +22,46 @@ def _theta(n: int, seed: int = 0) -> np.ndarray:
 
 
 def _hand_interval(point: float, theta: np.ndarray, level: float) -> tuple[float, float]:
-    # SE = sqrt((n - 1) / n * sum (theta - mean)^2), written as a loop over the leave-outs.
+    # SE = sqrt((n - 1) / n * sum (theta - mean)^2), written as a loop over the leave-outs; the t quantile on
+    # Satterthwaite's degrees of freedom (sum d^2)^2 / sum d^4, never more than n - 1.
     n = len(theta)
     mean = sum(theta) / n
-    se = math.sqrt((n - 1) / n * sum((x - mean) ** 2 for x in theta))
-    half = stats.t.ppf(1 - (1 - level) / 2, n - 1) * se
+    squares = [(x - mean) ** 2 for x in theta]
+    se = math.sqrt((n - 1) / n * sum(squares))
+    df = min(n - 1, sum(squares) ** 2 / sum(q * q for q in squares))
+    half = stats.t.ppf(1 - (1 - level) / 2, df) * se
     return point - half, point + half
+
+
+def _hand_logit_interval(point: float, theta: np.ndarray, level: float) -> tuple[float, float]:
+    # A rate's interval: the same rule on the logit scale, mapped back with the logistic function.
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    lo, hi = _hand_interval(logit(point), np.array([logit(x) for x in theta]), level)
+    return 1 / (1 + math.exp(-lo)), 1 / (1 + math.exp(-hi))
+
+
+def test_a_rate_is_built_on_the_logit_scale_and_a_correlation_on_fishers_z() -> None:
+    theta = np.clip(_theta(MIN + 2, seed=5) - 0.4, 0.01, 0.99)  # rates near 0: a rare event
+    est = cr.interval_from_leave_outs(0.1, theta, bounds=(0.0, 1.0))
+    assert est.ci == pytest.approx(_hand_logit_interval(0.1, theta, 0.95), rel=1e-9)
+    assert est.ci[0] > 0.0 and est.ci[1] - 0.1 > 0.1 - est.ci[0]  # inside the range, longer towards the middle
+    z = cr.interval_from_leave_outs(0.5, theta, bounds=(-1.0, 1.0))
+    lo, hi = _hand_interval(math.atanh(0.5), np.arctanh(theta), 0.95)
+    assert z.ci == pytest.approx((math.tanh(lo), math.tanh(hi)), rel=1e-9)
+    # The rule before issue 30 (users - 1, no transform) stays reachable for the harness, and differs.
+    old = cr.interval_from_leave_outs(0.1, theta, bounds=(0.0, 1.0), rule=cr.IntervalRule("users", False))
+    assert old.ci != pytest.approx(est.ci)
+
+
+def test_a_figure_at_its_bound_gets_no_interval_and_a_reason() -> None:
+    theta = np.zeros(MIN + 1)
+    est = cr.interval_from_leave_outs(0.0, theta, bounds=(0.0, 1.0))
+    assert math.isnan(est.ci[0]) and "edge of its range (0)" in est.reason
+    assert cr.ci_text(est).startswith("[no CI: the figure is at the edge")
+    flat = cr.interval_from_leave_outs(0.3, np.full(MIN + 1, 0.3))
+    assert math.isnan(flat.ci[0]) and "does not change" in flat.reason
 
 
 # interval_from_leave_outs ----------------------------------------------------------------------------------------

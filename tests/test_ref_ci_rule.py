@@ -24,10 +24,11 @@ _BOOTSTRAP_CIS = ("naive_ci", "rogan_gladen_ci", "human_only_ci")
 
 
 def _labels(n_users: int) -> pd.DataFrame:
-    """Per user six items: a blind human label and a judge label that is wrong on one item in three."""
+    """Per user six items (seven for every other user, so users' rates differ): a blind human label and a judge
+    label that is wrong on one item in three."""
     rows: list[dict[str, Any]] = []
     for u in range(n_users):
-        for k in range(6):
+        for k in range(6 + (u % 2 == 0)):
             item, human = f"u{u}-{k}", "yes" if (u + k) % 3 == 0 else "no"
             judge = human if k % 3 else ("no" if human == "yes" else "yes")
             for rater, kind, label in (("ann", "human", human), ("gpt", "llm", judge)):
@@ -46,7 +47,7 @@ def test_two_users_get_no_ci_and_are_told_why() -> None:
     assert not any(_has_ci(row[k]) for k in _BOOTSTRAP_CIS)
     assert row["ci_note"] == f"too few users for a CI: 2 users, {MIN_USERS_FOR_CI} needed"
     # The point estimates stay: only the intervals are withheld.
-    assert row["human_only"] == pytest.approx(4 / 12)
+    assert row["human_only"] == pytest.approx(5 / 13)
     shown = estimates_table([row]).iloc[0]
     assert "too few users for a CI" in shown["humans only"] and "[" not in shown["humans only"]
     assert "too few users for a CI" in shown["Rogan–Gladen"] and "[" not in shown["Rogan–Gladen"]

@@ -116,7 +116,15 @@ def test_batched_and_edge_cases() -> None:
                                                                  balanced_accuracy_from_tables))
     constant_judge = np.array([[81.0, 0.0], [19.0, 0.0]])  # says "no" to everything: 81% accurate
     human, judge = _pairs(constant_judge)
-    assert mcc_from_tables(constant_judge) == matthews_corrcoef(human, judge) == 0.0
+    # scikit-learn's convention gives 0; the correlation is undefined (a rater with one class), and a sample
+    # without human "yes" would otherwise print 0 for a figure it says nothing about (issue 30).
+    assert matthews_corrcoef(human, judge) == 0.0 and math.isnan(float(mcc_from_tables(constant_judge)))
+    no_human_yes = np.array([[90.0, 10.0], [0.0, 0.0]])
+    assert math.isnan(float(mcc_from_tables(no_human_yes)))
+    # Balanced accuracy over the dataset's classes: with no human "yes" it is undefined, not the specificity 0.9.
+    assert math.isnan(float(balanced_accuracy_from_tables(no_human_yes)))
+    three = np.array([[5.0, 1.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 0.0]])  # nobody used the third class
+    assert math.isnan(float(balanced_accuracy_from_tables(three)))
     assert balanced_accuracy_from_tables(constant_judge) == pytest.approx(0.5)
     assert kappa_from_tables(constant_judge) == pytest.approx(0.0)
     with pytest.raises(ValueError, match="2x2"):
@@ -133,11 +141,15 @@ def test_panel_fields_use_the_one_ci_rule() -> None:
         assert panel[name] == pytest.approx(estimate(tables, name).value)
         lo, hi = panel[f"{name}_ci"]
         assert lo <= panel[name] <= hi and lo < hi
-    # The CI is the jackknife-t over users: AC1 without each user in turn, worked out here.
+    # The CI is the jackknife-t over users on Fisher's z scale (AC1 lies in (-1, 1)) with Satterthwaite's degrees of
+    # freedom: AC1 without each user in turn, worked out here.
     total = tables.sum(axis=0)
-    leave = np.array([ac1_from_tables(total - t) for t in tables])
-    half = scipy.stats.t.ppf(0.975, 24) * np.sqrt(24 / 25 * np.sum((leave - leave.mean()) ** 2))
-    assert panel["ac1_ci"] == pytest.approx([panel["ac1"] - half, panel["ac1"] + half])
+    leave = np.arctanh(np.array([ac1_from_tables(total - t) for t in tables]))
+    d2 = (leave - leave.mean()) ** 2
+    df = min(24.0, d2.sum() ** 2 / (d2 * d2).sum())
+    half = scipy.stats.t.ppf(0.975, df) * np.sqrt(24 / 25 * d2.sum())
+    z = np.arctanh(panel["ac1"])
+    assert panel["ac1_ci"] == pytest.approx([np.tanh(z - half), np.tanh(z + half)])
     three = panel_fields(rng.integers(1, 6, size=(10, 3, 3)).astype(float))
     assert math.isnan(three["prevalence_index"]) and not math.isnan(three["ac1"])
 
@@ -146,7 +158,7 @@ def test_base_rate_judge_is_chance_level() -> None:
     tables = np.array([[[30.0, 3.0], [4.0, 5.0]], [[40.0, 2.0], [6.0, 10.0]]])  # 70 no, 25 yes by humans
     base = base_rate_panel(tables)
     assert base["majority_class"] == 0
-    assert base["kappa"] == pytest.approx(0.0) and base["mcc"] == 0.0
+    assert base["kappa"] == pytest.approx(0.0) and math.isnan(base["mcc"])  # a constant judge: no correlation
     assert base["accuracy"] == pytest.approx(75 / 100)
     assert base["balanced_accuracy"] == pytest.approx(0.5)
     assert base["pabak"] == pytest.approx(0.5) and base["bias_index"] == pytest.approx(-0.25)
@@ -170,7 +182,7 @@ def test_panel_rows_on_recenter(recenter_labels: pd.DataFrame) -> None:
     judges = {r["judge"]: r for r in rows}
     base = judges.pop(BASE_RATE_JUDGE)
     assert judges, "the imported LLMs have rows"
-    assert base["kappa"] == pytest.approx(0.0) and base["mcc"] == 0.0
+    assert base["kappa"] == pytest.approx(0.0) and math.isnan(base["mcc"])
     assert base["prevalence_index"] < -0.3  # humans say "no" to most attributes
     for r in judges.values():
         assert r["n"] > 100 and r["humans"] == "blind"
