@@ -88,7 +88,9 @@ def test_min_users_for_ci_is_the_one_the_harness_table_states() -> None:
         pytest.skip(f"{TABLE.name} is written by a full harness run")
     found = re.search(re.escape(MINIMUM_LINE) + r"(\d+)", TABLE.read_text(encoding="utf-8"))
     assert found is not None, f"{TABLE.name} states no minimum"
-    assert ag.MIN_USERS_FOR_CI == int(found.group(1))
+    # The first harness's worlds reach the target from the minimum its table states; the uneven worlds of
+    # benchmarks/calibration_uneven.py were measured from 10 users only, so the printed minimum is never below 10.
+    assert ag.MIN_USERS_FOR_CI == max(int(found.group(1)), 10)
     below = ag.estimates(generators()["balanced-binary"].draw(np.random.default_rng(0), ag.MIN_USERS_FOR_CI - 1),
                          ("kappa",))["kappa"]
     assert below.too_few_users and math.isnan(below.ci[0])
