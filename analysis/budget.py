@@ -1,47 +1,51 @@
 """Label budgets: how many more human labels a stage needs, by simulation from the stored data (seeded).
 
-Two questions, per judge and dataset:
+Two questions, per judge and dataset, each on the dataset's scale as the reports compute it:
 
-* **Kappa precision, with assurance** — how many users (and so items, at the data's items per user) until
-  the 95% CI of the judge–human kappa has the target half-width in 80% of studies (``assurance``), not
-  merely in the median study (sized for the median, only about a third of studies reached a 0.05 target:
-  issue 21)? A simulated study of ``n`` users draws ``n`` of the stored users' confusion tables with
-  replacement (the prevalence and agreement of the data as they are), and its CI is the one CI rule
-  (:func:`personagap.analysis.agreement.interval_from_leave_outs` on the study's leave-one-user-out kappas,
-  as the reports print it). The budget is the smallest ``n`` at which at least ``assurance`` of the
-  simulated studies reach the target (bracketed from the square-root law, then bisected). The stored users
-  are themselves a sample, so the budget is recomputed on ``replans`` resamples of them (users drawn with
-  replacement) and its 10th-90th percentile range is given beside it. A half-width is precision, not
+* **Precision of the headline figure, with assurance** — how many users (and so items, at the data's items per user)
+  until the 95% CI of the judge–human headline figure (:func:`headline_metric`: quadratic-weighted kappa on ordinal
+  scales, Cohen's kappa on nominal and pairwise ones) has the target half-width in 80% of studies (``assurance``),
+  not merely in the median study (issue 21)? A simulated study of ``n`` users draws ``n`` of the stored users'
+  confusion tables with replacement, and its CI is the one CI rule
+  (:func:`personagap.analysis.ci_rule.cluster_estimate` on the study's users, as the reports print it). The stored
+  users are a sample too, and with uneven users their between-user variance is usually below the population's, so
+  each study also gets a plausible population variance (:func:`variance_ratios`, the basic bootstrap) and the
+  assurance is predictive: over studies and over what the stored users leave unknown (issue 30;
+  ``benchmarks/calibration_plan.py`` measures it world by world). The budget is the smallest ``n`` at which at least
+  ``assurance`` of the simulated studies reach the target (bracketed from the square-root law, then bisected); its
+  range is the budget at the 10th and 90th percentiles of the plausible variances. A half-width is precision, not
   coverage: a 95% interval of the target width still misses the truth 5% of the time.
-* **Alternative-annotator test power** — how many items per annotator until the judge passes the test
-  in 80% of simulated studies at its current advantage? A simulated study draws ``m`` of each tested
-  annotator's items with replacement (keeping each item's pair of indicators), and runs the test
-  (t-tests, Benjamini–Yekutieli, winning rate >= 0.5) exactly as :mod:`~personagap.analysis.alt_test`.
+* **Alternative-annotator test power** — how many items per annotator until the judge passes the test in 80% of
+  simulated studies at its current advantage? The current advantage and winning rate are the report's own (the
+  scale's scoring: :func:`personagap.analysis.panel.alt_test_scoring`); a simulated study draws each tested
+  annotator's users (per-user means, as the test reads them) and runs the test (t-tests, Benjamini–Yekutieli,
+  winning rate >= 0.5) exactly as :mod:`~personagap.analysis.alt_test`.
 
-Both use common random numbers (one seed for every candidate size), so the search is monotone in
-practice and a rerun gives the same budget.
+Both read what the reports read (:func:`plan_from_counts`): per-user counts of every judge against the reference,
+and the labels of items several humans labelled, never every label. Both use common random numbers (one seed for
+every candidate size), so the search is monotone in practice and a rerun gives the same budget.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, Field
-from scipy.stats import norm
 
+from personagap.analysis.aggregated import JUDGE_KEYS, user_tables
 from personagap.analysis.agreement import (
     DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     FloatArray,
+    cluster_estimate,
     estimate,
-    interval_from_leave_outs,
-    kappa_from_tables,
+    get_metric,
     leave_one_out,
 )
 from personagap.analysis.alt_test import (
@@ -51,22 +55,23 @@ from personagap.analysis.alt_test import (
     MIN_ITEMS_PER_ANNOTATOR,
     Indicators,
     Scoring,
+    alt_test_rows,
     benjamini_yekutieli,
     indicators,
     one_sided_p_rows,
 )
-from personagap.analysis.comparable import categories_for
+from personagap.analysis.comparable import categories_for, judge_display
 from personagap.analysis.estimates import too_few_users_note
-from personagap.analysis.robust import HumanSet, human_reference, individual_humans, judge_labels, user_tables
+from personagap.analysis.panel import alt_test_scoring, on_scale, scored_labels
+from personagap.analysis.robust import HumanSet, individual_humans, judge_labels
+from personagap.records import DatasetScale
 
 DEFAULT_HALFWIDTH = 0.05
 DEFAULT_ASSURANCE = 0.8
-#: Resamples of the stored users the budget is recomputed on, for its range.
-DEFAULT_REPLANS = 20
-#: The budget's range: these percentiles of the recomputed budgets.
+#: The budget's range: the budgets at these percentiles of the plausible between-user variances.
 RANGE_PERCENTILES = (10.0, 90.0)
 HALFWIDTH_IS_NOT_COVERAGE = ("A half-width is precision, not coverage: a 95% interval of the target width still "
-                             "misses the true kappa 5% of the time (more with few users: see the README's "
+                             "misses the true figure 5% of the time (more with few users: see the README's "
                              "calibration table).")
 DEFAULT_POWER = 0.8
 DEFAULT_SIMULATIONS = 100
@@ -75,31 +80,38 @@ MAX_ITEMS_PER_ANNOTATOR = 20_000
 
 
 class KappaBudget(BaseModel):
-    """Users and items needed for one judge's kappa CI to reach a half-width."""
+    """Users and items needed for one judge's headline agreement CI to reach a half-width."""
 
     judge: str
     dataset: str
     rater_kind: str
     humans: HumanSet
+    metric: str = Field(default="kappa", description="The figure sized: the scale's headline agreement, "
+                                                     "'weighted_kappa' (quadratic) on ordinal scales, else 'kappa'.")
+    scale: str | None = Field(default=None, description="The dataset's scale kind (nominal, ordinal, pairwise).")
     n_users: int
     n_items: int
-    kappa: float
-    halfwidth: float = Field(description="Half-width of the current 95% CI (the one CI rule: NaN below "
-                                         "MIN_USERS_FOR_CI users).")
+    kappa: float = Field(description="The headline figure now (``metric``: weighted kappa on ordinal scales).")
+    halfwidth: float = Field(description="Half-width of the current 95% CI, as the report prints it (the one CI "
+                                         "rule: NaN below MIN_USERS_FOR_CI users).")
     target_halfwidth: float
     assurance: float = Field(description="Target share of simulated studies whose half-width is <= target.")
     users_needed: int | None = Field(description="Smallest number of users at which at least `assurance` of "
                                                  "simulated studies reach the target half-width.")
     users_needed_range: list[int | None] = Field(
-        default_factory=list, description="10th and 90th percentiles of users_needed recomputed on resamples of "
-                                          "the stored users (None: beyond reach in more than that share).")
-    range_resamples: int = Field(default=0, description="Resamples of the stored users behind the range.")
-    variance_margin: float | None = Field(default=None, description="Upper `assurance` bound of the between-user "
-                                                                    "variance over its estimate: the target the "
-                                                                    "simulated studies must reach is divided by its "
-                                                                    "square root (the stored users are a sample).")
+        default_factory=list, description="users_needed if the population's between-user variance were the 10th or "
+                                          "the 90th percentile of its plausible values (variance_factors; None: "
+                                          "beyond reach).")
+    range_resamples: int = Field(default=0, description="Resamples of the stored users behind the plausible "
+                                                        "between-user variances (one per simulated study).")
+    variance_factors: list[float] | None = Field(
+        default=None, description="10th, 50th and 90th percentiles of the population's between-user variance as a "
+                                  "multiple of the stored users' (basic bootstrap: the stored variance over a "
+                                  "resample's); the plan is sized over all of them, not for the stored one.")
     projected_assurance: float | None = Field(default=None, description="Simulated share of studies reaching the "
-                                                                        "target at users_needed.")
+                                                                        "target at users_needed, each with its own "
+                                                                        "plausible between-user variance (what the "
+                                                                        "plan promises: >= assurance).")
     additional_users: int | None
     items_needed: int | None = Field(description="users_needed x the data's items per user.")
     additional_items: int | None
@@ -116,10 +128,16 @@ class AltTestBudget(BaseModel):
     rater_kind: str
     humans: HumanSet
     applicable: bool
+    scoring: Scoring = Field(default="accuracy", description="How the test scores alignment on the dataset's scale: "
+                                                            "'neg_rmse' on ordinal scales, else 'accuracy'.")
     epsilon: float
     n_annotators: int = 0
     items_per_annotator: int = Field(default=0, description="Median items per tested annotator now.")
-    advantage_probability: float | None = None
+    advantage_probability: float | None = Field(default=None, description="The report's advantage probability (its "
+                                                                          "own test), or, where the report tests no "
+                                                                          "annotator, that of the simulated ones.")
+    winning_rate: float | None = Field(default=None, description="The report's winning rate now (None where it tests "
+                                                                 "no annotator).")
     current_power: float | None = Field(default=None, description="Simulated pass rate at the current items.")
     target_power: float
     items_per_annotator_needed: int | None = None
@@ -143,56 +161,139 @@ class Plan(BaseModel):
     alt_test: list[AltTestBudget]
 
 
-# --------------------------------------------------------------------------- kappa
+# --------------------------------------------------------------------------- the headline figure
+
+def headline_metric(scale: DatasetScale) -> str:
+    """The figure a plan sizes on ``scale``: the reports' and ``diagnose``'s headline agreement.
+
+    Quadratic-weighted kappa on ordinal scales, Cohen's kappa on nominal and pairwise ones (as
+    :attr:`personagap.analysis.diagnosis_records.JudgeScore.headline` chooses it).
+    """
+    return "weighted_kappa" if scale.ordinal else "kappa"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A registered agreement figure as a function of confusion-table totals (vectorised over leading axes)."""
+
+    metric: str = "kappa"
+    levels: tuple[float, ...] | None = None
+    """The ordinal levels' values, for figures that read them (weighted kappa); None: not read."""
+
+    def __call__(self, totals: FloatArray) -> FloatArray:
+        """The figure of ``totals`` ``(..., K, K)``."""
+        return get_metric(self.metric).on(totals, self.levels)
+
+
+KAPPA = Figure()
+
+
+# --------------------------------------------------------------------------- the between-user variance
+
+def jackknife_variance(tables: FloatArray, figure: Figure = KAPPA) -> float:
+    """The one CI rule's variance of ``figure`` over these users: ``(U - 1) / U * sum (theta_u - mean)^2``.
+
+    NaN when the figure or some leave-one-user-out figure is undefined (the rule then prints no interval).
+    """
+    point, theta = leave_one_out(figure, tables)
+    if math.isnan(point) or not np.isfinite(theta).all() or theta.size < 2:
+        return math.nan
+    n = theta.size
+    return (n - 1) / n * float(((theta - theta.mean()) ** 2).sum())
+
+
+def variance_ratios(tables: FloatArray, *, simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED,
+                    figure: Figure = KAPPA) -> FloatArray:
+    """Plausible between-user variances of the population, as multiples of the stored users' own: one per study.
+
+    The stored users are a sample, and with uneven users (a few heavy ones, or ones unlike the rest) their
+    variance is usually *below* the population's: the users that make it large are the ones a pilot tends to
+    miss. Sizing from the stored variance (the plug-in) promised 80% and delivered 70% with heterogeneous users
+    (issue 30); a fixed upper bound on it delivered 96% on balanced data (issue 21). Here every simulated study
+    gets its own variance, from the basic bootstrap: the stored variance ``V`` relative to that of a resample of
+    the stored users ``V*`` estimates how far the population's lies from ``V`` (``V / V_pop ~ V* / V``), so a
+    study's variance is ``V x V / V*``. A resample that drops the users carrying the variance gives a small
+    ``V*`` and a large ratio: the plan is sized over the between-user variance the stored users leave possible,
+    and its assurance is a predictive one (over studies *and* over the population the stored users came from).
+
+    Returns:
+        ``(simulations,)`` ratios ``V / V*`` (inf where a resample's variance is zero or undefined: such a
+        study is counted as not reaching any target); all 1 where the stored variance itself is zero or
+        undefined.
+    """
+    t = np.asarray(tables, dtype=float)
+    base = jackknife_variance(t, figure)
+    if not math.isfinite(base) or base == 0:
+        return np.ones(simulations)
+    rng = np.random.default_rng([seed, 2])
+    users = t.shape[0]
+    out = np.empty(simulations)
+    for s in range(simulations):
+        v = jackknife_variance(t[rng.integers(0, users, size=users)], figure)
+        out[s] = base / v if math.isfinite(v) and v > 0 else math.inf
+    return out
+
+
+# --------------------------------------------------------------------------- simulated studies
 
 def study_halfwidths(tables: FloatArray, n_users: int, *, simulations: int = DEFAULT_SIMULATIONS,
-                     seed: int = DEFAULT_SEED, level: float = 0.95) -> FloatArray:
-    """Kappa-CI half-widths of simulated studies of ``n_users`` users drawn from the stored ones.
+                     seed: int = DEFAULT_SEED, level: float = 0.95, figure: Figure = KAPPA,
+                     ratios: FloatArray | None = None) -> FloatArray:
+    """CI half-widths of the headline figure in simulated studies of ``n_users`` users drawn from the stored ones.
 
-    Each study's interval is the one CI rule on its own users: its leave-one-user-out kappas (a user drawn twice
-    is left out twice, as in a study holding two such users) through
-    :func:`~personagap.analysis.agreement.interval_from_leave_outs`, so no interval below ``MIN_USERS_FOR_CI``.
+    Each study's interval is the one CI rule on its own users, as the reports print it
+    (:func:`~personagap.analysis.ci_rule.cluster_estimate` with the figure's range: a user drawn twice is left out
+    twice, as in a study holding two such users), so no interval where the rule prints none.
+    Its half-width is then scaled by the square root of the study's variance ratio (:func:`variance_ratios`):
+    a half-width grows with the square root of the between-user variance.
 
     Args:
         tables: Per-user confusion tables ``(U, K, K)`` of the judge against the human reference.
         n_users: Users in each simulated study.
         simulations: Simulated studies.
-        seed: Seed of the simulation.
+        seed: Seed of the simulation: study ``s`` draws from its own stream, so a study of ``n + 1`` users holds
+            the ``n`` users of the ``n``-user study (common random numbers keep the search monotone).
         level: Confidence level.
+        figure: The figure (kappa, or weighted kappa with the scale's levels).
+        ratios: ``(simulations,)`` variance ratios; None: the stored users' variance as it is (the plug-in).
 
     Returns:
-        ``(simulations,)`` half-widths; NaN where a study has no interval.
+        ``(simulations,)`` half-widths; NaN or inf where a study has no interval.
     """
     t = np.asarray(tables, dtype=float)
     users = t.shape[0]
-    rng = np.random.default_rng(seed)
-    drawn = rng.multinomial(n_users, np.full(users, 1.0 / users), size=simulations)  # (S, U): copies of each user
-    totals = np.tensordot(drawn.astype(float), t, axes=(1, 0))  # (S, K, K)
-    points = kappa_from_tables(totals)
-    leave_out = kappa_from_tables(totals[:, None] - t[None])  # (S, U): the study without one copy of each user
+    bounds = get_metric(figure.metric).bounds
     out = np.empty(simulations)
-    for k in range(simulations):
-        e = interval_from_leave_outs(float(points[k]), np.repeat(leave_out[k], drawn[k]), level)
-        out[k] = (e.ci[1] - e.ci[0]) / 2.0
+    for s in range(simulations):
+        drawn = t[np.random.default_rng([seed, s]).integers(0, users, size=n_users)]
+        # The interval exactly as a report prints it (its range, its transform, its degrees of freedom).
+        e = cluster_estimate(figure, drawn, level=level, bounds=bounds)
+        half = (e.ci[1] - e.ci[0]) / 2.0
+        with np.errstate(invalid="ignore"):  # 0 x inf: a degenerate study, NaN, not reached
+            out[s] = half if ratios is None else half * math.sqrt(float(ratios[s]))
     return out
 
 
 def simulated_halfwidth(tables: FloatArray, n_users: int, *, simulations: int = DEFAULT_SIMULATIONS,
-                        seed: int = DEFAULT_SEED, level: float = 0.95) -> float:
+                        seed: int = DEFAULT_SEED, level: float = 0.95, figure: Figure = KAPPA,
+                        ratios: FloatArray | None = None) -> float:
     """Median half-width of :func:`study_halfwidths` (NaN when no study has an interval)."""
-    widths = study_halfwidths(tables, n_users, simulations=simulations, seed=seed, level=level)
+    widths = study_halfwidths(tables, n_users, simulations=simulations, seed=seed, level=level, figure=figure,
+                              ratios=ratios)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # every study without an interval: NaN, no budget
         return float(np.nanmedian(widths))
 
 
 def reach_share(tables: FloatArray, n_users: int, target: float, *, simulations: int = DEFAULT_SIMULATIONS,
-                seed: int = DEFAULT_SEED, level: float = 0.95) -> float:
-    """Share of simulated studies of ``n_users`` users whose kappa CI half-width is at most ``target``.
+                seed: int = DEFAULT_SEED, level: float = 0.95, figure: Figure = KAPPA,
+                ratios: FloatArray | None = None) -> float:
+    """Share of simulated studies of ``n_users`` users whose CI half-width is at most ``target``.
 
-    A study without an interval (too few users, or kappa undefined without some user) does not reach it.
+    A study without an interval (too few users, or the figure undefined without some user) does not reach it.
     """
-    widths = study_halfwidths(tables, n_users, simulations=simulations, seed=seed, level=level)
+    widths = study_halfwidths(tables, n_users, simulations=simulations, seed=seed, level=level, figure=figure,
+                              ratios=ratios)
     return float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
 
 
@@ -228,25 +329,30 @@ def smallest_sufficient(ok: Callable[[int], bool], guess: int, *, lowest: int, h
     return hi
 
 
-def variance_margin(tables: FloatArray, assurance: float) -> float:
-    """How much the stored users may understate the kappa's between-user variance: an upper bound over the estimate.
+def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, assurance: float,
+                        simulations: int, seed: int, level: float, figure: Figure = KAPPA,
+                        ratios: FloatArray | None = None) -> int | None:
+    """Smallest number of users at which ``assurance`` of simulated studies reach ``target`` (None: beyond reach).
 
-    Studies are simulated from the stored users, so stored users that happen to vary little plan too few users for
-    every study (from a 47-user pilot the median-rule plan ranged 29-99 users; issue 21). As in sizing from a
-    pilot's upper confidence limit of the variance (Browne 1995), the plan uses the variance's upper ``assurance``
-    bound: the jackknife variance is a sum of squared deviations of the leave-one-user-out kappas, so its relative
-    SE is ``r = sd / (mean * sqrt(U))`` of those squares (large when a few users dominate), and the bound is the
-    log-normal ``exp(z_assurance * r)`` times the estimate (``sqrt(2 / U)`` for normal deviations: 1.19 at 47 users).
-
-    Returns:
-        The factor (>= 1; 1 where the variance is zero or undefined).
+    Args:
+        tables: Per-user tables ``(U, K, K)``.
+        halfwidth: Their own current half-width (the search starts from the square-root law).
+        target: Target half-width.
+        assurance: Required share of studies.
+        simulations: Simulated studies per candidate size.
+        seed: Seed (the same for every size: common random numbers keep the search monotone in practice).
+        level: Confidence level.
+        figure: The figure sized.
+        ratios: Per study, its between-user variance over the stored one (:func:`variance_ratios`); None: 1.
     """
-    _, theta = leave_one_out(kappa_from_tables, tables)
-    squares = (theta - theta.mean()) ** 2
-    if not np.isfinite(squares).all() or squares.mean() == 0 or squares.size < 2:
-        return 1.0
-    r = float(squares.std(ddof=1) / (squares.mean() * math.sqrt(squares.size)))
-    return math.exp(float(norm.ppf(assurance)) * r)
+    def ok(n: int) -> bool:
+        return reach_share(tables, n, target, simulations=simulations, seed=seed, level=level, figure=figure,
+                           ratios=ratios) >= assurance
+
+    spread = 1.0 if ratios is None else float(np.median(ratios))
+    guess = math.ceil(tables.shape[0] * spread * (halfwidth / target) ** 2) if math.isfinite(spread) else MAX_USERS
+    # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
+    return smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
 
 
 @dataclass(frozen=True)
@@ -259,81 +365,58 @@ class KappaPlan:
     projected_halfwidth: float | None
     projected_assurance: float | None
     users_range: tuple[int | None, int | None]
-    replans: int
-    variance_margin: float = 1.0
-
-
-def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, assurance: float,
-                        simulations: int, seed: int, level: float) -> int | None:
-    """Smallest number of users at which ``assurance`` of simulated studies reach ``target`` (None: beyond reach).
-
-    Args:
-        tables: Per-user tables ``(U, K, K)``.
-        halfwidth: Their own current half-width (the search starts from the square-root law).
-        target: Target half-width.
-        assurance: Required share of studies.
-        simulations: Simulated studies per candidate size.
-        seed: Seed (the same for every size: common random numbers keep the search monotone in practice).
-        level: Confidence level.
-
-    The studies must reach ``target`` tightened by :func:`variance_margin` (the stored users are a sample too).
-    """
-    # The half-width scales with the square root of the variance: tighten the target by the variance's margin.
-    tight = target / math.sqrt(variance_margin(tables, assurance))
-
-    def ok(n: int) -> bool:
-        return reach_share(tables, n, tight, simulations=simulations, seed=seed, level=level) >= assurance
-
-    guess = math.ceil(tables.shape[0] * (halfwidth / tight) ** 2)  # half-width ~ 1/sqrt(users)
-    # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
-    return smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
+    variance_resamples: int
+    variance_factors: tuple[float, float, float] | None = None
+    metric: str = "kappa"
 
 
 def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assurance: float = DEFAULT_ASSURANCE,
-                 simulations: int = DEFAULT_SIMULATIONS, replans: int = DEFAULT_REPLANS, seed: int = DEFAULT_SEED,
-                 level: float = 0.95) -> KappaPlan:
-    """Current kappa and half-width, the users needed for ``assurance`` of studies to reach ``target``, its range.
+                 simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED, level: float = 0.95,
+                 metric: str = "kappa", levels: Iterable[float] | None = None) -> KappaPlan:
+    """The headline figure now, the users needed for ``assurance`` of studies to reach ``target``, and a range.
+
+    Args:
+        tables: Per-user confusion tables ``(U, K, K)`` over the dataset's scale.
+        target: Target half-width of the 95% CI.
+        assurance: Share of studies that must reach it (over studies and over the population's between-user
+            variance: :func:`variance_ratios`).
+        simulations: Simulated studies per candidate size (and resamples of the stored users).
+        seed: Seed of every simulation.
+        level: Confidence level.
+        metric: ``kappa`` or ``weighted_kappa`` (:func:`headline_metric` of the scale).
+        levels: The ordinal levels' values, for ``weighted_kappa``.
 
     Returns:
         The plan; halfwidth NaN and users_needed None below
-        :data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users (no CI); users_needed None when kappa is
-        undefined or even :data:`MAX_USERS` users would not do. The range recomputes the budget on ``replans``
-        resamples of the stored users (seeded), as the 10th and 90th percentiles.
+        :data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users (no CI); users_needed None when the
+        figure is undefined or constant, or even :data:`MAX_USERS` users would not do. The range is the budget
+        if the population's between-user variance were the 10th or the 90th percentile of its plausible values
+        (the stored users' variance times those percentiles of :func:`variance_ratios`).
     """
     t = np.asarray(tables, dtype=float)
-    now = estimate(t, "kappa", level=level)
+    figure = Figure(metric, None if levels is None else tuple(float(v) for v in levels))
+    now = estimate(t, metric, level=level, levels=figure.levels)
     halfwidth = (now.ci[1] - now.ci[0]) / 2.0
-    nothing = KappaPlan(now.value, halfwidth, None, None, None, (None, None), 0)
-    if math.isnan(halfwidth) or halfwidth == 0:  # too few users for a CI, or kappa undefined/constant
+    nothing = KappaPlan(now.value, halfwidth, None, None, None, (None, None), 0, metric=metric)
+    if math.isnan(halfwidth) or halfwidth == 0:  # too few users for a CI, or the figure undefined/constant
         return nothing
-    needed = users_for_assurance(t, halfwidth, target=target, assurance=assurance, simulations=simulations,
-                                 seed=seed, level=level)
+    ratios = variance_ratios(t, simulations=simulations, seed=seed, figure=figure)
+    settings: dict[str, Any] = {"simulations": simulations, "seed": seed, "level": level, "figure": figure}
+    needed = users_for_assurance(t, halfwidth, target=target, assurance=assurance, ratios=ratios, **settings)
     if needed is None:
         return nothing
-    widths = study_halfwidths(t, needed, simulations=simulations, seed=seed, level=level)
+    widths = study_halfwidths(t, needed, ratios=ratios, **settings)
     reached = float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
-    return KappaPlan(now.value, halfwidth, needed, float(np.nanmedian(widths)), reached,
-                     _budget_range(t, target=target, assurance=assurance, simulations=simulations, replans=replans,
-                                   seed=seed, level=level), replans, variance_margin(t, assurance))
-
-
-def _budget_range(tables: FloatArray, *, target: float, assurance: float, simulations: int, replans: int,
-                  seed: int, level: float) -> tuple[int | None, int | None]:
-    """Percentiles of the budget recomputed on resamples of the stored users (the pilot is a sample too)."""
-    if replans == 0:
-        return None, None
-    rng = np.random.default_rng([seed, 1])
-    users = tables.shape[0]
-    budgets = []
-    for _ in range(replans):
-        again = tables[rng.integers(0, users, size=users)]
-        e = estimate(again, "kappa", level=level)
-        hw = (e.ci[1] - e.ci[0]) / 2.0
-        found = None if math.isnan(hw) or hw == 0 else users_for_assurance(
-            again, hw, target=target, assurance=assurance, simulations=simulations, seed=seed, level=level)
-        budgets.append(math.inf if found is None else float(found))
-    lo, hi = np.percentile(budgets, RANGE_PERCENTILES, method="inverted_cdf")
-    return (None if math.isinf(lo) else int(lo)), (None if math.isinf(hi) else int(hi))
+    low, mid, high = (float(v) for v in np.percentile(ratios, (RANGE_PERCENTILES[0], 50.0, RANGE_PERCENTILES[1]),
+                                                   method="inverted_cdf"))
+    bounds = tuple(None if not math.isfinite(f) else users_for_assurance(
+        t, halfwidth, target=target, assurance=assurance, ratios=np.full(simulations, f), **settings)
+        for f in (low, high))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        median = float(np.nanmedian(widths))
+    return KappaPlan(now.value, halfwidth, needed, median, reached, (bounds[0], bounds[1]), simulations,
+                     (low, mid, high), metric)
 
 
 # --------------------------------------------------------------------------- alt-test power
@@ -364,102 +447,209 @@ def alt_test_power(ind: Indicators, items_per_annotator: int | None = None, *, e
     return float(np.mean(winning >= 0.5))
 
 
-def _alt_budget(ind: Indicators, base: dict[str, Any], *, epsilon: float, q: float, power: float,
-                simulations: int, seed: int, min_items: int) -> AltTestBudget:
+def _alt_budget(ind: Indicators, base: dict[str, Any], *, report: Mapping[str, Any] | None, scoring: Scoring,
+                epsilon: float, q: float, power: float, simulations: int, seed: int, min_items: int) -> AltTestBudget:
     current = alt_test_power(ind, epsilon=epsilon, q=q, simulations=simulations, seed=seed)
     now = int(np.median([len(a.items) for a in ind.annotators]))
-    advantage = float(np.mean([a.judge_wins.mean() for a in ind.annotators]))
+    tested = report is not None and bool(report.get("applicable"))
+    # The figures the report prints, from the report's own test; the simulation's annotators otherwise.
+    advantage = (float(report["advantage_probability"]) if report is not None and tested
+                 else float(np.mean([a.judge_wins.mean() for a in ind.annotators])))
 
     def ok(m: int) -> bool:
         return alt_test_power(ind, m, epsilon=epsilon, q=q, simulations=simulations, seed=seed) >= power
 
     needed = smallest_sufficient(ok, now, lowest=min_items, highest=MAX_ITEMS_PER_ANNOTATOR)
-    reason = None if needed is not None else (
-        f"{power:.0%} power is out of reach at the current advantage (even {MAX_ITEMS_PER_ANNOTATOR} items per "
-        "annotator): the judge does not beat enough annotators by the margin")
+    reason = None
+    if needed is None:
+        means = [float(a.cluster_difference.mean()) for a in ind.annotators]
+        reason = (f"{power:.0%} power is out of reach: the judge trails every annotator by more than epsilon "
+                  f"{epsilon:g} already (mean W_judge - W_human {max(means):+.3f} at best), so more items only "
+                  "make the test surer that it does not pass" if max(means) <= -epsilon else
+                  f"{power:.0%} power is out of reach at the current advantage (even {MAX_ITEMS_PER_ANNOTATOR} "
+                  "items per annotator): the judge does not beat enough annotators by the margin")
     return AltTestBudget(
-        **base, applicable=True, epsilon=epsilon, n_annotators=len(ind.annotators), items_per_annotator=now,
-        advantage_probability=advantage, current_power=current, target_power=power,
-        items_per_annotator_needed=needed,
+        **base, applicable=True, scoring=scoring, epsilon=epsilon, n_annotators=len(ind.annotators),
+        items_per_annotator=now, advantage_probability=advantage,
+        winning_rate=float(report["winning_rate"]) if report is not None and tested else None,
+        current_power=current, target_power=power, items_per_annotator_needed=needed,
         additional_items_per_annotator=None if needed is None else max(0, needed - now),
         projected_power=None if needed is None else alt_test_power(ind, needed, epsilon=epsilon, q=q,
                                                                    simulations=simulations, seed=seed),
         reason=reason)
 
 
-# --------------------------------------------------------------------------- one stage
+def alt_test_budgets(labels: pd.DataFrame, dataset: str, *, humans: HumanSet, scale: DatasetScale, power: float,
+                     epsilon: float, q: float, min_humans_per_item: int, min_items_per_annotator: int,
+                     simulations: int, seed: int) -> list[AltTestBudget]:
+    """Every judge's alternative-annotator budget on one dataset, scored by the scale's rule as the report is.
 
-def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage: str = "",
-              humans: HumanSet = "blind", halfwidth: float = DEFAULT_HALFWIDTH,
-              assurance: float = DEFAULT_ASSURANCE, replans: int = DEFAULT_REPLANS, power: float = DEFAULT_POWER,
-              epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q, scoring: Scoring = "accuracy",
-              min_humans_per_item: int = MIN_HUMANS_PER_ITEM, min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR,
-              simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED,
-              declared: Mapping[str, Iterable[str]] | None = None) -> Plan:
-    """The label budget of every judge of one stage's datasets.
+    The current advantage and winning rate are the report's own (:func:`~personagap.analysis.alt_test.alt_test_rows`
+    on :func:`~personagap.analysis.panel.scored_labels`, with :func:`~personagap.analysis.panel.alt_test_scoring`:
+    negative RMSE on ordinal scales, accuracy on categories). Studies are simulated from the annotators the report
+    tests, or, where it tests none (too few items each), from every annotator with two or more items.
 
     Args:
-        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`).
-        datasets: Datasets to plan (default: every dataset in ``labels``).
-        stage: The stage's name (recorded).
-        humans: Plan against blind (default) or anchored humans.
-        halfwidth: Target half-width of the kappa CI.
-        assurance: Share of simulated studies that must reach it.
-        replans: Resamples of the stored users the kappa budget is recomputed on (its range).
-        power: Target power of the alternative-annotator test.
-        epsilon: The test's cost–benefit margin.
+        labels: The labels the test reads (at least every label on items several humans labelled, and each judge's
+            labels there: :func:`personagap.store.aggregates.multi_human_labels`, or every label of the dataset).
+        dataset: Dataset key.
+        humans: Blind or anchored annotators.
+        scale: The dataset's scale.
+        power: Target power.
+        epsilon: The test's margin.
         q: The test's BY false discovery rate.
-        scoring: ``accuracy`` for categories, ``neg_rmse`` for ordinal scores.
         min_humans_per_item: The test's minimum humans per item.
         min_items_per_annotator: The test's minimum items per annotator (also the smallest budget offered).
         simulations: Simulated studies per candidate size.
         seed: Seed of every simulation.
-        declared: Per dataset, its declared categories (the dataset record's scale); the tables are coded over
-            :func:`~personagap.analysis.comparable.categories_for` of them and the labels, as in every report.
+    """
+    scoring = alt_test_scoring(scale)
+    scored = scored_labels(labels[labels["dataset"] == dataset], scale)
+    reports = {(r["judge"], r["rater_kind"]): r for r in alt_test_rows(
+        scored, dataset, humans=humans, scoring=scoring, epsilon=epsilon, q=q, min_humans_per_item=min_humans_per_item,
+        min_items_per_annotator=min_items_per_annotator)}
+    people = individual_humans(scored, humans)
+    out: list[AltTestBudget] = []
+    for j in judge_labels(scored):
+        base: dict[str, Any] = {"judge": j.judge, "dataset": dataset, "rater_kind": j.rater_kind, "humans": humans}
+        report = reports.get((j.judge, j.rater_kind))
+        judged = dict(zip(j.labels.index.tolist(), j.labels.tolist(), strict=True))
+        ind = indicators(judged, people, scoring=scoring, min_humans_per_item=min_humans_per_item,
+                         min_items_per_annotator=1)
+        as_reported = [a for a in ind.annotators if len(a.items) >= min_items_per_annotator]
+        tested = as_reported or [a for a in ind.annotators if len(a.items) >= 2]
+        if not tested:
+            out.append(AltTestBudget(
+                **base, applicable=False, scoring=scoring, epsilon=epsilon, target_power=power,
+                reason=f"no item has {min_humans_per_item}+ {humans} human labels and a judge label; "
+                       "a budget needs some multi-rater items to simulate from"))
+            continue
+        out.append(_alt_budget(Indicators(tested, ind.n_items, ind.skipped, ind.cluster_unit), base, report=report,
+                               scoring=scoring, epsilon=epsilon, q=q, power=power, simulations=simulations,
+                               seed=seed, min_items=min_items_per_annotator))
+    return out
+
+
+# --------------------------------------------------------------------------- one stage
+
+def judge_tables(counts: pd.DataFrame, scale: DatasetScale) -> Iterator[tuple[str, str, FloatArray, int]]:
+    """Per judge, its per-user tables against the reference over the scale, as the report's judge rows build them.
+
+    Args:
+        counts: One dataset's judge counts (:func:`personagap.store.aggregates.label_counts`' columns).
+        scale: The dataset's scale: a reference off it answers another question, and those items count as
+            unmatched (as in the report).
+
+    Yields:
+        ``(judge display name, rater kind, tables (U, K, K), items with both labels)``, judges in key order.
+    """
+    if counts.empty:
+        return
+    counts = counts.assign(human=on_scale(counts["human"], scale, strict=False).where(counts["human"].notna()))
+    for (rater, kind, condition), rows in counts.groupby(JUDGE_KEYS, sort=True):
+        joined = rows[rows["human"].notna()]
+        if joined.empty:
+            continue
+        tables, _ = user_tables(joined, scale)
+        yield judge_display(str(rater), str(condition)), str(kind), tables, int(joined["n"].sum())
+
+
+def plan_from_counts(counts: Callable[[str], pd.DataFrame], alt_labels: Callable[[str], pd.DataFrame],
+                     datasets: Iterable[str], *, scales: Mapping[str, DatasetScale], stage: str = "",
+                     humans: HumanSet = "blind", halfwidth: float = DEFAULT_HALFWIDTH,
+                     assurance: float = DEFAULT_ASSURANCE, power: float = DEFAULT_POWER,
+                     epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q,
+                     min_humans_per_item: int = MIN_HUMANS_PER_ITEM,
+                     min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR,
+                     simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED) -> Plan:
+    """The label budget of every judge of one stage's datasets: the one path behind ``personagap plan``.
+
+    Args:
+        counts: Dataset -> its judge counts against the ``humans`` reference
+            (:func:`personagap.store.aggregates.label_counts`' judge rows).
+        alt_labels: Dataset -> the labels the alternative-annotator test reads
+            (:func:`personagap.store.aggregates.multi_human_labels`).
+        datasets: Datasets to plan.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): it picks the headline figure
+            (:func:`headline_metric`) and the test's scoring (:func:`~personagap.analysis.panel.alt_test_scoring`).
+        stage: The stage's name (recorded).
+        humans: Plan against blind (default) or anchored humans.
+        halfwidth: Target half-width of the headline figure's CI.
+        assurance: Share of studies that must reach it.
+        power: Target power of the alternative-annotator test.
+        epsilon: The test's cost–benefit margin.
+        q: The test's BY false discovery rate.
+        min_humans_per_item: The test's minimum humans per item.
+        min_items_per_annotator: The test's minimum items per annotator (also the smallest budget offered).
+        simulations: Simulated studies per candidate size.
+        seed: Seed of every simulation.
     """
     kappa_rows: list[KappaBudget] = []
     alt_rows: list[AltTestBudget] = []
-    for dataset in datasets if datasets is not None else sorted(set(labels["dataset"])):
-        frame = labels[labels["dataset"] == dataset]
-        ref = human_reference(frame, humans)
-        people = individual_humans(frame, humans)
-        judges = list(judge_labels(frame))
-        categories = categories_for(frame, (declared or {}).get(dataset))
-        for j in judges:
-            base: dict[str, Any] = {"judge": j.judge, "dataset": dataset, "rater_kind": j.rater_kind, "humans": humans}
-            shared = j.labels.index.intersection(ref.index)
-            if len(shared):
-                tables, _ = user_tables(ref.loc[shared, "label"], j.labels.loc[shared], ref.loc[shared, "user_id"],
-                                        categories)
-                kp = kappa_budget(tables, target=halfwidth, assurance=assurance, simulations=simulations,
-                                  replans=replans, seed=seed)
-                needed, hw = kp.users_needed, kp.halfwidth
-                per_user = len(shared) / tables.shape[0]
-                reason = None if needed is not None else (
-                    too_few_users_note(tables.shape[0]) or ("kappa is undefined or constant on these users"
-                    if math.isnan(hw) or hw == 0 else f"more than {MAX_USERS} users would be needed"))
-                kappa_rows.append(KappaBudget(
-                    **base, n_users=tables.shape[0], n_items=len(shared), kappa=kp.kappa, halfwidth=hw,
-                    target_halfwidth=halfwidth, assurance=assurance, users_needed=needed,
-                    users_needed_range=list(kp.users_range) if needed is not None else [],
-                    range_resamples=kp.replans, projected_assurance=kp.projected_assurance,
-                    variance_margin=kp.variance_margin if needed is not None else None,
-                    additional_users=None if needed is None else max(0, needed - tables.shape[0]),
-                    items_needed=None if needed is None else math.ceil(needed * per_user),
-                    additional_items=None if needed is None else max(0, math.ceil(needed * per_user) - len(shared)),
-                    projected_halfwidth=kp.projected_halfwidth, reason=reason))
-            ind = indicators(j.labels.to_dict(), people, scoring=scoring, min_humans_per_item=min_humans_per_item,
-                             min_items_per_annotator=1)
-            tested = [a for a in ind.annotators if len(a.items) >= 2]
-            if not tested:
-                alt_rows.append(AltTestBudget(
-                    **base, applicable=False, epsilon=epsilon, target_power=power,
-                    reason=f"no item has {min_humans_per_item}+ {humans} human labels and a judge label; "
-                           "a budget needs some multi-rater items to simulate from"))
-                continue
-            alt_rows.append(_alt_budget(Indicators(tested, ind.n_items, ind.skipped), base, epsilon=epsilon, q=q,
-                                        power=power, simulations=simulations, seed=seed,
-                                        min_items=min_items_per_annotator))
+    for dataset in datasets:
+        scale = scales[dataset]
+        metric = headline_metric(scale)
+        for judge, kind, tables, n_items in judge_tables(counts(dataset), scale):
+            base: dict[str, Any] = {"judge": judge, "dataset": dataset, "rater_kind": kind, "humans": humans}
+            kp = kappa_budget(tables, target=halfwidth, assurance=assurance, simulations=simulations, seed=seed,
+                              metric=metric, levels=scale.levels() if scale.ordinal else None)
+            needed, hw, n_users = kp.users_needed, kp.halfwidth, tables.shape[0]
+            per_user = n_items / n_users
+            reason = None if needed is not None else (
+                too_few_users_note(n_users) or (f"{metric} is undefined or constant on these users"
+                if math.isnan(hw) or hw == 0 else f"more than {MAX_USERS} users would be needed"))
+            kappa_rows.append(KappaBudget(
+                **base, metric=metric, scale=scale.kind, n_users=n_users, n_items=n_items, kappa=kp.kappa,
+                halfwidth=hw, target_halfwidth=halfwidth, assurance=assurance, users_needed=needed,
+                users_needed_range=list(kp.users_range) if needed is not None else [],
+                range_resamples=kp.variance_resamples, projected_assurance=kp.projected_assurance,
+                variance_factors=list(kp.variance_factors) if needed is not None and kp.variance_factors else None,
+                additional_users=None if needed is None else max(0, needed - n_users),
+                items_needed=None if needed is None else math.ceil(needed * per_user),
+                additional_items=None if needed is None else max(0, math.ceil(needed * per_user) - n_items),
+                projected_halfwidth=kp.projected_halfwidth, reason=reason))
+        alt_rows += alt_test_budgets(alt_labels(dataset), dataset, humans=humans, scale=scale, power=power,
+                                     epsilon=epsilon, q=q, min_humans_per_item=min_humans_per_item,
+                                     min_items_per_annotator=min_items_per_annotator, simulations=simulations,
+                                     seed=seed)
     return Plan(stage=stage, humans=humans, target_halfwidth=halfwidth, assurance=assurance, target_power=power,
-                seed=seed,
-                simulations=simulations, kappa=kappa_rows, alt_test=alt_rows)
+                seed=seed, simulations=simulations, kappa=kappa_rows, alt_test=alt_rows)
+
+
+def plan_rows(labels: pd.DataFrame, datasets: list[str] | None = None, *, stage: str = "",
+              humans: HumanSet = "blind", halfwidth: float = DEFAULT_HALFWIDTH,
+              assurance: float = DEFAULT_ASSURANCE, power: float = DEFAULT_POWER,
+              epsilon: float = DEFAULT_EPSILON, q: float = DEFAULT_Q,
+              min_humans_per_item: int = MIN_HUMANS_PER_ITEM, min_items_per_annotator: int = MIN_ITEMS_PER_ANNOTATOR,
+              simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED,
+              scales: Mapping[str, DatasetScale] | None = None,
+              declared: Mapping[str, Iterable[str]] | None = None) -> Plan:
+    """:func:`plan_from_counts` of labels already in memory (the counts as the store would give them).
+
+    Args:
+        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`).
+        datasets: Datasets to plan (default: every dataset in ``labels``).
+        stage: As :func:`plan_from_counts`.
+        humans: As :func:`plan_from_counts`.
+        halfwidth: As :func:`plan_from_counts`.
+        assurance: As :func:`plan_from_counts`.
+        power: As :func:`plan_from_counts`.
+        epsilon: As :func:`plan_from_counts`.
+        q: As :func:`plan_from_counts`.
+        min_humans_per_item: As :func:`plan_from_counts`.
+        min_items_per_annotator: As :func:`plan_from_counts`.
+        simulations: As :func:`plan_from_counts`.
+        seed: As :func:`plan_from_counts`.
+        scales: Dataset -> its scale; a dataset without one is nominal over
+            :func:`~personagap.analysis.comparable.categories_for` of its labels and ``declared``.
+        declared: Per dataset, its declared categories (for datasets without a scale).
+    """
+    from personagap.analysis.aggregated import frame_counts
+
+    chosen = datasets if datasets is not None else sorted(set(labels["dataset"]))
+    of_scale = {ds: (scales or {}).get(ds) or DatasetScale(kind="nominal", categories=tuple(categories_for(
+        labels[labels["dataset"] == ds], (declared or {}).get(ds)))) for ds in chosen}
+    return plan_from_counts(lambda ds: frame_counts(labels, ds, humans)[0], lambda ds: labels, chosen,
+                            scales=of_scale, stage=stage, humans=humans, halfwidth=halfwidth, assurance=assurance,
+                            power=power, epsilon=epsilon, q=q, min_humans_per_item=min_humans_per_item,
+                            min_items_per_annotator=min_items_per_annotator, simulations=simulations, seed=seed)

@@ -83,12 +83,14 @@ def test_plan_reads_declared_categories_from_the_dataset_record(tmp_path: Path,
             con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
     seen: dict[str, Any] = {}
 
+    real = budget.plan_from_counts
+
     def spy(*args: Any, **kwargs: Any) -> budget.Plan:
         seen.update(kwargs)
-        return plan_rows(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(budget, "plan_rows", spy)
+    monkeypatch.setattr(budget, "plan_from_counts", spy)
     plan = load_plan(str(db), "relevance", None, humans="blind", halfwidth=0.05, power=0.8, epsilon=0.2,
                      simulations=SIMS, seed=0)
-    assert {k: tuple(v) for k, v in seen["declared"].items()} == {"d": ("maybe", "no", "yes")}
+    assert {k: v.categories for k, v in seen["scales"].items()} == {"d": ("maybe", "no", "yes")}
     assert [k.dataset for k in plan.kappa] == ["d"]

@@ -19,7 +19,7 @@ from personagap.analysis.budget import (
     reach_share,
     simulated_halfwidth,
     smallest_sufficient,
-    variance_margin,
+    variance_ratios,
 )
 from personagap.analysis.robust import human_reference, individual_humans, judge_labels, user_tables
 from personagap.cli import cli
@@ -89,13 +89,15 @@ def test_budget_is_the_smallest_sufficient_size(relevance: pd.DataFrame) -> None
     [row] = [k for k in plan_rows(relevance, ["recenter-stage2"], simulations=SIMS).kappa if k.judge == "gpt-5.4"]
     n = row.users_needed
     assert n is not None
-    # The stored users are a sample: the studies must reach the target tightened by the variance's upper bound.
-    margin = variance_margin(tables, 0.8)
-    assert margin > 1 and row.variance_margin == pytest.approx(margin)
-    tight = 0.05 / np.sqrt(margin)
-    assert reach_share(tables, n, tight, simulations=SIMS) >= 0.8 > reach_share(tables, n - 1, tight, simulations=SIMS)
+    # The stored users are a sample: each simulated study gets a plausible between-user variance of its own.
+    ratios = variance_ratios(tables, simulations=SIMS)
+    low, mid, high = np.percentile(ratios, (10, 50, 90), method="inverted_cdf")
+    assert row.variance_factors == pytest.approx([low, mid, high]) and low < 1 < high
+    assert (reach_share(tables, n, 0.05, simulations=SIMS, ratios=ratios) >= 0.8
+            > reach_share(tables, n - 1, 0.05, simulations=SIMS, ratios=ratios))
+    assert row.projected_assurance == pytest.approx(reach_share(tables, n, 0.05, simulations=SIMS, ratios=ratios))
     # Sized for 80% of studies, not for the median one: the median study is narrower than the target.
-    assert simulated_halfwidth(tables, n, simulations=SIMS) < 0.05
+    assert simulated_halfwidth(tables, n, simulations=SIMS, ratios=ratios) < 0.05
 
 
 def test_smallest_sufficient() -> None:
@@ -120,7 +122,10 @@ def test_alt_test_power_on_the_anchored_pilot(relevance: pd.DataFrame) -> None:
         assert m is not None and m >= 30
         assert a.projected_power is not None and a.projected_power >= 0.8
         ind = indicators(judges[a.judge].labels.to_dict(), people, min_items_per_annotator=1)
-        ind = type(ind)([x for x in ind.annotators if len(x.items) >= 2], ind.n_items, ind.skipped)
+        # The annotators the report tests (30+ items), else every annotator with two or more.
+        tested = [x for x in ind.annotators if len(x.items) >= 30] or [x for x in ind.annotators
+                                                                       if len(x.items) >= 2]
+        ind = type(ind)(tested, ind.n_items, ind.skipped, ind.cluster_unit)
         if m > 30:
             assert alt_test_power(ind, m - 1, simulations=SIMS) < 0.8
         needed_looser = looser[a.judge].items_per_annotator_needed

@@ -18,29 +18,40 @@ if TYPE_CHECKING:
 
 def load_plan(db: str, stage: str, dataset: str | None, *, humans: Literal["blind", "anchored"], halfwidth: float,
               power: float, epsilon: float, simulations: int, seed: int, assurance: float = 0.8) -> Plan:
-    """Read one stage's labels from ``db`` (read-only) and compute its label budget.
+    """Read one stage's counts from ``db`` (read-only) and compute its label budget.
 
-    Each dataset's categories are its record's (:func:`personagap.datasets.dataset_records`), as in every report.
+    What the reports read, never every label: per-(dataset, judge, condition, user) counts against the ``humans``
+    reference (:func:`personagap.store.aggregates.label_counts`) and the labels of items several humans labelled
+    (:func:`personagap.store.aggregates.multi_human_labels`); each dataset's scale is its record's
+    (:func:`personagap.datasets.dataset_records`), as in every report.
 
     Raises:
         StoreError: The database is missing or unreadable, or holds no labels of that stage (or dataset).
     """
-    from personagap.analysis.budget import plan_rows
+    from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
+    from personagap.analysis.budget import plan_from_counts
     from personagap.datasets import dataset_records
-    from personagap.store import StoreError, load_labels, opened
+    from personagap.store import StoreError, opened
+    from personagap.store.aggregates import has_labels, item_humans_table, label_counts, multi_human_labels
 
     with opened(db, read_only=True) as con:
-        labels = load_labels(con, stage=stage)
-        declared = {name: record.scale.categories for (of, name), record in dataset_records(con).items()
-                    if of == stage}
-    known = sorted(set(labels["dataset"]))
-    if not known:
-        raise StoreError(f"{db}: no {stage} labels; import data first (see `personagap import --help`)")
-    if dataset is not None and dataset not in known:
-        raise StoreError(f"{db}: no {stage} labels for dataset {dataset!r} (it has: {', '.join(known)})")
-    return plan_rows(labels, [dataset] if dataset else known, stage=stage, humans=humans, halfwidth=halfwidth,
-                     assurance=assurance, power=power, epsilon=epsilon, simulations=simulations, seed=seed,
-                     declared=declared)
+        scales = {name: record.scale for (of, name), record in dataset_records(con).items() if of == stage}
+        known = sorted(ds for ds in scales if has_labels(con, stage, ds))
+        if not known:
+            raise StoreError(f"{db}: no {stage} labels; import data first (see `personagap import --help`)")
+        if dataset is not None and dataset not in known:
+            raise StoreError(f"{db}: no {stage} labels for dataset {dataset!r} (it has: {', '.join(known)})")
+        chosen = [dataset] if dataset else known
+        judges, _ = label_counts(con, stage, humans, dataset)
+        with item_humans_table(con) as held:
+            alt = {ds: multi_human_labels(con, stage, ds, min_humans=MIN_HUMANS_PER_ITEM, item_humans=held,
+                                          judges=judges[judges["dataset"] == ds]) for ds in chosen}
+    return plan_from_counts(lambda ds: judges[judges["dataset"] == ds], alt.__getitem__, chosen, scales=scales,
+                            stage=stage, humans=humans, halfwidth=halfwidth, assurance=assurance, power=power,
+                            epsilon=epsilon, simulations=simulations, seed=seed)
+
+
+_NAMES = {"kappa": "kappa", "weighted_kappa": "weighted kappa"}
 
 
 def _num(v: float | None, digits: int = 3) -> str:
@@ -51,34 +62,40 @@ def render_plan(plan: Plan) -> str:
     """Plain-text budget for the terminal."""
     lines = [f"Label budget for stage '{plan.stage}' ({plan.humans} humans; seed {plan.seed}, "
              f"{plan.simulations} simulated studies per size)", "",
-             f"Kappa CI half-width <= {plan.target_halfwidth:g} in {plan.assurance:.0%} of studies (users resampled "
-             "from the stored ones):"]
+             f"Headline agreement (weighted kappa on ordinal scales, else kappa): CI half-width <= "
+             f"{plan.target_halfwidth:g} in {plan.assurance:.0%} of studies (users resampled from the stored ones, "
+             "each study with a plausible between-user variance):"]
     for k in plan.kappa:
-        head = f"  {k.dataset} / {k.judge}: kappa {_num(k.kappa)} ± {_num(k.halfwidth)} on {k.n_users} users"
+        head = (f"  {k.dataset} / {k.judge}: {_NAMES.get(k.metric, k.metric)} {_num(k.kappa)} ± {_num(k.halfwidth)} "
+                f"on {k.n_users} users")
         if k.users_needed is None:
             lines.append(f"{head} -> no budget: {k.reason}")
         else:
             lo, hi = (k.users_needed_range + [None, None])[:2]
+            factors = (k.variance_factors or [math.nan] * 3) + [math.nan] * 3
             span = f"{lo if lo is not None else '?'}-{hi if hi is not None else 'beyond reach'}"
             lines.append(f"{head}, {k.n_items} items -> {k.users_needed} users (+{k.additional_users}), "
                          f"~{k.items_needed} items (+{k.additional_items}); {_num(k.projected_assurance, 2)} of "
                          f"simulated studies reach ± {k.target_halfwidth:g} (median ± {_num(k.projected_halfwidth)}); "
-                         f"range {span} users over {k.range_resamples} resamples of the current users; sized from "
-                         f"the between-user variance's upper {plan.assurance:.0%} bound, x{_num(k.variance_margin, 2)}")
+                         f"range {span} users for a between-user variance "
+                         f"x{_num(factors[0], 2)}-x{_num(factors[2], 2)} the stored one (10th-90th percentile over "
+                         f"{k.range_resamples} resamples of the current users)")
     if not plan.kappa:
         lines.append("  (no judge shares items with a human reference)")
     else:
         lines.append(f"  {plan.halfwidth_note}")
-    lines += ["", f"Alternative-annotator test, {plan.target_power:.0%} power (items resampled per annotator):"]
+    lines += ["", f"Alternative-annotator test, {plan.target_power:.0%} power (each annotator's users resampled; "
+                  "scored as the report scores it: negative RMSE on ordinal scales, else accuracy):"]
     for a in plan.alt_test:
         head = f"  {a.dataset} / {a.judge}"
         if not a.applicable:
             lines.append(f"{head}: not applicable: {a.reason}")
         elif a.items_per_annotator_needed is None:
-            lines.append(f"{head}: advantage {_num(a.advantage_probability)}, power now "
-                         f"{_num(a.current_power, 2)} -> {a.reason}")
+            lines.append(f"{head}: advantage {_num(a.advantage_probability)}, winning rate "
+                         f"{_num(a.winning_rate, 2)}, power now {_num(a.current_power, 2)} -> {a.reason}")
         else:
-            lines.append(f"{head}: advantage {_num(a.advantage_probability)} over {a.n_annotators} annotators, "
+            lines.append(f"{head}: advantage {_num(a.advantage_probability)}, winning rate "
+                         f"{_num(a.winning_rate, 2)} ({a.scoring}) over {a.n_annotators} annotators, "
                          f"power now {_num(a.current_power, 2)} at {a.items_per_annotator} items each -> "
                          f"{a.items_per_annotator_needed} items per annotator (+{a.additional_items_per_annotator}); "
                          f"projected power {_num(a.projected_power, 2)} (epsilon {a.epsilon:g})")
@@ -91,9 +108,11 @@ def render_plan(plan: Plan) -> str:
 @click.option("--stage", type=click.Choice(STAGES), required=True, help="Pipeline stage to plan labels for.")
 @click.option("--dataset", default=None, help="Only this dataset [default: every dataset of the stage].")
 @click.option("--halfwidth", type=click.FloatRange(min=0, min_open=True, max=1), default=0.05, show_default=True,
-              help="Target half-width of the judge-human kappa's 95% CI.")
+              help="Target half-width of the 95% CI of the judge-human headline figure (weighted kappa on "
+                   "ordinal scales, else kappa).")
 @click.option("--assurance", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.8,
-              show_default=True, help="Share of studies of the planned size whose kappa CI reaches --halfwidth.")
+              show_default=True, help="Chance that a study of the planned size reaches --halfwidth (over studies "
+                                      "and over the between-user variance the stored users leave possible).")
 @click.option("--power", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True), default=0.8,
               show_default=True, help="Target power of the alternative-annotator test.")
 @click.option("--epsilon", type=click.FloatRange(min=0, max=1), default=0.2, show_default=True,
@@ -107,12 +126,25 @@ def render_plan(plan: Plan) -> str:
 @db_option
 def plan(stage: str, dataset: str | None, halfwidth: float, assurance: float, power: float, epsilon: float,
          humans: Literal["blind", "anchored"], simulations: int, seed: int, as_json: bool, db: str) -> None:
-    """How many more human-labelled users/items a stage needs, by simulation from the stored labels.
+    r"""How many more human-labelled users/items a stage needs, by simulation from the stored counts.
 
-    Per judge: the users (and items) for the kappa CI to reach --halfwidth in --assurance of studies (with a range
-    from resampling the current users), and the items per annotator for the
-    alternative-annotator test to pass with --power at the judge's current advantage. Seeded: a rerun gives the
-    same budget.
+    \b
+    Per judge and dataset, on the dataset's scale as `report` computes it:
+    - the users (and items) for the CI of the headline figure (weighted kappa
+      on ordinal scales, kappa on nominal and pairwise ones) to reach
+      --halfwidth with a chance of --assurance. Studies are drawn from the
+      stored users; because those are a sample (and usually vary less than
+      the population when a few users are heavy or unlike the rest), each
+      study also gets a plausible between-user variance, from resamples of
+      the stored users. The range is the budget at that variance's 10th and
+      90th percentiles.
+    - the items per annotator for the alternative-annotator test to pass with
+      --power at the judge's current advantage; the advantage and winning rate
+      are the report's (negative RMSE on ordinal scales, accuracy otherwise).
+
+    Reads the per-user counts the reports read, never every label. Seeded: a
+    rerun gives the same budget. Exit code 2 with one line when the store or
+    the stage/dataset has no labels.
     """
     from personagap.analysis.agreement import json_safe_dict
 
