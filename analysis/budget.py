@@ -331,7 +331,8 @@ def smallest_sufficient(ok: Callable[[int], bool], guess: int, *, lowest: int, h
 
 def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, assurance: float,
                         simulations: int, seed: int, level: float, figure: Figure = KAPPA,
-                        ratios: FloatArray | None = None) -> int | None:
+                        ratios: FloatArray | None = None, raw: Callable[[int], FloatArray] | None = None,
+                        guess: int | None = None) -> int | None:
     """Smallest number of users at which ``assurance`` of simulated studies reach ``target`` (None: beyond reach).
 
     Args:
@@ -344,13 +345,24 @@ def users_for_assurance(tables: FloatArray, halfwidth: float, *, target: float, 
         level: Confidence level.
         figure: The figure sized.
         ratios: Per study, its between-user variance over the stored one (:func:`variance_ratios`); None: 1.
+        raw: Size -> the studies' unscaled half-widths (:func:`study_halfwidths` without ratios), when the
+            caller keeps them to search several times over the same studies; None: simulated here.
+        guess: Where the search starts; None: the square-root law from ``halfwidth``.
     """
     def ok(n: int) -> bool:
-        return reach_share(tables, n, target, simulations=simulations, seed=seed, level=level, figure=figure,
-                           ratios=ratios) >= assurance
+        if raw is None:
+            share = reach_share(tables, n, target, simulations=simulations, seed=seed, level=level, figure=figure,
+                                ratios=ratios)
+        else:
+            with np.errstate(invalid="ignore"):  # 0 x inf: a degenerate study, not reached
+                widths = raw(n) * (1.0 if ratios is None else np.sqrt(ratios))
+            share = float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
+        return share >= assurance
 
-    spread = 1.0 if ratios is None else float(np.median(ratios))
-    guess = math.ceil(tables.shape[0] * spread * (halfwidth / target) ** 2) if math.isfinite(spread) else MAX_USERS
+    if guess is None:
+        spread = 1.0 if ratios is None else float(np.median(ratios))
+        guess = (math.ceil(tables.shape[0] * spread * (halfwidth / target) ** 2) if math.isfinite(spread)
+                 else MAX_USERS)
     # A study of fewer users would have no CI at all, so the smallest budget is the CI rule's minimum.
     return smallest_sufficient(ok, guess, lowest=MIN_USERS_FOR_CI, highest=MAX_USERS)
 
@@ -402,16 +414,27 @@ def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assur
         return nothing
     ratios = variance_ratios(t, simulations=simulations, seed=seed, figure=figure)
     settings: dict[str, Any] = {"simulations": simulations, "seed": seed, "level": level, "figure": figure}
-    needed = users_for_assurance(t, halfwidth, target=target, assurance=assurance, ratios=ratios, **settings)
+    seen: dict[int, FloatArray] = {}
+
+    def raw(n: int) -> FloatArray:
+        # The same studies serve the budget and its range (common random numbers): simulate each size once.
+        if n not in seen:
+            seen[n] = study_halfwidths(t, n, **settings)
+        return seen[n]
+
+    needed = users_for_assurance(t, halfwidth, target=target, assurance=assurance, ratios=ratios, raw=raw,
+                                 **settings)
     if needed is None:
         return nothing
-    widths = study_halfwidths(t, needed, ratios=ratios, **settings)
+    with np.errstate(invalid="ignore"):  # 0 x inf: a degenerate study, not reached
+        widths = raw(needed) * np.sqrt(ratios)
     reached = float(np.mean(np.nan_to_num(widths, nan=np.inf) <= target))
     low, mid, high = (float(v) for v in np.percentile(ratios, (RANGE_PERCENTILES[0], 50.0, RANGE_PERCENTILES[1]),
                                                    method="inverted_cdf"))
+    # The half-width grows with the square root of the variance, so the budget roughly with the variance itself.
     bounds = tuple(None if not math.isfinite(f) else users_for_assurance(
-        t, halfwidth, target=target, assurance=assurance, ratios=np.full(simulations, f), **settings)
-        for f in (low, high))
+        t, halfwidth, target=target, assurance=assurance, ratios=np.full(simulations, f), raw=raw,
+        guess=max(MIN_USERS_FOR_CI, round(needed * f / max(mid, 1e-12))), **settings) for f in (low, high))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         median = float(np.nanmedian(widths))

@@ -1,10 +1,10 @@
-"""Benchmark (issue 20): time and peak memory of `diagnose` and each `report` on a large store, beside the floor.
+"""Benchmark (issues 20, 31): time and peak memory of `diagnose`, each `report` and `plan` on a large store.
 
 The stores are made up (no human data), one per stage: a dataset of ``labels / 5`` items, 100 items per user, one
 human and four LLM judges per item (the shape of a team judging production conversations with a few judges),
-imported through the generic importer from a Parquet file: relevance (yes/no; ``diagnose`` and ``report
-relevance`` run on it), pairwise responses (A/B/tie with the two answers, for ``report response``) and
-extraction verdicts (ok/bad/unsure with the attribute, for ``report extraction``). Each command runs in a new
+imported through the generic importer from a Parquet file: relevance (yes/no; ``diagnose``, ``report relevance`` and
+``plan --stage relevance`` run on it), pairwise responses (A/B/tie with the two answers, for ``report response``)
+and extraction verdicts (ok/bad/unsure with the attribute, for ``report extraction``). Each command runs in a new
 interpreter (``personagap diagnose --json`` / ``personagap report STAGE --json``), and its wall time and peak
 resident memory (``ru_maxrss`` of the child) are printed.
 
@@ -19,7 +19,7 @@ labels). ``diagnose-aggregates`` (not run by default) is the judges' diagnosis a
 (:func:`personagap.analysis.aggregated.diagnose_from_store`, no pipeline view): what the pipeline view adds.
 
 Run: python benchmarks/report_memory.py [--labels 1000000 10000000]
-     [--commands diagnose report-relevance report-response report-extraction [diagnose-aggregates]]
+     [--commands diagnose report-relevance report-response report-extraction plan [diagnose-aggregates]]
      [--keep DIR]   (reuse or keep the built stores there)
 """
 
@@ -45,6 +45,7 @@ COMMANDS: dict[str, list[str]] = {
     "report-relevance": ["report", "relevance", "--json"],
     "report-response": ["report", "response", "--json"],
     "report-extraction": ["report", "extraction", "--json"],
+    "plan": ["plan", "--stage", "relevance", "--json"],
 }
 STAGE_OF = {"report-response": "response", "report-extraction": "extraction"}
 """The store a command runs on (every other command: the relevance store)."""
