@@ -17,6 +17,9 @@ from personagap.labels_api import import_labels
 
 DATASET = "route-team"
 JUDGE = "team-llm"
+CHEAP = "cheap-llm"
+"""A second judge (for ``--cascade``), made up for the tests: certain (90) on a random half of the items and then
+right wherever a person labelled them, unsure (50) on the others with the first judge's label flipped on 30%."""
 HUMAN = "ann"
 
 
@@ -33,9 +36,25 @@ def label_rows(items: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def route_db(path: Path, *, users: int = 24, human_share: float = 0.6, seed: int = 4) -> tuple[Path, pd.DataFrame]:
-    """A store holding one relevance dataset of ``users`` users; returns it and the items as generated."""
+def cheap_items(items: pd.DataFrame, seed: int = 9) -> pd.DataFrame:
+    """The :data:`CHEAP` judge's labels and certainties on the same items (human labels unchanged)."""
+    rng = np.random.default_rng(seed)
+    sure = rng.random(len(items)) < 0.5
+    flipped = np.where(items["label"] == "yes", "no", "yes")
+    unsure = np.where(rng.random(len(items)) < 0.3, flipped, items["label"])
+    label = np.where(sure, items["human"].where(items["human"].notna(), items["label"]), unsure)
+    return items.assign(label=label, confidence=np.where(sure, 90.0, 50.0))
+
+
+def route_db(path: Path, *, users: int = 24, human_share: float = 0.6, seed: int = 4,
+             cheap: bool = False) -> tuple[Path, pd.DataFrame]:
+    """A store holding one relevance dataset of ``users`` users; returns it and the items as generated.
+
+    With ``cheap`` the :data:`CHEAP` judge's labels (:func:`cheap_items`) are stored too.
+    """
     items = RoutingWorld(human_share=human_share).study(users, np.random.default_rng(seed))
-    import_labels(pd.DataFrame(label_rows(items)), stage="relevance", dataset=DATASET, db=path,
-                  categories=["no", "yes"])
+    rows = label_rows(items)
+    if cheap:
+        rows += [dict(r, rater=CHEAP) for r in label_rows(cheap_items(items)) if r["rater"] == JUDGE]
+    import_labels(pd.DataFrame(rows), stage="relevance", dataset=DATASET, db=path, categories=["no", "yes"])
     return path, items

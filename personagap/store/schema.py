@@ -11,7 +11,7 @@ from personagap.store.defaults import DEFAULT_DB as DEFAULT_DB  # re-exported be
 from personagap.store.errors import StoreError
 from personagap.store.errors import first_line as _first_line
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # items and labels carry no PRIMARY KEY constraint: at 10^6 labels DuckDB's key index costs more than
 # reading, checking and writing the rows together (measured: 2.6 s against 1.3 s for the insert and commit
@@ -21,6 +21,12 @@ _ITEMS_COLUMNS = """item_id TEXT NOT NULL, dataset TEXT NOT NULL, stage TEXT NOT
     prompt_index INTEGER, attribute TEXT, position INTEGER, payload JSON"""
 _LABELS_COLUMNS = """item_id TEXT NOT NULL, rater TEXT NOT NULL, rater_kind TEXT NOT NULL, condition TEXT NOT NULL,
     label TEXT, raw TEXT, reason TEXT, error TEXT, run_id TEXT NOT NULL, meta JSON"""
+
+_ROUTE_AUDIT_COLUMNS = """stage TEXT NOT NULL, dataset TEXT NOT NULL, item_id TEXT NOT NULL,
+    draw_order INTEGER NOT NULL, seed BIGINT NOT NULL, kept_sha TEXT NOT NULL, drawn_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (stage, dataset, item_id)"""
+"""The audit draw of ``personagap route --audit N`` (issue 30): kept items drawn at random for people to label, with
+the seed that drew them and a hash of the kept set it was drawn from (personagap/store/route_audit.py)."""
 
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,6 +53,7 @@ CREATE TABLE IF NOT EXISTS judge_cache (
     key TEXT PRIMARY KEY, judge TEXT NOT NULL, judge_version INTEGER NOT NULL, model TEXT NOT NULL,
     label TEXT, raw TEXT, reason TEXT, error TEXT, usage JSON, created_at TIMESTAMP NOT NULL
 );
+CREATE TABLE IF NOT EXISTS route_audit ({_ROUTE_AUDIT_COLUMNS});
 """
 
 # Column order of each table, and its natural key (what an upsert replaces on).
@@ -66,6 +73,8 @@ TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "import_items": (("run_id", "item_id"), ("run_id", "item_id")),
     "judge_cache": (("key", "judge", "judge_version", "model", "label", "raw", "reason", "error", "usage",
                      "created_at"), ("key",)),
+    "route_audit": (("stage", "dataset", "item_id", "draw_order", "seed", "kept_sha", "drawn_at"),
+                    ("stage", "dataset", "item_id")),
 }
 
 # How to bring a database of an older schema version up to the next one (run in one transaction).
@@ -78,8 +87,10 @@ _MIGRATIONS: dict[int, str] = {
     2: "".join(f"""CREATE TABLE _{table}_v3 ({columns}); INSERT INTO _{table}_v3 SELECT * FROM {table};
               DROP TABLE {table}; ALTER TABLE _{table}_v3 RENAME TO {table};"""
                for table, columns in (("items", _ITEMS_COLUMNS), ("labels", _LABELS_COLUMNS))),
+    # 3 -> 4: the audit draw of `personagap route --audit N` (issue 30).
+    3: f"CREATE TABLE IF NOT EXISTS route_audit ({_ROUTE_AUDIT_COLUMNS})",
 }
-_TABLE_SINCE = {"import_items": 2}
+_TABLE_SINCE = {"import_items": 2, "route_audit": 4}
 """Tables added by a migration: a read-only reader of an older database does without them."""
 
 
