@@ -87,6 +87,8 @@ class OriginComparison(BaseModel):
     real_n_users: int
     difference: float = Field(description="synthetic_kappa - real_kappa (> 0: the judge looks better on "
                                           "synthetic personas).")
+    estimand: str = Field(default="items", description="What both kappas estimate: the compared rows' estimand "
+                                                       "('items' or 'users').")
 
 
 def origin_comparison(rows: Iterable[tuple[str, Any]]) -> list[OriginComparison]:
@@ -112,7 +114,7 @@ def origin_comparison(rows: Iterable[tuple[str, Any]]) -> list[OriginComparison]
                     judge=name, synthetic_dataset=s.dataset, synthetic_kappa=s.kappa, synthetic_kappa_ci=s.kappa_ci,
                     synthetic_n=s.n, synthetic_n_users=s.n_users, real_dataset=r.dataset, real_kappa=r.kappa,
                     real_kappa_ci=r.kappa_ci, real_n=r.n, real_n_users=r.n_users,
-                    difference=s.kappa - r.kappa))
+                    difference=s.kappa - r.kappa, estimand=getattr(s, "estimand", "items")))
     return out
 
 

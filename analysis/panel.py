@@ -16,11 +16,12 @@ import pandas as pd
 from pydantic import BaseModel, Field
 
 import personagap.analysis.robust as robust  # registers the panel's table metrics
-from personagap.analysis.agreement import Estimate, ci_list
+from personagap.analysis.agreement import Estimate, FloatArray, ci_list
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import DEFAULT_EPSILON, EPSILON_GUIDANCE, Scoring, alt_test_rows
 from personagap.analysis.estimates import estimate_line
 from personagap.analysis.robust import HumanSet
+from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
@@ -39,6 +40,10 @@ def _nan_pair() -> list[float]:
 class PanelFields(BaseModel):
     """Prevalence-robust agreement beside kappa (same items, same resampled users)."""
 
+    estimand: Weight = Field(
+        default="items", description="What the row's table figures estimate: 'items' (pooled over items, heavy "
+                                     "users count most) or 'users' (each user's table as proportions, each user "
+                                     "once); see docs/methods.md.")
     ac1: float = Field(default=_NAN, description="Gwet's AC1.")
     ac1_ci: list[float] = Field(default_factory=_nan_pair)
     pabak: float = Field(default=_NAN, description="Prevalence- and bias-adjusted kappa.")
@@ -134,9 +139,24 @@ def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, sca
         level: Confidence level.
     """
     s = as_scale(scale)
-    tables, _ = robust.user_tables(on_scale(human, s), on_scale(judge, s), clusters, list(s.categories))
-    return agreement_estimates(tables, scale_metrics(s) if metrics is None else metrics, level=level,
+    return agreement_estimates(scale_tables(human, judge, clusters, s),
+                               scale_metrics(s) if metrics is None else metrics, level=level,
                                levels=s.levels() if s.ordinal else None)
+
+
+def scale_tables(human: pd.Series, judge: pd.Series, clusters: pd.Series,
+                 scale: DatasetScale | list[str]) -> FloatArray:
+    """The per-user confusion tables :func:`scale_estimates` computes from: ``(U, K, K)`` over the whole scale.
+
+    Args:
+        human: Reference labels.
+        judge: The judge's labels, aligned with ``human``.
+        clusters: User of each item (users in sorted id order).
+        scale: The dataset's scale (a bare category list is read as nominal); every label must be on it.
+    """
+    s = as_scale(scale)
+    tables, _ = robust.user_tables(on_scale(human, s), on_scale(judge, s), clusters, list(s.categories))
+    return tables
 
 
 def alt_test_scoring(scale: DatasetScale) -> Scoring:
@@ -220,8 +240,9 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
             continue
         if positive is not None and (rated is None or ds in rated):
             judges, reference = counts(ds, humans)
-            rates += estimate_rows_from_counts(judges, reference, ds, positive=positive, humans=humans,
-                                               n_resamples=n_resamples, seed=seed)
+            # Pooled yes-counts over pooled items: these rates weigh items; no user-weighted version is offered.
+            rates += [row | {"estimand": "items"} for row in estimate_rows_from_counts(
+                judges, reference, ds, positive=positive, humans=humans, n_resamples=n_resamples, seed=seed)]
     return tests, rates
 
 

@@ -358,6 +358,14 @@ def refuse_repeats(run: RunSettings, what: str) -> None:
         raise click.UsageError(f"--repeats is for LLM judges' labels; {what} cannot repeat")
 
 
+def weight_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--weight items|users`` of a report: what its judge figures weigh equally (issue 30; docs/methods.md)."""
+    return click.option("--weight", type=click.Choice(["items", "users"]), default="items", show_default=True,
+                        help="items: figures pool every item (heavy users count most); users: each user's counts "
+                        "become proportions first, so each user counts once. JSON rows carry both weightings' "
+                        "kappa and accuracy (by_weight) and their difference (weight_gap) either way.")(fn)
+
+
 def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--target-accuracy`` / ``--target-kappa`` of a report: the target a judge's confidence threshold must reach."""
     fn = click.option("--target-kappa", type=click.FloatRange(min=-1, max=1), default=None,

@@ -10,6 +10,7 @@ import pandas as pd
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
+from personagap.analysis.weighting import Weight
 from personagap.human_data.recenter import Coverage, load_recenter
 from personagap.labels_api import dataset_origins as dataset_origins
 from personagap.labels_api import import_labels as import_labels
@@ -79,10 +80,14 @@ def import_recenter(path: str | Path, db: str | Path) -> ImportSummary:
                          anchored_majorities=result.anchored_majorities)
 
 
-def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = DEFAULT_SEED) -> RelevanceReport:
-    """Build the stage-2 report from a database (read-only), with each dataset's origin (real/synthetic)."""
-    return stage_relevance_report(db, n_resamples=n_resamples, seed=seed)
+def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                     weight: Weight = "items") -> RelevanceReport:
+    """Build the stage-2 report from a database (read-only), with each dataset's origin (real/synthetic).
+
+    ``weight``: what the judge rows' table figures weigh equally, ``items`` (the default) or ``users``
+    (:mod:`personagap.analysis.weighting`).
+    """
+    return stage_relevance_report(db, n_resamples=n_resamples, seed=seed, weight=weight)
 
 
 def relevance_items(db: str | Path, datasets: tuple[str, ...] = ("recenter-stage2",)) -> pd.DataFrame:

@@ -85,6 +85,10 @@ def _row_judge(row: Mapping[str, Any]) -> str:
     return judge_display(str(row.get("verifier", row.get("rater"))), str(row.get("condition") or ""))
 
 
+CONFIDENCE_KEYS: tuple[str, ...] = ("calibration", "coverage_curve", "threshold")
+"""A judge row's confidence figures (:func:`merge_confidence`): item-weighted whatever the row's estimand."""
+
+
 def merge_confidence(report: dict[str, Any], stage: str, entries: list[JudgeConfidence]) -> dict[str, Any]:
     """``report`` (a stage report's JSON dict) with each judge row that has confidences gaining their entries.
 
@@ -95,7 +99,11 @@ def merge_confidence(report: dict[str, Any], stage: str, entries: list[JudgeConf
     found = confidence_json(entries)
     for key in JUDGE_ROWS[stage]:
         for row in report.get(key) or []:
-            row.update(found.get((str(row.get("dataset")), _row_judge(row)), {}))
+            extra = found.get((str(row.get("dataset")), _row_judge(row)), {})
+            row.update(extra)
+            if extra and row.get("estimand") == "users":
+                # Calibration and the coverage curve pool items per confidence level: they stay item-weighted.
+                row["item_weighted"] = [*row.get("item_weighted", []), *(k for k in CONFIDENCE_KEYS if k in extra)]
     return report
 
 

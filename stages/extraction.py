@@ -36,6 +36,7 @@ from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
 from personagap.analysis.comparable import roles
 from personagap.analysis.panel import extras_rows
+from personagap.analysis.weighting import Weight
 from personagap.datasets import dataset_records
 from personagap.records import DatasetScale
 from personagap.stages.extraction_build import (
@@ -86,24 +87,27 @@ __all__ = ["ATTRIBUTE_KINDS", "CALIBRATION_NOTE", "PILOT_EXTRACTOR", "VERIFIER_K
 
 
 def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED) -> ExtractionReport:
+                      seed: int = DEFAULT_SEED, weight: Weight = "items") -> ExtractionReport:
     """Build the stage-1 report from a database (read-only).
 
     From DuckDB's aggregates (:func:`extraction_report_from_store`): the figures of :func:`extraction_report` over
     every stored label, without loading the verdicts. Each dataset's scale is its record's
-    (:func:`personagap.datasets.dataset_records`, the one reader).
+    (:func:`personagap.datasets.dataset_records`, the one reader). ``weight``: what the verifier rows' table figures
+    weigh equally (``items``, the default, or ``users``).
     """
     from personagap.labels_api import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "extraction"}
-        return extraction_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
+        return extraction_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales,
+                                            weight=weight)
 
 
 def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
                                  seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
-                                 scales: Mapping[str, DatasetScale] | None = None) -> ExtractionReport:
+                                 scales: Mapping[str, DatasetScale] | None = None,
+                                 weight: Weight = "items") -> ExtractionReport:
     """:func:`extraction_report` from an open store, computed from DuckDB's aggregates (issue 20).
 
     Acceptance, verifier-human agreement and the corrected estimates come from per-(dataset, extractor, rater,
@@ -119,6 +123,7 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); a dataset missing from it is
             read the way the record reader infers one from its labels.
+        weight: What the verifier rows' table figures weigh equally (``items`` or ``users``).
     """
     counts, reference = verdict_counts(con, unnamed_extractor=PILOT_EXTRACTOR)
     datasets = sorted({*map(str, counts["dataset"].unique()), *map(str, reference["dataset"].unique())})
@@ -148,7 +153,7 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
     labelled = items.loc[items["kind"].isin(["chunk", "match"]), "item_id"].astype(str).tolist()
     return assemble_report(counts, reference, human_verdicts(con, several), scales, alt_test, estimates,
                            items=items, side_labels=side_labels(con, labelled),
-                           n_resamples=n_resamples, seed=seed, origins=origins)
+                           n_resamples=n_resamples, seed=seed, origins=origins, weight=weight)
 
 
 @gc_paused()

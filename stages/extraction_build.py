@@ -12,7 +12,6 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
-from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import reference_labels, roles
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
@@ -25,6 +24,7 @@ from personagap.analysis.extraction import (
 )
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.panel import panel_metrics, panel_values, report_extras
+from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.datasets import build_records
 from personagap.records import DatasetScale
 from personagap.stages.extraction_records import (
@@ -58,7 +58,7 @@ def items_frame(rows: Sequence[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
 
 def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
                       seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
-                      scales: Mapping[str, DatasetScale] | None = None) -> ExtractionReport:
+                      scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> ExtractionReport:
     """Build the stage-1 report from stored items and labels (pure).
 
     The verdict figures are computed from the counts :func:`verdict_counts_frame` builds, the ones the store
@@ -74,6 +74,8 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
         scales: Dataset -> its scale, from its record (:func:`personagap.datasets.dataset_records`): the
             categories a verifier is scored over. A dataset missing from it is read the way the record reader
             infers one from its labels.
+        weight: What the verifier rows' table figures weigh equally (``items`` or ``users``); the other figures
+            pool items.
     """
     items = items_frame(items)
     kind_of = dict(zip(items["item_id"], items["kind"], strict=True))
@@ -97,7 +99,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     humans = verdicts[(verdicts["rater_kind"] == "human") & verdicts["label"].notna()]
     return assemble_report(counts, reference, humans[["dataset", "item_id", "rater", "label", "user_id"]],
                            scales, alt_test, estimates, items=items, side_labels=labels, n_resamples=n_resamples,
-                           seed=seed, origins=origins)
+                           seed=seed, origins=origins, weight=weight)
 
 
 def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -142,7 +144,8 @@ def inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
 def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.DataFrame,
                     scales: Mapping[str, DatasetScale], alt_test: list[dict[str, Any]],
                     estimates: list[dict[str, Any]], *, items: pd.DataFrame, side_labels: pd.DataFrame,
-                    n_resamples: int, seed: int, origins: Mapping[str, str] | None) -> ExtractionReport:
+                    n_resamples: int, seed: int, origins: Mapping[str, str] | None,
+                    weight: Weight = "items") -> ExtractionReport:
     """The stage-1 report from verdict counts (whichever path counted them) and the side items and labels.
 
     Args:
@@ -159,12 +162,14 @@ def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.Da
         n_resamples: Recorded with the report.
         seed: Recorded with the report.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        weight: What the verifier rows' table figures weigh equally (``items`` or ``users``).
     """
     kw = {"n_resamples": n_resamples, "seed": seed}
     report = ExtractionReport(alt_test=alt_test, estimates=estimates,
         human_agreement=_human_agreement(counts, humans, **kw), acceptance=_acceptance(counts),
-        verifiers=_verifiers(counts, reference, scales), extractors=_extractor_runs(items, side_labels),
-        gold=_gold_summary(items), matching=_matching(items, side_labels, **kw), n_resamples=n_resamples, seed=seed)
+        verifiers=_verifiers(counts, reference, scales, weight), extractors=_extractor_runs(items, side_labels),
+        gold=_gold_summary(items), matching=_matching(items, side_labels, **kw), n_resamples=n_resamples, seed=seed,
+        weight=weight)
     report.origin_comparison = tag_and_compare(report, origins or {},
                                                lambda: ((v.verifier, v) for v in report.verifiers))
     return report
@@ -221,8 +226,8 @@ def _acceptance(counts: pd.DataFrame) -> list[VerdictRow]:
     return out
 
 
-def _verifiers(counts: pd.DataFrame, reference: pd.DataFrame,
-               scales: Mapping[str, DatasetScale]) -> list[VerifierAgreement]:
+def _verifiers(counts: pd.DataFrame, reference: pd.DataFrame, scales: Mapping[str, DatasetScale],
+               weight: Weight) -> list[VerifierAgreement]:
     out = []
     judged = counts[counts["rater_kind"].isin(VERIFIER_KINDS) & counts["label"].notna()]
     for dataset in sorted(map(str, reference["dataset"].unique())):
@@ -231,16 +236,17 @@ def _verifiers(counts: pd.DataFrame, reference: pd.DataFrame,
             joined = g[g["human"].notna()]
             if joined.empty:
                 est = judge_vs_reference({}, {}, {}, extra=panel_metrics(False))
+                weighting: dict[str, Any] = {"estimand": weight}  # no items: no figure under either weighting
             else:  # over the dataset's scale: a verifier that never says "unsure" still has K = 3
                 tables, _ = user_tables(joined, scale)
-                est = agreement_estimates(tables, ("kappa", "accuracy", *panel_metrics(False)),
-                                          levels=scale.levels() if scale.ordinal else None)
+                est, weighting = judge_row_figures(tables, ("kappa", "accuracy", *panel_metrics(False)), weight=weight,
+                                                   levels=scale.levels() if scale.ordinal else None)
             out.append(VerifierAgreement(dataset=dataset, verifier=str(rater), n=int(joined["n"].sum()),
                                          n_users=int(joined["user_id"].nunique()),
                                          kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
                                          undefined_resamples=est["kappa"].n_undefined,
                                          accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
-                                         **panel_values(est)))
+                                         **panel_values(est), **weighting))
     return out
 
 

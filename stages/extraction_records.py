@@ -11,6 +11,7 @@ from personagap.analysis.comparable import JUDGE_KINDS, MAJORITY_RULE
 from personagap.analysis.extraction import OFFLINE_THRESHOLD
 from personagap.analysis.origins import OriginComparison, OriginField
 from personagap.analysis.panel import PanelFields
+from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
 
 if TYPE_CHECKING:
     pass
@@ -29,7 +30,7 @@ CALIBRATION_NOTE = ("offline matcher: containment of the gold value's content wo
                     f"{OFFLINE_THRESHOLD:.3f}, chosen on the LAPS train split (Youden J; train TPR 0.851, FPR 0.053)")
 
 
-class VerdictRow(OriginField):
+class VerdictRow(ItemEstimand, OriginField):
     """Verdict rates of one rater group on one extractor's attributes."""
 
     dataset: str
@@ -47,7 +48,7 @@ class VerdictRow(OriginField):
     unsure_ci: list[float]
 
 
-class HumanAgreement(OriginField):
+class HumanAgreement(ItemEstimand, OriginField):
     """Agreement among human verdicts on one dataset's attributes (three nominal categories)."""
 
     dataset: str
@@ -67,7 +68,7 @@ class HumanAgreement(OriginField):
     per_annotator: list[VerdictRow]
 
 
-class VerifierAgreement(PanelFields, OriginField):
+class VerifierAgreement(PanelFields, WeightFields, OriginField):
     """A verifier's verdicts against the per-item human majority (ties dropped)."""
 
     dataset: str
@@ -93,7 +94,7 @@ class ExtractorRun(OriginField):
     attributes: int
 
 
-class MatchRow(OriginField):
+class MatchRow(ItemEstimand, OriginField):
     """Extraction precision/recall/F1 against gold on one split and category."""
 
     dataset: str
@@ -148,6 +149,8 @@ class ExtractionReport(BaseModel):
                                             "rate per verifier.")
     origin_comparison: list[OriginComparison] = Field(
         default_factory=list, description="Verifiers on both synthetic-persona and real-user datasets, side by side.")
+    weight: Weight = Field(default="items", description="What the verifier rows' table figures weigh equally: "
+                           "'items' (the default) or 'users' (--weight users); each row's ``estimand`` says it.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""

@@ -9,6 +9,7 @@ from personagap.analysis.agreement import ci_text
 from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
+from personagap.analysis.weighting import gap_lines, weight_note
 from personagap.stages.extraction_records import ExtractionReport
 from personagap.text import NOT_AVAILABLE_PADDED, interval, number
 
@@ -28,6 +29,8 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
         categories: Include per-category precision/recall rows.
     """
     lines = [f"Stage 1 — attribute extraction (95% CIs: {CI_METHOD}; no CI below {report.min_users_for_ci} users)",
+             weight_note(report.weight) + (" Agreement among humans, acceptance rates and matching pool items."
+                                           if report.weight == "users" else ""),
              f"Majority rule (verifiers vs humans): {report.majority_rule}."]
     lines += ["", "Human–human agreement on verdicts (ok / bad / unsure, nominal):"]
     if not report.human_agreement:
@@ -65,6 +68,7 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
         lines += panel_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
+        lines += gap_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
         lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     lines += ["", "Gold preferences:"]

@@ -24,7 +24,6 @@ from personagap.analysis.agreement import (
     DEFAULT_SEED,
     ci_list,
 )
-from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     YES_NO,
@@ -35,6 +34,7 @@ from personagap.analysis.panel import (
     on_scale,
     panel_values,
 )
+from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
 from personagap.stages.relevance_labels import (
     assemble_report,
@@ -62,8 +62,8 @@ __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judg
 
 
 def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
-                                 dataset: str, *, scale: DatasetScale,
-                                 which: Reference = "blind") -> list[JudgeAgreement]:
+                                 dataset: str, *, scale: DatasetScale, which: Reference = "blind",
+                                 weight: Weight = "items") -> list[JudgeAgreement]:
     """:func:`judge_agreements` from the store's counts (:mod:`personagap.store.aggregates`): the same rows.
 
     Args:
@@ -73,6 +73,8 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
         dataset: Dataset key.
         scale: The dataset's scale.
         which: The reference the counts were built with (recorded on each row).
+        weight: What the table figures weigh equally: ``items`` (pooled counts) or ``users``
+            (:mod:`personagap.analysis.weighting`); both weightings' kappa and accuracy are on every row.
     """
     counts, failures = counts[counts["dataset"] == dataset], failures[failures["dataset"] == dataset]
     if on_scale(reference.loc[reference["dataset"] == dataset, "human"], scale, strict=False).dropna().empty:
@@ -90,8 +92,8 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
         if joined.empty and fails.empty:
             continue
         tables, n_users = user_tables(joined, scale)
-        est = agreement_estimates(tables, judge_metrics(scale),
-                                  levels=scale.levels() if scale.ordinal else None)
+        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
+                                           levels=scale.levels() if scale.ordinal else None)
         reasons: Counter[str] = Counter()
         for error, n in zip(fails["error"], fails["n"], strict=True):
             reasons[reason_kind(error)] += int(n)
@@ -102,6 +104,7 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
             failure_reasons=dict(reasons), unmatched=int(rows["n"].sum()) - n_joined,
             kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
             accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+            **weighting,
         ))
     return out
 
@@ -109,7 +112,7 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
 def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset: str = "recenter-pilot",
                                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                                 origins: Mapping[str, str] | None = None,
-                                scales: Mapping[str, DatasetScale]) -> RelevanceReport:
+                                scales: Mapping[str, DatasetScale], weight: Weight = "items") -> RelevanceReport:
     """:func:`relevance_report` from an open store, computed from DuckDB's aggregates (issue 20).
 
     Judge rows and corrected estimates come from per-(dataset, judge, condition, user) counts; the
@@ -124,6 +127,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
         seed: Bootstrap seed.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every dataset with labels.
+        weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
     """
     counts: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = {
         "blind": label_counts(con, STAGE, "blind")}
@@ -133,28 +137,30 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
                        *([pilot_dataset] if has_labels(con, STAGE, pilot_dataset) else [])})
     judge_rows = counts["blind"][0]  # every comparable judge's parsed labels: the alt-test's judges per dataset
     judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements_from_counts(*counts["blind"], failures, ds, scale=scales[ds])]
+              for j in judge_agreements_from_counts(*counts["blind"], failures, ds, scale=scales[ds], weight=weight)]
     pilot = anchored = None
     notes: list[str] = []
     if pilot_dataset in datasets:
         counts["anchored"] = label_counts(con, STAGE, "anchored")
         pilot, anchored, notes = pilot_reports(load_labels(con, stage=STAGE, dataset=pilot_dataset), pilot_dataset,
-                                                scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed)
+                                                scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed,
+                                                weight=weight)
     alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,
                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                        rate_datasets=[ds for ds in datasets if scales[ds].categories == YES_NO],
                                        n_resamples=n_resamples, seed=seed, scales=scales,
                                        judges={ds: judge_rows[judge_rows["dataset"] == ds] for ds in datasets})
     return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
-                   origins=origins)
+                   origins=origins, weight=weight)
 
 
 def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = DEFAULT_SEED) -> RelevanceReport:
+                     seed: int = DEFAULT_SEED, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic.
 
     From DuckDB's aggregates (:func:`relevance_report_from_store`): the same figures as :func:`relevance_report`
-    of every stored label, without loading them.
+    of every stored label, without loading them. ``weight``: what the judge rows' table figures weigh equally
+    (``items``, the default, or ``users``).
     """
     from personagap.datasets import dataset_records
     from personagap.labels_api import dataset_origins
@@ -163,5 +169,6 @@ def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == STAGE}
-        return relevance_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales)
+        return relevance_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales,
+                                           weight=weight)
 

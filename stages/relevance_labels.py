@@ -42,8 +42,9 @@ from personagap.analysis.panel import (
     on_scale,
     panel_values,
     report_extras,
-    scale_estimates,
+    scale_tables,
 )
+from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
 from personagap.stages.relevance_records import (
     ANCHORED_TITLE,
@@ -80,7 +81,7 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
 
 
 def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
-                     scale: DatasetScale | None = None) -> list[JudgeAgreement]:
+                     scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
     """Compare every comparable judge of ``dataset`` with its human majority, over the dataset's scale.
 
     Args:
@@ -88,6 +89,7 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "
         dataset: Dataset key.
         which: The blind reference (the default, what judges are scored against) or the anchored one.
         scale: The dataset's scale (:func:`personagap.datasets.dataset_records`); None: :func:`dataset_scale`.
+        weight: What the table figures weigh equally: ``items`` or ``users`` (:mod:`personagap.analysis.weighting`).
     """
     frame = labels[labels["dataset"] == dataset]
     scale = scale or dataset_scale(labels, dataset, None)
@@ -104,8 +106,9 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "
         if joined.empty and failed.empty:
             continue
         # A judge whose every answer failed still gets a row: its failures are the finding.
-        est = scale_estimates(joined["label_human"], joined["label"], joined["user_id"], scale,
-                              judge_metrics(scale))
+        tables = scale_tables(joined["label_human"], joined["label"], joined["user_id"], scale)
+        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
+                                           levels=scale.levels() if scale.ordinal else None)
         reasons = Counter(reason_kind(e) for e in failed["error"])
         out.append(JudgeAgreement(
             judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
@@ -114,13 +117,15 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "
             unmatched=len(parsed) - len(joined),
             kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
             accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+            **weighting,
         ))
     return out
 
 
 
 def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
-                       which: Reference = "blind", scale: DatasetScale | None = None) -> MultiRaterReport | None:
+                       which: Reference = "blind", scale: DatasetScale | None = None,
+                       weight: Weight = "items") -> MultiRaterReport | None:
     """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
 
     Args:
@@ -130,6 +135,7 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         seed: Bootstrap seed.
         which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
         scale: The dataset's scale; None: :func:`dataset_scale`.
+        weight: What the judge rows' table figures weigh equally (the agreement among raters pools items).
 
     Returns:
         None when fewer than two humans gave labels of that protocol.
@@ -184,14 +190,14 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
         fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
-        judges=judge_agreements(labels, dataset, which=which, scale=scale),
+        judges=judge_agreements(labels, dataset, which=which, scale=scale, weight=weight),
     )
 
 
 def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
                      n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                      origins: Mapping[str, str] | None = None,
-                     scales: Mapping[str, DatasetScale] | None = None) -> RelevanceReport:
+                     scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from stored relevance labels.
 
     Args:
@@ -203,6 +209,7 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
             missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
             scored over it. Datasets missing from it: :func:`dataset_scale`.
+        weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
 
     Returns:
         The report; ``judges`` covers every dataset but the pilot.
@@ -210,9 +217,9 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     datasets = sorted(set(labels["dataset"])) if not labels.empty else []
     scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements(labels, ds, scale=scale_of[ds])]
+              for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
     pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
-                                             n_resamples=n_resamples, seed=seed)
+                                             n_resamples=n_resamples, seed=seed, weight=weight)
                               if pilot_dataset in datasets else (None, None, []))
     # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
     alt_test, estimates = report_extras(labels, datasets, positive="yes",
@@ -220,13 +227,14 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
                                         rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
                                         n_resamples=n_resamples, seed=seed, scales=scale_of)
     return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
-                   origins=origins)
+                   origins=origins, weight=weight)
 
 
 def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,
-                   seed: int) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
+                  seed: int, weight: Weight = "items") -> tuple[MultiRaterReport | None, MultiRaterReport | None,
+                                                              list[str]]:
     """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart."""
-    kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale}
+    kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale, "weight": weight}
     pilot = multi_rater_report(labels, pilot_dataset, **kw)
     anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
     notes = []
@@ -245,10 +253,10 @@ def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetSca
 def assemble_report(judges: list[JudgeAgreement], pilot: MultiRaterReport | None,
                     anchored: MultiRaterReport | None, notes: list[str], alt_test: list[dict[str, Any]],
                     estimates: list[dict[str, Any]], *, n_resamples: int, seed: int,
-                    origins: Mapping[str, str] | None) -> RelevanceReport:
+                    origins: Mapping[str, str] | None, weight: Weight = "items") -> RelevanceReport:
     """The report from its parts (both paths), each judge row tagged with its dataset's origin."""
     report = RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
-                             estimates=estimates, n_resamples=n_resamples, seed=seed)
+                             estimates=estimates, n_resamples=n_resamples, seed=seed, weight=weight)
     report.origin_comparison = tag_and_compare(
         report, origins or {}, lambda: ((j.judge, j) for j in [*report.judges, *(pilot.judges if pilot else [])]))
     return report

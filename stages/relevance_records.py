@@ -22,6 +22,7 @@ from personagap.analysis.panel import (
     PanelFields,
     scale_metrics,
 )
+from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
 from personagap.records import DatasetScale
 
 REFERENCE = "human_majority"
@@ -31,7 +32,7 @@ YES_NO_METRICS = ("over_selection", "human_yes_rate", "judge_yes_rate", "precisi
 ANCHORED_TITLE = "anchored (annotators saw an LLM label)"
 
 
-class JudgeAgreement(PanelFields, OriginField):
+class JudgeAgreement(PanelFields, WeightFields, OriginField):
     """One judge's relevance labels compared with the human majority on the same items."""
 
     judge: str
@@ -60,8 +61,8 @@ class JudgeAgreement(PanelFields, OriginField):
     accuracy: float
 
 
-class GroupRow(BaseModel):
-    """Mean pairwise Cohen's kappa within or across rater groups."""
+class GroupRow(ItemEstimand):
+    """Mean pairwise Cohen's kappa within or across rater groups (pooled per pair: item-weighted only)."""
 
     pair_type: str
     mean_kappa: float
@@ -71,8 +72,12 @@ class GroupRow(BaseModel):
     undefined_resamples: int = 0
 
 
-class MultiRaterReport(OriginField):
-    """Agreement among individual raters on a dataset where several humans labelled the same items."""
+class MultiRaterReport(ItemEstimand, OriginField):
+    """Agreement among individual raters on a dataset where several humans labelled the same items.
+
+    Its alpha, Fleiss' kappa and mean pairwise kappa pool items (``estimand`` items); its ``judges`` rows follow
+    the report's weighting.
+    """
 
     dataset: str
     protocol: str = Field(default="blind", description="'blind', or the anchored title: never mixed.")
@@ -111,6 +116,8 @@ class RelevanceReport(BaseModel):
     seed: int
     ci_level: float = 0.95
     min_users_for_ci: int = MIN_USERS_FOR_CI
+    weight: Weight = Field(default="items", description="What the judge rows' table figures weigh equally: "
+                           "'items' (the default) or 'users' (--weight users); each row's ``estimand`` says it.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""

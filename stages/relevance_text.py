@@ -15,6 +15,7 @@ from personagap.analysis.panel import (
     extras_lines,
     panel_lines,
 )
+from personagap.analysis.weighting import gap_lines, weight_note
 from personagap.stages.relevance_records import (
     JudgeAgreement,
     MultiRaterReport,
@@ -65,7 +66,10 @@ def render_relevance(report: RelevanceReport) -> str:
     """Render the report as plain-text tables for the terminal."""
     lines = [f"Stage 2 — relevance selection: judges vs the blind human majority "
              f"(95% CIs: {CI_METHOD}; "
-             f"no CI below {report.min_users_for_ci} users)", f"Majority rule: {report.majority_rule}.", ""]
+             f"no CI below {report.min_users_for_ci} users)",
+             weight_note(report.weight) + (" Agreement among raters and the corrected estimates pool items."
+                                           if report.weight == "users" else ""),
+             f"Majority rule: {report.majority_rule}.", ""]
     lines += _judge_table(report.judges)
     if report.pilot is not None:
         lines += [""] + _multi_rater_lines(report.pilot)
@@ -75,6 +79,7 @@ def render_relevance(report: RelevanceReport) -> str:
     if rows:
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
+    lines += gap_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
     lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     for note in report.notes:

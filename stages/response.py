@@ -41,6 +41,7 @@ from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, Reference
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pipeline_sql import reference_table
+from personagap.analysis.weighting import Weight
 from personagap.datasets import dataset_records
 from personagap.human_data.labels import ASPECTS_PREFIX, parse_aspects
 from personagap.human_data.personafeedback import load_personafeedback
@@ -167,14 +168,14 @@ def load_items(con: Any) -> pd.DataFrame:
 
 
 def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED) -> ResponseReport:
+                    seed: int = DEFAULT_SEED, weight: Weight = "items") -> ResponseReport:
     """Build the stage-3 report from a database (read-only), from DuckDB's aggregates (issue 20).
 
     Pairwise and generic-vs-personalised figures come from per-(dataset, judge, condition, user) sums
     (:mod:`personagap.store.response_counts`); the alternative-annotator test reads only items several humans
     labelled (:func:`~personagap.analysis.aggregated.store_extras`); single-response sections read the human labels
     of single-response items alone, their judges' figures come from counts too. Memory does not grow with the judge
-    labels.
+    labels. ``weight``: what the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.labels_api import dataset_origins
 
@@ -182,12 +183,12 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
         origins = dataset_origins(con)
         records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
         return response_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins,
-                                          records=records)
+                                          records=records, weight=weight)
 
 
 def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
                                seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
-                               records: Mapping[str, DatasetRecord]) -> ResponseReport:
+                               records: Mapping[str, DatasetRecord], weight: Weight = "items") -> ResponseReport:
     """The stage-3 report from an open store.
 
     Args:
@@ -198,6 +199,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
         records: Dataset -> its stage-3 record (:func:`personagap.datasets.dataset_records`): the scale every
             judge is scored over and the question a section is titled with. A single-response dataset missing
             from it is read the way the record reader infers one (nominal over the labels).
+        weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
     """
     with reference_table(con) as reference, staged(con, reference):
         counts, human_counts, gvp = pair_judge_counts(con), pair_human_counts(con), gvp_counts(con)
@@ -225,7 +227,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
-                              n_resamples=n_resamples, seed=seed)
+                              n_resamples=n_resamples, seed=seed, weight=weight)
     aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
                                              [ASPECTS_PREFIX]).fetchall()))
     judges: list[JudgeResult] = []
@@ -234,7 +236,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
     gvp_results: list[GenericVsPersonalized] = []
     sections: list[SingleResponseReport] = []
     for dataset in datasets:
-        judges += pairwise_judges(counts, swaps, dataset, scale=PAIRWISE_SCALE)
+        judges += pairwise_judges(counts, swaps, dataset, scale=PAIRWISE_SCALE, weight=weight)
         humans += pairwise_humans(human_counts, human_raters, dataset)
         gaps += profile_gaps(gap_counts, counts, dataset) if gap_counts is not None else []
         gvp_results += gvp_rows(gvp, dataset)
@@ -245,7 +247,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             dataset, singles.values)
         js, section = single_dataset(singles.humans[singles.humans["dataset"] == dataset], singles.judges,
                                      singles.raters, single_record, aspects.get(dataset, []),
-                                     n_resamples=n_resamples, seed=seed)
+                                     n_resamples=n_resamples, seed=seed, weight=weight)
         judges += js
         sections += [section] if section is not None else []
     del singles  # the counts and human labels are no longer needed: freed before the alternative-annotator read
@@ -256,7 +258,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
                                        scales={ds: r.scale for ds, r in records.items()})
     out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp_results,
                          single_responses=sections, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
-                         seed=seed)
+                         seed=seed, weight=weight)
     out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
     out.usr = legacy_usr(out.single_responses)
     return out

@@ -15,10 +15,10 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import ci_list
-from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import judge_display, reference_labels
 from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import gap_from_counts, rate_from_counts
+from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import PAIRWISE_LABELS, DatasetScale
 from personagap.stages.response_records import (
     REVERSED,
@@ -51,8 +51,14 @@ def _share(part: Any, whole: Any) -> float:
     return float(part) / float(whole) if whole else float("nan")
 
 
+PAIRWISE_ITEM_FIGURES: tuple[str, ...] = (
+    "first_position_rate", "longer_rate", "tie_rate", "human_tie_rate", "accuracy_failures_as_wrong",
+    "accuracy_without_human_ties", "always_a_accuracy", "always_longer_accuracy", "swap_consistency", "by_group")
+"""A pairwise judge row's figures computed from pooled counts, not its confusion tables: item-weighted only."""
+
+
 def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: str, *,
-                    scale: DatasetScale) -> list[JudgeResult]:
+                    scale: DatasetScale, weight: Weight = "items") -> list[JudgeResult]:
     """Score every comparable judge of one pairwise dataset against the blind human verdict.
 
     Args:
@@ -61,6 +67,8 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: s
             both orders.
         dataset: The dataset.
         scale: The A/B/tie scale every judge is scored over.
+        weight: What kappa, accuracy and the panel weigh equally (``items`` or ``users``); the rates listed in
+            :data:`PAIRWISE_ITEM_FIGURES` weigh items either way (the row's ``item_weighted`` names them).
 
     Returns:
         One row per (rater, condition, rater kind) with a verdict on a human-labelled item, in that order (a
@@ -82,7 +90,8 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: s
         if joined.empty:
             continue
         tables, n_users = user_tables(joined, scale)
-        est = agreement_estimates(tables, scale_metrics(scale))
+        est, weighting = judge_row_figures(tables, scale_metrics(scale), weight=weight,
+                                           item_weighted=PAIRWISE_ITEM_FIGURES)
         n, hits = int(joined["n"].sum()), int(joined["hits"].sum())
         human, label = joined["human"].to_numpy(dtype=object), joined["label"].to_numpy(dtype=object)
         weights = joined["n"].to_numpy(dtype=float)
@@ -115,6 +124,7 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: s
             always_a_accuracy=_share(weights[human == "A"].sum(), n),
             always_longer_accuracy=_share(joined["always_longer"].sum(), n),
             swap_consistency=_share(same, swap_pairs), swap_pairs=swap_pairs, by_group=by_group, **panel_values(est),
+            **weighting,
         ))
     return out
 

@@ -11,6 +11,7 @@ from personagap.analysis.comparable import MAJORITY_RULE
 from personagap.analysis.comparable import YES_NO as comparable_yes_no
 from personagap.analysis.origins import OriginComparison, OriginField
 from personagap.analysis.panel import PanelFields
+from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
 
 # The vocabulary the store's counts are keyed by, re-exported where the report's readers have always found it.
 from personagap.store.response_counts import GVP_KIND as GVP_KIND
@@ -34,7 +35,7 @@ class GroupAccuracy(BaseModel):
     accuracy: float
 
 
-class JudgeResult(PanelFields, OriginField):
+class JudgeResult(PanelFields, WeightFields, OriginField):
     """One judge (rater + condition) on one dataset, compared with the human label."""
 
     judge: str = Field(description="Rater, with its condition in brackets when it has one.")
@@ -71,7 +72,7 @@ class JudgeResult(PanelFields, OriginField):
     by_group: dict[str, GroupAccuracy] = Field(default_factory=dict, description="'split=...'/'tier=...' -> accuracy.")
 
 
-class HumanBias(OriginField):
+class HumanBias(ItemEstimand, OriginField):
     """Position and length preferences of the human labels of one dataset."""
 
     dataset: str
@@ -86,7 +87,7 @@ class HumanBias(OriginField):
     baselines: dict[str, float] = Field(description="Baseline -> accuracy against these human labels.")
 
 
-class ProfileGap(OriginField):
+class ProfileGap(ItemEstimand, OriginField):
     """One judge's accuracy with vs without the profile, on the items judged both ways."""
 
     rater: str
@@ -104,7 +105,7 @@ class ProfileGap(OriginField):
     gap_ci: list[float]
 
 
-class GenericVsPersonalized(OriginField):
+class GenericVsPersonalized(ItemEstimand, OriginField):
     """How often a rater judged the personalised answer no better than the generic one."""
 
     rater: str
@@ -122,6 +123,9 @@ class GenericVsPersonalized(OriginField):
 class RaterVsJudge(BaseModel):
     """A judge's agreement with one human rater (or the rater majority)."""
 
+    estimand: Weight = Field(default="items", description="What the figures estimate: 'items' (pooled) or 'users' "
+                                                          "(each user's table as proportions), as --weight chose.")
+
     judge: str
     rater: str
     n: int
@@ -132,7 +136,7 @@ class RaterVsJudge(BaseModel):
     weighted_kappa_ci: list[float] | None = None
 
 
-class RatedAspect(BaseModel):
+class RatedAspect(ItemEstimand):
     """Another question the same raters answered about the same responses (a label condition, e.g. USR's Overall).
 
     Aspects are stored at import as data (meta ``aspects:response:<dataset>``: condition -> question, scale,
@@ -148,8 +152,11 @@ class RatedAspect(BaseModel):
     alpha_ci: list[float]
 
 
-class SingleResponseReport(OriginField):
-    """One single-response dataset, titled with its question: rater agreement on its scale, judges vs each rater."""
+class SingleResponseReport(ItemEstimand, OriginField):
+    """One single-response dataset, titled with its question: rater agreement on its scale, judges vs each rater.
+
+    Its agreement among raters pools items (``estimand`` items); its ``judges`` rows follow the report's weighting.
+    """
 
     dataset: str
     question: str = Field(description="What the raters were asked (the dataset's stored record).")
@@ -170,7 +177,7 @@ class SingleResponseReport(OriginField):
     judges: list[RaterVsJudge]
 
 
-class UsrReport(OriginField):
+class UsrReport(ItemEstimand, OriginField):
     """Deprecated: the old USR-shaped view of one yes/no single-response dataset (see ``single_responses``).
 
     Kept so that consumers of the former ``usr`` key keep working; every figure is copied from that dataset's
@@ -218,6 +225,8 @@ class ResponseReport(BaseModel):
     ci_level: float = 0.95
     majority_rule: str = MAJORITY_RULE
     min_users_for_ci: int = MIN_USERS_FOR_CI
+    weight: Weight = Field(default="items", description="What the judge rows' table figures weigh equally: "
+                           "'items' (the default) or 'users' (--weight users); each row's ``estimand`` says it.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""

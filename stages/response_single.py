@@ -16,10 +16,10 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import Estimate, Level, ci_list, json_safe
-from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.comparable import blind_human_mask, judge_display
 from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import rater_agreement, rater_pairs
+from personagap.analysis.weighting import Weight, judge_row_figures, weighted_estimates
 from personagap.datasets import build_records
 from personagap.human_data.labels import RatedAspectSpec
 from personagap.records import DatasetRecord, DatasetScale
@@ -99,9 +99,9 @@ def _versus_metrics(scale: DatasetScale) -> tuple[str, ...]:
     return ("accuracy", "kappa", *(("weighted_kappa",) if scale.ordinal else ()))
 
 
-def _versus(judge: str, rater: str, n: int, est: dict[str, Estimate]) -> RaterVsJudge:
+def _versus(judge: str, rater: str, n: int, est: dict[str, Estimate], weight: Weight) -> RaterVsJudge:
     weighted = est.get("weighted_kappa")
-    return RaterVsJudge(judge=judge, rater=rater, n=n, accuracy=est["accuracy"].value,
+    return RaterVsJudge(judge=judge, rater=rater, n=n, estimand=weight, accuracy=est["accuracy"].value,
                         kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]),
                         weighted_kappa=weighted.value if weighted is not None else None,
                         weighted_kappa_ci=ci_list(weighted) if weighted is not None else None)
@@ -131,14 +131,16 @@ def _reasons(rows: pd.DataFrame) -> Counter[str]:
     return reasons
 
 
-def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame,
-               record: DatasetRecord) -> tuple[list[JudgeResult], list[RaterVsJudge]]:
+def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord,
+               weight: Weight = "items") -> tuple[list[JudgeResult], list[RaterVsJudge]]:
     """Every comparable judge of one single-response dataset, from the store's counts (issue 20).
 
     Args:
         judges: :func:`~personagap.store.response_counts.single_judge_counts` (any datasets).
         raters: :func:`~personagap.store.response_counts.single_rater_counts` (any datasets).
         record: The dataset's record: the scale every judge is scored over.
+        weight: What the table figures weigh equally (``items`` or ``users``; every figure of these rows is a
+            table figure).
 
     Returns:
         Per (rater, condition, rater kind) with an on-scale label on an item with an on-scale reference, in that
@@ -162,7 +164,7 @@ def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame,
             continue
         name = judge_display(rater, condition)
         tables, n_users = user_tables(joined, scale)
-        est = agreement_estimates(tables, scale_metrics(scale), levels=levels)
+        est, weighting = judge_row_figures(tables, scale_metrics(scale), weight=weight, levels=levels)
         n = int(joined["n"].sum())
         reasons = _reasons(rows)
         results.append(JudgeResult(
@@ -170,18 +172,19 @@ def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame,
             reference="human majority", scale=scale.kind, n=n, n_users=n_users,
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]), kappa=est["kappa"].value,
             kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            failures=sum(reasons.values()), failure_reasons=dict(reasons), **panel_values(est)))
-        versus.append(_versus(name, "majority", n, est))
+            failures=sum(reasons.values()), failure_reasons=dict(reasons), **panel_values(est), **weighting))
+        versus.append(_versus(name, "majority", n, est, weight))
         for human_rater, pairs in by_judge.get(key, raters.iloc[:0]).groupby("human_rater", sort=True):
             rater_tables, _ = user_tables(pairs, scale)
             versus.append(_versus(name, str(human_rater), int(pairs["n"].sum()),
-                                  agreement_estimates(rater_tables, _versus_metrics(scale), levels=levels)))
+                                  weighted_estimates(rater_tables, _versus_metrics(scale), weight=weight,
+                                                     levels=levels), weight))
     return results, versus
 
 
 def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord,
-                   aspects: list[RatedAspectSpec], *, n_resamples: int,
-                   seed: int) -> tuple[list[JudgeResult], SingleResponseReport | None]:
+                   aspects: list[RatedAspectSpec], *, n_resamples: int, seed: int,
+                   weight: Weight = "items") -> tuple[list[JudgeResult], SingleResponseReport | None]:
     """One single-response dataset on its record's scale (any number of categories, or ordinal levels).
 
     The raters' agreement (from the human labels, per item), and every judge against the reference and against
@@ -195,6 +198,7 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         aspects: The other questions its raters answered.
         n_resamples: Recorded (the one CI rule draws no resamples).
         seed: Recorded.
+        weight: What the judges' table figures weigh equally (the agreement among raters pools items).
     """
     scale, dataset = record.scale, record.dataset
     main = humans[blind_human_mask(humans) & (humans["rater_kind"] == "human") & humans["label"].notna()]
@@ -212,7 +216,7 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         mean_kappa[str(r)] = float(others.mean()) if not others.empty else None
     ref = blind_reference(humans)
     ref = ref[_on_scale(ref, scale)] if not ref.empty else ref
-    judge_results, versus = judge_rows(judges, raters, record)
+    judge_results, versus = judge_rows(judges, raters, record, weight)
     section = SingleResponseReport(
         dataset=dataset, question=record.question, scale=scale.kind, categories=list(scale.categories),
         n_items=len(wide), n_users=int(cluster.nunique()),

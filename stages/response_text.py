@@ -9,6 +9,7 @@ from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
+from personagap.analysis.weighting import gap_lines, weight_note
 from personagap.stages.response_records import JudgeResult, ResponseReport, SingleResponseReport
 from personagap.text import interval, number
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 def render_response(report: ResponseReport) -> str:
     """Render the report as plain-text tables for the terminal."""
     lines = [f"Stage 3 — response judgment: judges vs humans (95% CIs: {CI_METHOD}; no CI below "
-             f"{report.min_users_for_ci} users)",
+             f"{report.min_users_for_ci} users)", weight_note(report.weight),
              f"Human reference where several humans label an item: {report.majority_rule}.", ""]
     pairwise = [j for j in report.judges if j.first_position_rate is not None]
     if pairwise:
@@ -78,6 +79,11 @@ def render_response(report: ResponseReport) -> str:
     if report.judges:
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
+    lines += gap_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
+    if report.weight == "users" and any(j.item_weighted for j in report.judges):
+        lines += ["", "Weighting users: kappa, accuracy and the panel weigh each user once; position, length and tie "
+                      "rates, the baselines, swap consistency and the split/tier accuracies weigh items, as do the "
+                      "humans' biases, profile gaps, agreement among raters and the corrected estimates."]
     lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     return "\n".join(lines)

@@ -21,11 +21,13 @@ from personagap._cli_base import (
     require_lm,
     run_or_exit,
     target_options,
+    weight_option,
     with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
+    from personagap.analysis.weighting import Weight
     from personagap.judges.runner import LMConfig
     from personagap.stages import extraction as stage1
 else:
@@ -67,14 +69,15 @@ def import_extraction(path: str, db: str) -> None:
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
+@weight_option
 def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: int, seed: int,
-                      target_accuracy: float | None, target_kappa: float | None) -> None:
+                      target_accuracy: float | None, target_kappa: float | None, weight: Weight) -> None:
     """Stage 1: human agreement on verdicts, acceptance, verifier-human kappa, precision/recall vs gold.
 
     Acceptance and over-generalisation (share marked bad) per extractor and rater; precision, recall and
     F1 against gold preferences overall and per category, with user-clustered 95% CIs.
     """
-    result = run_or_exit(lambda: stage1.report_extraction(db, n_resamples=resamples, seed=seed))
+    result = run_or_exit(lambda: stage1.report_extraction(db, n_resamples=resamples, seed=seed, weight=weight))
     click.echo(with_confidence(db, "extraction", result, as_json,
                                lambda r: stage1.render_extraction(r, categories=not no_categories),
                                target_accuracy, target_kappa))

@@ -21,6 +21,7 @@ from personagap._cli_base import (
     require_lm,
     run_or_exit,
     target_options,
+    weight_option,
     with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -28,6 +29,7 @@ from personagap.commands.optimize import judge_program, program_option
 
 if TYPE_CHECKING:
     from personagap import api
+    from personagap.analysis.weighting import Weight
     from personagap.judges.runner import LMConfig
     from personagap.stages import relevance as stage2
 else:
@@ -56,8 +58,9 @@ def import_recenter(path: str, db: str) -> None:
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
+@weight_option
 def report_relevance(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
-                     target_kappa: float | None) -> None:
+                     target_kappa: float | None, weight: Weight) -> None:
     """Stage 2: every judge vs the blind human majority, then the pilot's rater agreement.
 
     Per judge: kappa with 95% CI (and the users it rests on), over-selection, yes-rates, precision/recall/F1,
@@ -66,7 +69,7 @@ def report_relevance(db: str, as_json: bool, resamples: int, seed: int, target_a
     labels given after seeing an LLM's label, reported apart as anchored. Majority: the unique most frequent
     label; a tie is undecided. For judges that state a confidence: calibration and agreement at each confidence.
     """
-    result = run_or_exit(lambda: api.report_relevance(db, n_resamples=resamples, seed=seed))
+    result = run_or_exit(lambda: api.report_relevance(db, n_resamples=resamples, seed=seed, weight=weight))
     click.echo(with_confidence(db, "relevance", result, as_json, stage2.render_relevance, target_accuracy,
                                target_kappa))
 

@@ -23,12 +23,14 @@ from personagap._cli_base import (
     require_lm,
     run_or_exit,
     target_options,
+    weight_option,
     with_confidence,
 )
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
 
 if TYPE_CHECKING:
+    from personagap.analysis.weighting import Weight
     from personagap.judges.runner import LMConfig
     from personagap.stages import response as stage
 else:
@@ -128,15 +130,16 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
+@weight_option
 def report_response(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
-                    target_kappa: float | None) -> None:
+                    target_kappa: float | None, weight: Weight) -> None:
     """Stage 3: per judge and dataset, accuracy and kappa vs humans with 95% CIs, and biases.
 
     Also failures, position and length bias (judges and humans), baselines, the
     with/without-profile gap and USR rater agreement; for judges that state a confidence (PRISM's certainty),
     calibration, agreement at each confidence and, with a target, a threshold checked on held-out users.
     """
-    result = run_or_exit(lambda: stage.report_response(db, n_resamples=resamples, seed=seed))
+    result = run_or_exit(lambda: stage.report_response(db, n_resamples=resamples, seed=seed, weight=weight))
     click.echo(with_confidence(db, "response", result, as_json, stage.render_response, target_accuracy,
                                target_kappa))
 
