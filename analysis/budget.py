@@ -9,12 +9,13 @@ Two questions, per judge and dataset, each on the dataset's scale as the reports
   confusion tables with replacement, and its CI is the one CI rule
   (:func:`personagap.analysis.ci_rule.cluster_estimate` on the study's users, as the reports print it). The stored
   users are a sample too, and with uneven users their between-user variance is usually below the population's, so
-  each study also gets a plausible population variance (:func:`variance_ratios`, the basic bootstrap) and the
-  assurance is predictive: over studies and over what the stored users leave unknown (issue 30;
-  ``benchmarks/calibration_plan.py`` measures it world by world). The budget is the smallest ``n`` at which at least
-  ``assurance`` of the simulated studies reach the target (bracketed from the square-root law, then bisected); its
-  range is the budget at the 10th and 90th percentiles of the plausible variances. A half-width is precision, not
-  coverage: a 95% interval of the target width still misses the truth 5% of the time.
+  each study also gets a plausible population variance (:func:`variance_ratios`: a scaled inverse chi-square on the
+  CI rule's Satterthwaite degrees of freedom) and the assurance is predictive: over studies and over what the stored
+  users leave unknown (issue 30; ``benchmarks/calibration_plan.py`` measures it world by world). The budget is the
+  smallest ``n`` at which at least ``assurance`` of the simulated studies reach the target (bracketed from the
+  square-root law, then bisected); its range is the budget at the 10th and 90th percentiles of the plausible
+  variances. A half-width is precision, not coverage: a 95% interval of the target width still misses the truth 5%
+  of the time.
 * **Alternative-annotator test power** — how many items per annotator until the judge passes the test in 80% of
   simulated studies at its current advantage? The current advantage and winning rate are the report's own (the
   scale's scoring: :func:`personagap.analysis.panel.alt_test_scoring`); a simulated study draws each tested
@@ -102,12 +103,15 @@ class KappaBudget(BaseModel):
         default_factory=list, description="users_needed if the population's between-user variance were the 10th or "
                                           "the 90th percentile of its plausible values (variance_factors; None: "
                                           "beyond reach).")
-    range_resamples: int = Field(default=0, description="Resamples of the stored users behind the plausible "
-                                                        "between-user variances (one per simulated study).")
+    range_resamples: int = Field(default=0, description="Plausible between-user variances drawn (one per simulated "
+                                                        "study) behind variance_factors and the range.")
+    variance_df: float | None = Field(default=None, description="Degrees of freedom of the stored users' variance "
+                                                                "(Satterthwaite, the CI rule's): few when a few users "
+                                                                "carry it, and the plausible variances spread wide.")
     variance_factors: list[float] | None = Field(
         default=None, description="10th, 50th and 90th percentiles of the population's between-user variance as a "
-                                  "multiple of the stored users' (basic bootstrap: the stored variance over a "
-                                  "resample's); the plan is sized over all of them, not for the stored one.")
+                                  "multiple of the stored users' (df / chi2_df on variance_df degrees of freedom); "
+                                  "the plan is sized over all of them, not for the stored one.")
     projected_assurance: float | None = Field(default=None, description="Simulated share of studies reaching the "
                                                                         "target at users_needed, each with its own "
                                                                         "plausible between-user variance (what the "
@@ -190,48 +194,56 @@ KAPPA = Figure()
 
 # --------------------------------------------------------------------------- the between-user variance
 
-def jackknife_variance(tables: FloatArray, figure: Figure = KAPPA) -> float:
-    """The one CI rule's variance of ``figure`` over these users: ``(U - 1) / U * sum (theta_u - mean)^2``.
+def jackknife_variance(tables: FloatArray, figure: Figure = KAPPA) -> tuple[float, float]:
+    """The one CI rule's variance of ``figure`` over these users, and how many users it rests on.
 
-    NaN when the figure or some leave-one-user-out figure is undefined (the rule then prints no interval).
+    The variance is ``(U - 1) / U * sum d_u^2`` with ``d_u`` the leave-one-user-out figures' deviations from their
+    mean; its degrees of freedom are Satterthwaite's ``(sum d_u^2)^2 / sum d_u^4`` (at most ``U - 1``), the CI
+    rule's own: few when a few users (heavy ones, ones unlike the rest, the holders of rare events) carry it.
+
+    Returns:
+        ``(variance, degrees of freedom)``; NaN variance when the figure or some leave-one-user-out figure is
+        undefined (the rule then prints no interval); ``U - 1`` degrees of freedom when every ``d_u`` is 0.
     """
     point, theta = leave_one_out(figure, tables)
-    if math.isnan(point) or not np.isfinite(theta).all() or theta.size < 2:
-        return math.nan
     n = theta.size
-    return (n - 1) / n * float(((theta - theta.mean()) ** 2).sum())
+    if math.isnan(point) or not np.isfinite(theta).all() or n < 2:
+        return math.nan, math.nan
+    d = theta - theta.mean()
+    square, fourth = float((d * d).sum()), float((d**4).sum())
+    df = float(n - 1) if fourth == 0 else min(float(n - 1), square * square / fourth)
+    return (n - 1) / n * square, df
 
 
 def variance_ratios(tables: FloatArray, *, simulations: int = DEFAULT_SIMULATIONS, seed: int = DEFAULT_SEED,
                     figure: Figure = KAPPA) -> FloatArray:
     """Plausible between-user variances of the population, as multiples of the stored users' own: one per study.
 
-    The stored users are a sample, and with uneven users (a few heavy ones, or ones unlike the rest) their
-    variance is usually *below* the population's: the users that make it large are the ones a pilot tends to
-    miss. Sizing from the stored variance (the plug-in) promised 80% and delivered 70% with heterogeneous users
-    (issue 30); a fixed upper bound on it delivered 96% on balanced data (issue 21). Here every simulated study
-    gets its own variance, from the basic bootstrap: the stored variance ``V`` relative to that of a resample of
-    the stored users ``V*`` estimates how far the population's lies from ``V`` (``V / V_pop ~ V* / V``), so a
-    study's variance is ``V x V / V*``. A resample that drops the users carrying the variance gives a small
-    ``V*`` and a large ratio: the plan is sized over the between-user variance the stored users leave possible,
-    and its assurance is a predictive one (over studies *and* over the population the stored users came from).
+    The stored users are a sample, and with uneven users (a few heavy ones, ones unlike the rest, rare events)
+    their variance is usually *below* the population's: the users that make it large are the ones a pilot tends
+    to miss. Sizing from the stored variance (the plug-in) promised 80% and delivered 38-63% in the harness's
+    uneven worlds; a fixed upper bound on it delivered 96% on balanced data and 70% with heterogeneous users
+    (issues 21, 30). Here every simulated study gets its own population variance from the predictive
+    distribution of a variance estimated on ``df`` degrees of freedom, ``V x df / chi2_df`` (the scaled inverse
+    chi-square: the posterior of a normal variance under the reference prior, as in sizing from a pilot's
+    variance), with ``df`` the Satterthwaite degrees of freedom of the stored users' jackknife variance
+    (:func:`jackknife_variance`, the CI rule's own). With balanced users ``df`` is about ``U - 1`` and the
+    variances spread little; when a few users carry the variance ``df`` is small and the spread wide, so the
+    plan grows where the stored users say least about the population. (The basic bootstrap, ``V / V*`` over
+    resamples of the stored users, was tried first: it cannot see heavier tails than the pilot's and delivered
+    0.66-0.73 on the skewed and unequal worlds.)
 
     Returns:
-        ``(simulations,)`` ratios ``V / V*`` (inf where a resample's variance is zero or undefined: such a
-        study is counted as not reaching any target); all 1 where the stored variance itself is zero or
-        undefined.
+        ``(simulations,)`` ratios ``df / chi2_df`` (seeded); all 1 where the stored variance is zero or undefined
+        (no interval to scale).
     """
-    t = np.asarray(tables, dtype=float)
-    base = jackknife_variance(t, figure)
-    if not math.isfinite(base) or base == 0:
+    variance, df = jackknife_variance(np.asarray(tables, dtype=float), figure)
+    # Identical users leave-one-out to the same figure up to rounding: no spread to scale (the CI rule prints none).
+    if not math.isfinite(variance) or variance <= 1e-24:
         return np.ones(simulations)
-    rng = np.random.default_rng([seed, 2])
-    users = t.shape[0]
-    out = np.empty(simulations)
-    for s in range(simulations):
-        v = jackknife_variance(t[rng.integers(0, users, size=users)], figure)
-        out[s] = base / v if math.isfinite(v) and v > 0 else math.inf
-    return out
+    draws = np.random.default_rng([seed, 2]).chisquare(df, size=simulations)
+    with np.errstate(divide="ignore"):  # a zero draw: a study with no bound on its variance, never reached
+        return np.asarray(df / draws, dtype=float)
 
 
 # --------------------------------------------------------------------------- simulated studies
@@ -380,6 +392,7 @@ class KappaPlan:
     variance_resamples: int
     variance_factors: tuple[float, float, float] | None = None
     metric: str = "kappa"
+    variance_df: float | None = None
 
 
 def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assurance: float = DEFAULT_ASSURANCE,
@@ -439,7 +452,7 @@ def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assur
         warnings.simplefilter("ignore", RuntimeWarning)
         median = float(np.nanmedian(widths))
     return KappaPlan(now.value, halfwidth, needed, median, reached, (bounds[0], bounds[1]), simulations,
-                     (low, mid, high), metric)
+                     (low, mid, high), metric, jackknife_variance(t, figure)[1])
 
 
 # --------------------------------------------------------------------------- alt-test power
@@ -627,6 +640,7 @@ def plan_from_counts(counts: Callable[[str], pd.DataFrame], alt_labels: Callable
                 users_needed_range=list(kp.users_range) if needed is not None else [],
                 range_resamples=kp.variance_resamples, projected_assurance=kp.projected_assurance,
                 variance_factors=list(kp.variance_factors) if needed is not None and kp.variance_factors else None,
+                variance_df=kp.variance_df,
                 additional_users=None if needed is None else max(0, needed - n_users),
                 items_needed=None if needed is None else math.ceil(needed * per_user),
                 additional_items=None if needed is None else max(0, math.ceil(needed * per_user) - n_items),

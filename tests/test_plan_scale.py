@@ -144,28 +144,30 @@ def _kappa(t: np.ndarray) -> float:
     return float((observed - chance) / (1 - chance))
 
 
-def test_jackknife_variance_by_hand() -> None:
+def test_jackknife_variance_and_its_degrees_of_freedom_by_hand() -> None:
     tables = _tables(*[(5, 1, 1, 3), (4, 2, 0, 4), (6, 0, 2, 2), (3, 1, 1, 5)] * 3)
     total = tables.sum(axis=0)
-    theta = np.array([_kappa(total - t) for t in tables])
-    expected = (len(theta) - 1) / len(theta) * float(((theta - theta.mean()) ** 2).sum())
-    assert jackknife_variance(tables) == pytest.approx(expected)
-    # Two users with identical tables: every leave-one-out kappa equal, variance 0.
-    assert jackknife_variance(_tables((5, 1, 1, 3), (5, 1, 1, 3))) == 0.0
+    d = np.array([_kappa(total - t) for t in tables])
+    d -= d.mean()
+    variance, df = jackknife_variance(tables)
+    assert variance == pytest.approx(11 / 12 * float((d**2).sum()))
+    assert df == pytest.approx(min(11.0, float((d**2).sum()) ** 2 / float((d**4).sum())))
+    # Two users with identical tables: every leave-one-out kappa equal, variance 0 on U - 1 degrees of freedom.
+    assert jackknife_variance(_tables((5, 1, 1, 3), (5, 1, 1, 3))) == (0.0, 1.0)
 
 
-def test_variance_ratios_widen_when_few_users_carry_the_variance() -> None:
+def test_variance_ratios_are_df_over_chi_square() -> None:
     alike = _tables(*[(5, 1, 1, 3), (4, 2, 1, 3), (5, 1, 2, 2), (4, 1, 1, 4)] * 10)
     assert np.all(variance_ratios(alike[[0] * 40], simulations=30) == 1.0)  # no spread: nothing to scale
-    # One heavy user unlike the rest: a resample without it has a far smaller variance, so the population's
-    # variance may be far above the stored one's.
+    _, df = jackknife_variance(alike)
+    draws = np.random.default_rng([0, 2]).chisquare(df, size=50)
+    assert np.allclose(variance_ratios(alike, simulations=50), df / draws)
+    # One heavy user unlike the rest carries the variance: few degrees of freedom, plausible variances far above.
     heavy = np.concatenate([alike, _tables((10, 60, 60, 10))])
-    calm, wild = variance_ratios(alike, simulations=200), variance_ratios(heavy, simulations=200)
+    _, few = jackknife_variance(heavy)
+    assert few < 3 < df
+    calm, wild = variance_ratios(alike, simulations=400), variance_ratios(heavy, simulations=400)
     assert np.percentile(wild, 90) > 2 * np.percentile(calm, 90)
-    # The ratio is V / V*: reproduce one resample by hand with the same stream.
-    rng = np.random.default_rng([0, 2])
-    again = jackknife_variance(heavy[rng.integers(0, len(heavy), size=len(heavy))])
-    assert wild[0] == pytest.approx(jackknife_variance(heavy) / again)
 
 
 def test_study_halfwidth_scales_with_the_variance_ratio() -> None:

@@ -78,8 +78,8 @@ def render_plan(plan: Plan) -> str:
                          f"~{k.items_needed} items (+{k.additional_items}); {_num(k.projected_assurance, 2)} of "
                          f"simulated studies reach ± {k.target_halfwidth:g} (median ± {_num(k.projected_halfwidth)}); "
                          f"range {span} users for a between-user variance "
-                         f"x{_num(factors[0], 2)}-x{_num(factors[2], 2)} the stored one (10th-90th percentile over "
-                         f"{k.range_resamples} resamples of the current users)")
+                         f"x{_num(factors[0], 2)}-x{_num(factors[2], 2)} the stored one (10th-90th percentile of "
+                         f"its plausible values: {_num(k.variance_df, 1)} degrees of freedom)")
     if not plan.kappa:
         lines.append("  (no judge shares items with a human reference)")
     else:
@@ -135,9 +135,10 @@ def plan(stage: str, dataset: str | None, halfwidth: float, assurance: float, po
       --halfwidth with a chance of --assurance. Studies are drawn from the
       stored users; because those are a sample (and usually vary less than
       the population when a few users are heavy or unlike the rest), each
-      study also gets a plausible between-user variance, from resamples of
-      the stored users. The range is the budget at that variance's 10th and
-      90th percentiles.
+      study also gets a plausible between-user variance: the stored one
+      times df / chi2_df, df the CI rule's (Satterthwaite) degrees of
+      freedom, few when a few users carry the variance. The range is the
+      budget at that variance's 10th and 90th percentiles.
     - the items per annotator for the alternative-annotator test to pass with
       --power at the judge's current advantage; the advantage and winning rate
       are the report's (negative RMSE on ordinal scales, accuracy otherwise).
