@@ -34,7 +34,7 @@ When humans label whole users with very uneven numbers of items (stage-2-like si
 the human-only rate and 0.84-0.92 for PPI++ with 3-10 labelled users; 15 is the fewest from which every such interval
 covered at least 0.93 (``benchmarks/calibration_estimates.py``), never fewer than :data:`MIN_USERS_FOR_CI`."""
 
-CI_METHOD = "user-clustered jackknife-t"
+CI_METHOD = "user-clustered jackknife-t, transformed scale, Satterthwaite df"
 """How every interval is made, as report headers name it (the one rule: :func:`cluster_estimate`)."""
 
 Bounds = tuple[float, float]
@@ -233,8 +233,10 @@ def _edge_text(bounds: Bounds | None, point: float) -> str:
 
 
 def effective_users(per_cluster: npt.ArrayLike) -> float:
-    """Kish's effective number of users from the per-user totals' size (sum of absolute cells): one user of many items
-    counts for more than one, many users of one item each for less than their number."""
+    """Kish's effective number of users from the per-user totals' size (sum of absolute cells).
+
+    One user of many items counts for more than one, many users of one item each for less than their number.
+    """
     per = np.abs(np.asarray(per_cluster, dtype=float)).reshape(np.shape(per_cluster)[0], -1).sum(axis=1)
     square = float((per * per).sum())
     return float(per.sum()) ** 2 / square if square > 0 else 0.0

@@ -50,10 +50,16 @@ class PanelFields(BaseModel):
     pabak_ci: list[float] = Field(default_factory=_nan_pair)
     mcc: float = Field(default=_NAN, description="Matthews correlation.")
     mcc_ci: list[float] = Field(default_factory=_nan_pair)
-    balanced_accuracy: float = Field(default=_NAN, description="Mean per-human-class recall.")
+    balanced_accuracy: float = Field(default=_NAN, description="Mean recall over the dataset's classes (undefined "
+                                                                "when the humans never used one of them).")
     balanced_accuracy_ci: list[float] = Field(default_factory=_nan_pair)
     prevalence_index: float = Field(default=_NAN, description="(both yes - both no) / n; yes/no labels only.")
     bias_index: float = Field(default=_NAN, description="(judge yes - human yes) / n; yes/no labels only.")
+    ci_notes: dict[str, str] = Field(
+        default_factory=dict, description="Why a figure of this row has no interval, by figure, where the reason is "
+                                          "not too few users nor an undefined leave-out (e.g. the figure sits at the "
+                                          "edge of its range, or no user's absence moves it): the one CI rule never "
+                                          "prints a zero-width interval.")
     scale: str | None = Field(default=None, description="The dataset's scale kind (nominal, ordinal or pairwise); "
                                                         "None where the report did not record it.")
     weighted_kappa: float | None = Field(default=None, description="Quadratic-weighted kappa; ordinal scales only.")
@@ -176,6 +182,9 @@ def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
     for name in BINARY_POINT_METRICS:
         if name in estimates:
             out[name] = estimates[name].value
+    notes = {name: e.reason for name, e in estimates.items() if e.reason}
+    if notes:
+        out["ci_notes"] = notes
     return out
 
 

@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import personagap.analysis.robust  # noqa: E402,F401  (registers AC1, PABAK, MCC, balanced accuracy)
 from personagap.analysis.agreement import get_metric  # noqa: E402
 from personagap.analysis.ci_rule import (  # noqa: E402
-    IntervalRule,
     RULE,
+    IntervalRule,
     interval_from_leave_outs,
     leave_one_out,
 )
@@ -81,7 +81,7 @@ def uniform_sizes(low: int, high: int) -> Callable[[np.random.Generator, int], I
 
 @dataclass(frozen=True)
 class BinaryParams:
-    """Centres (probabilities) and spreads (logit SD) of a user's yes-rate, judge sensitivity and false-positive rate."""
+    """Centres (probabilities) and spreads (logit SD) of a user's yes-rate, sensitivity and false-positive rate."""
 
     prevalence: float
     sensitivity: float

@@ -66,6 +66,7 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
             lines.append(f"  {where(v.dataset, v.origin)}: {v.verifier}: n {v.n}, kappa {_num(v.kappa)} "
                          f"{kappa_ci}, accuracy {_num(v.accuracy)} "
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
+            lines.extend(f"    {figure}: no CI: {why}" for figure, why in v.ci_notes.items())
         lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
         lines += panel_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
         lines += gap_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)

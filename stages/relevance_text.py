@@ -111,6 +111,7 @@ def _judge_table(judges: list[JudgeAgreement]) -> list[str]:
         if j.undefined_resamples:
             # Jackknife: the count is of users without whom kappa is undefined, and then there is no CI.
             rows.append(f"{'':<4}kappa undefined without {j.undefined_resamples} of the users (no CI)")
+        rows.extend(f"{'':<4}{figure}: no CI: {why}" for figure, why in j.ci_notes.items())
         if j.failure_reasons:
             rows.append(f"{'':<4}failures by reason: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
     return rows

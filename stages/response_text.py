@@ -36,8 +36,9 @@ def render_response(report: ResponseReport) -> str:
             if j.failure_reasons:
                 lines.append(f"{'':<4}failures: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
             if j.undefined_resamples:
-                lines.append(f"{'':<4}kappa undefined in {j.undefined_resamples}/{report.n_resamples} resamples "
-                             "(left out of its CI)")
+                # The jackknife counts users without whom kappa is undefined, and then gives no CI.
+                lines.append(f"{'':<4}kappa undefined without {j.undefined_resamples} of the users (no CI)")
+            lines.extend(f"{'':<4}{figure}: no CI: {why}" for figure, why in j.ci_notes.items())
             if j.swap_pairs:
                 lines.append(f"{'':<4}swap consistency {number(j.swap_consistency, 2)} on {j.swap_pairs} pairs")
         lines += ["", "1st pos = share of A/B verdicts naming the answer shown first; longer = share naming the "
@@ -114,8 +115,8 @@ def _single_lines(s: SingleResponseReport, judges: list[JudgeResult], n_resample
         lines.append(f"    {j.judge}: n {j.n}, {j.n_users} users, accuracy {number(j.accuracy)}, "
                      f"kappa {number(j.kappa)} {interval(j.kappa_ci, j.n_users)}{weighted}, {j.failures} failures")
         if j.undefined_resamples:
-            lines.append(f"      kappa undefined in {j.undefined_resamples}/{n_resamples} resamples "
-                         "(left out of its CI)")
+            lines.append(f"      kappa undefined without {j.undefined_resamples} of the users (no CI)")
+        lines.extend(f"      {figure}: no CI: {why}" for figure, why in j.ci_notes.items())
     others = [v for v in s.judges if v.rater != "majority"]
     if others:
         lines.append("  judges vs each rater (Cohen's kappa): " + "; ".join(

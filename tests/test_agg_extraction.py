@@ -3,13 +3,12 @@
 The store path (:func:`personagap.stages.extraction.report_extraction`) counts verdicts in DuckDB; the pure path
 (:func:`~personagap.stages.extraction.extraction_report`) counts them from every loaded label. Both must give the
 same report, and its figures must be those computed here directly from the rows: sklearn's kappa, shares, and the
-jackknife-t interval written out over users.
+jackknife-t interval over users (the figure without each user computed here, the interval by tests/ci_oracle.py).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 from collections import Counter
 from pathlib import Path
@@ -18,13 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.ci_rule import MIN_USERS_FOR_CI
 from personagap.labels_api import import_labels
 from personagap.stages import extraction as stage1
 from personagap.store import load_labels, opened
+from tests.ci_oracle import rule_interval
 
 SCALE = ["bad", "ok", "unsure"]
 HUMANS = ("h1", "h2", "h3")
@@ -125,14 +124,12 @@ def test_store_path_loads_no_labels(store: tuple[Path, list[dict[str, Any]], lis
 
 
 def _jackknife(per_user: dict[str, list[Any]], figure: Any, bounds: tuple[float, float]) -> tuple[float, list[float]]:
-    # The one CI rule written out: leave each user out, SE = sqrt((U-1)/U * sum (theta_u - mean)^2), t_{U-1}.
+    # The one CI rule: leave each user out (the figure recomputed here from the rows), then the interval of
+    # tests/ci_oracle.py on the scale of the figure's range (the bounds the report's code passes), Satterthwaite df.
     everyone = [x for xs in per_user.values() for x in xs]
-    theta = np.array([figure([x for v, xs in per_user.items() if v != u for x in xs]) for u in per_user])
-    n = len(per_user)
-    se = math.sqrt((n - 1) / n * float(((theta - theta.mean()) ** 2).sum()))
+    theta = [float(figure([x for v, xs in per_user.items() if v != u for x in xs])) for u in per_user]
     point = figure(everyone)
-    half = float(stats.t.ppf(0.975, n - 1)) * se
-    return point, [max(bounds[0], point - half), min(bounds[1], point + half)]
+    return point, list(rule_interval(point, theta, bounds))
 
 
 def test_verifier_kappa_and_rates_by_hand(store: tuple[Path, list[dict[str, Any]], list[str]]) -> None:

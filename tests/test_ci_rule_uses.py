@@ -1,5 +1,6 @@
 """Each converted interval is the one CI rule (a jackknife-t over users), recomputed here independently: the figure
-without each user by a reference library or plain numpy, then ``point +- t_{U-1} * SE``."""
+without each user by a reference library or plain numpy, then the interval of ``tests/ci_oracle.py`` on the scale
+of the figure's range (the bounds the production call site passes), with Satterthwaite degrees of freedom."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from personagap.judges.base import JudgeTask
 from personagap.judges.optimize.data import Example
 from personagap.judges.optimize.scoring import compare
 from personagap.stages.trained_verifier import auc_estimate, leave_one_user_out_auc
+from tests.ci_oracle import rule_interval
 
 
-def _jackknife_t(point: float, leave: list[float]) -> tuple[float, float]:
+def _old_symmetric(point: float, leave: list[float]) -> tuple[float, float]:
+    """The rule before the transform: ``point +- t_{U-1} * SE`` on the figure's own scale (a premise check only)."""
     u = len(leave)
     x = np.asarray(leave)
     half = stats.t.ppf(0.975, u - 1) * np.sqrt((u - 1) / u * np.sum((x - x.mean()) ** 2))
@@ -39,8 +42,8 @@ def test_auc_without_each_user_is_sklearns_on_the_other_users() -> None:
         assert auc == pytest.approx(roc_auc_score(y, p))
         assert theta == pytest.approx([roc_auc_score(y[users != u], p[users != u]) for u in ids])
         est = auc_estimate(y, p, users)
-        lo, hi = _jackknife_t(auc, list(theta))
-        assert est.ci == pytest.approx((max(lo, 0.0), min(hi, 1.0))) and est.n_clusters == len(ids)
+        # AUC is in (0, 1) (stages/trained_verifier.py passes those bounds): the logit scale.
+        assert est.ci == pytest.approx(rule_interval(auc, list(theta), (0.0, 1.0))) and est.n_clusters == len(ids)
 
 
 def test_auc_leave_out_without_negatives_is_undefined() -> None:
@@ -71,7 +74,8 @@ def test_pair_mean_leaves_each_user_out_of_every_pair() -> None:
     point = mean_kappa(np.ones(len(wide), dtype=bool))
     leave = [mean_kappa(user != u) for u in sorted(set(user))]
     assert est.value == pytest.approx(point)
-    assert est.ci == pytest.approx(_jackknife_t(point, leave))
+    # The mean of the pairs' kappas is in (-1, 1) (mean_pair_estimate passes the metric's bounds): Fisher's z.
+    assert est.ci == pytest.approx(rule_interval(point, leave, (-1.0, 1.0)))
 
 
 def test_optimize_difference_is_paired_over_users() -> None:
@@ -90,7 +94,8 @@ def test_optimize_difference_is_paired_over_users() -> None:
         return float(cohen_kappa_score(human[keep], after[keep]) - cohen_kappa_score(human[keep], before[keep]))
 
     point = diff(np.ones(n, dtype=bool))
-    expected = _jackknife_t(point, [diff(users != u) for u in sorted(set(users))])
+    # compare() passes no bounds (a difference of kappas): the identity scale, Satterthwaite df.
+    expected = rule_interval(point, [diff(users != u) for u in sorted(set(users))])
     assert out["kappa"].difference.value == pytest.approx(point)
     assert out["kappa"].difference.ci == pytest.approx(expected)
     # Paired: the difference's interval is narrower than one built as if the two programs' users were unrelated.
@@ -99,8 +104,9 @@ def test_optimize_difference_is_paired_over_users() -> None:
     assert out["kappa"].difference.ci[1] - point < unpaired
 
 
-def test_rates_are_cut_to_their_range() -> None:
-    # Ten users, almost every hit: the symmetric interval would pass 1; a rate's CI stops there.
+def test_rates_stay_in_their_range() -> None:
+    # Ten users, almost every hit: the old symmetric interval would pass 1 and had to be cut there. The rule now builds
+    # a rate's interval on the logit scale, so it stays below 1 without cutting and is asymmetric (shorter towards 1).
     sizes = np.array([10, 10, 5, 10, 10, 10, 10, 10, 10, 10])
     misses = np.array([1, 0, 3, 0, 0, 0, 0, 0, 0, 0])
     hits = np.concatenate([[True] * (s - m) + [False] * m for s, m in zip(sizes, misses, strict=True)])
@@ -108,8 +114,11 @@ def test_rates_are_cut_to_their_range() -> None:
     est = clustered_rate(hits, users)
     totals = np.array([[hits[users == u].sum(), (users == u).sum()] for u in range(10)], dtype=float)
     leave = [(totals[:, 0].sum() - h) / (totals[:, 1].sum() - m) for h, m in totals]
-    lo, hi = _jackknife_t(hits.mean(), leave)
-    assert hi > 1.0 and est.ci == pytest.approx((lo, 1.0))
+    assert _old_symmetric(hits.mean(), leave)[1] > 1.0  # the premise: this sample is near the bound
+    lo, hi = rule_interval(hits.mean(), leave, (0.0, 1.0))  # clustered_rate passes (0, 1)
+    assert est.value == pytest.approx(hits.mean()) and est.ci == pytest.approx((lo, hi))
+    assert 0.0 < est.ci[0] < est.value < est.ci[1] < 1.0  # inside the range, not cut to 1
+    assert est.ci[1] - est.value < est.value - est.ci[0]  # asymmetric: the logit scale squeezes the side near 1
     with_, without = np.array(["a"] * 40), np.array(["a"] * 20 + ["b"] * 20)
     _, _, gap = accuracy_gap(np.array(["a"] * 40), with_, without, np.repeat(np.arange(10), 4))
     assert gap.value == pytest.approx(0.5) and -1.0 <= gap.ci[0] <= gap.ci[1] <= 1.0

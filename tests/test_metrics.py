@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 import pytest
-import scipy.stats
 from sklearn.metrics import cohen_kappa_score, f1_score, precision_score, recall_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from personagap.analysis import agreement as ag
 from personagap.analysis.pairwise import pairwise_agreement
+from tests.ci_oracle import rule_interval
 
 
 def test_kappa_hand_worked() -> None:
@@ -177,12 +177,14 @@ def test_default_ci_is_the_95_percent_jackknife_t_of_an_sklearn_loop() -> None:
     users = rng.integers(0, 30, 600)
     est = ag.agreement(human, judge, users, metrics=("kappa", "accuracy"))
     ids = np.unique(users)
-    t = scipy.stats.t.ppf(0.975, len(ids) - 1)
-    for name, fn in (("kappa", cohen_kappa_score), ("accuracy", lambda h, j: float(np.mean(h == j)))):
-        leave = np.array([fn(human[users != u], judge[users != u]) for u in ids])
-        half = t * np.sqrt((len(ids) - 1) / len(ids) * np.sum((leave - leave.mean()) ** 2))
+    # The rule's interval on the scale of each metric's registered range (analysis/agreement.py): kappa in (-1, 1)
+    # (Fisher's z), accuracy in (0, 1) (logit); Satterthwaite df, recomputed by tests/ci_oracle.py.
+    for name, fn, bounds in (("kappa", cohen_kappa_score, (-1.0, 1.0)),
+                             ("accuracy", lambda h, j: float(np.mean(h == j)), (0.0, 1.0))):
+        leave = [float(fn(human[users != u], judge[users != u])) for u in ids]
         point = fn(human, judge)
-        assert est[name].ci == pytest.approx((point - half, point + half))
+        assert est[name].value == pytest.approx(point)
+        assert est[name].ci == pytest.approx(rule_interval(point, leave, bounds))
 
 
 def test_too_few_users_for_a_ci_is_said_with_the_user_count() -> None:

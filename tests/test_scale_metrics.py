@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import spearmanr
-from scipy.stats import t as t_dist
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.agreement import (
@@ -20,6 +19,7 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.panel import scale_estimates, scale_metrics
 from personagap.records import DatasetScale
+from tests.ci_oracle import rule_interval
 
 LEVELS = [1, 2, 3, 4, 5]
 
@@ -105,10 +105,16 @@ def test_ci_of_ordinal_metrics_is_the_jackknife_t_of_the_metric_without_each_use
     total = tables.sum(axis=0)
     loop = np.array([cohen_kappa_score(*_expand(total - t), labels=list(range(5)), weights="quadratic")
                      for t in tables])
-    half = t_dist.ppf(0.975, 11) * np.sqrt(11 / 12 * np.sum((loop - loop.mean()) ** 2))
     point = cohen_kappa_score(*_expand(total), labels=list(range(5)), weights="quadratic")
-    assert est["weighted_kappa"].ci == pytest.approx((point - half, point + half))
+    # weighted_kappa is registered with the range (-inf, 1): the rule builds its interval on the -log(1 - x) scale
+    # with Satterthwaite degrees of freedom (tests/ci_oracle.py), then maps it back.
+    assert est["weighted_kappa"].value == pytest.approx(point)
+    assert est["weighted_kappa"].ci == pytest.approx(rule_interval(point, [float(x) for x in loop], (-np.inf, 1.0)))
     assert est["spearman"].value == pytest.approx(spearmanr(human, judge).statistic)
+    # Spearman's rho is registered with (-1, 1): Fisher's z scale; without each user by scipy on the other items.
+    h, j, u = np.array(human), np.array(judge), np.array(users)
+    rho = [float(spearmanr(h[u != k], j[u != k]).statistic) for k in sorted(set(users))]
+    assert est["spearman"].ci == pytest.approx(rule_interval(spearmanr(h, j).statistic, rho, (-1.0, 1.0)))
 
 
 def _expand(table: np.ndarray) -> tuple[list[int], list[int]]:

@@ -1,19 +1,18 @@
 """Issue 21, finding 4: the diagnosis's best-judge gap is selection-aware, its ceiling a fixed quantity, and stages
 are compared by the CI of the difference of their gaps.
 
-Expected figures are recomputed here with scikit-learn's kappa and a hand-written jackknife-t, from the labels.
+Expected figures are recomputed here with scikit-learn's kappa with each user left out, from the labels,
+and the rule's interval of those leave-one-out values (tests/ci_oracle.py).
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import t as t_dist
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
@@ -26,6 +25,7 @@ from personagap.analysis.diagnosis_ceiling import (
     selected_gap,
     user_halves,
 )
+from tests.ci_oracle import rule_interval
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.calibration_diagnose import run  # noqa: E402
@@ -34,11 +34,9 @@ YN = np.array(["no", "yes"])
 
 
 def _jackknife_t(point: float, leave_outs: list[float], level: float = 0.95) -> list[float]:
-    loo = np.asarray(leave_outs)
-    n = loo.size
-    se = math.sqrt((n - 1) / n * float(((loo - loo.mean()) ** 2).sum()))
-    half = float(t_dist.ppf(0.5 + level / 2, n - 1)) * se
-    return [point - half, point + half]
+    # The diagnosis passes no bounds for the ceiling, the gaps or their difference (analysis/diagnosis_ceiling.py):
+    # the rule's identity scale, a t quantile on Satterthwaite df of the leave-one-out values (tests/ci_oracle.py).
+    return list(rule_interval(point, [float(x) for x in leave_outs], None, level))
 
 
 def _frame(labels: dict[str, dict[int, str]], user_of: dict[int, str], kind: str = "human") -> pd.DataFrame:

@@ -16,7 +16,6 @@ import duckdb
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from scipy.stats import t as t_dist
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.comparable import CONVERTED_SHOWN_LLM, IN_SAMPLE
@@ -24,6 +23,7 @@ from personagap.analysis.diagnosis import diagnose_db
 from personagap.cli import cli
 from personagap.records import Item, Label
 from personagap.store import ImportBatch, write_batch
+from tests.ci_oracle import rule_interval
 
 YN = {False: "no", True: "yes"}
 RUN = "test-issue-11"
@@ -247,7 +247,8 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
     gap = d.stage("relevance").gap
     assert gap is not None and gap.n_users == users
     # Independent recomputation: sklearn kappas with one user left out at a time, the SAME user left out for the
-    # humans and the judge, then the jackknife-t interval (the one CI rule).
+    # humans and the judge, then the rule's interval of those leave-one-out values (tests/ci_oracle.py): on the
+    # scale of the figure's range, with a t quantile on Satterthwaite degrees of freedom.
     rows = _query(db, "SELECT i.user_id, l.item_id, l.rater, l.label FROM labels l JOIN items i USING (item_id)")
     labels: dict[str, dict[str, str]] = {}
     user_of: dict[str, str] = {}
@@ -265,13 +266,14 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
         hh = np.mean([kappa(a, b, keep) for k, a in enumerate(humans) for b in humans[k + 1:]])
         return float(hh - np.mean([kappa("judge-ds", h, keep) for h in humans]))
 
-    def jackknife_t(point: float, figure: Callable[[list[str]], float]) -> list[float]:
-        loo = np.array([figure([i for i in ids if user_of[i] != u]) for u in people])
-        se = np.sqrt((users - 1) / users * ((loo - loo.mean()) ** 2).sum())
-        half = t_dist.ppf(0.975, users - 1) * se
-        return [point - half, point + half]
+    def jackknife_t(point: float, figure: Callable[[list[str]], float],
+                    bounds: tuple[float, float] | None = None) -> list[float]:
+        loo = [float(figure([i for i in ids if user_of[i] != u])) for u in people]
+        assert len(loo) == users
+        return list(rule_interval(point, loo, bounds))
 
     assert gap.gap == pytest.approx(gap_of(ids))
+    # A gap (a difference of kappas) has no bounds in analysis/diagnosis_ceiling.py: the identity scale.
     assert gap.gap_ci == pytest.approx(jackknife_t(gap.gap, gap_of))
     # The judge-vs-majority kappa's CI at the same level, end to end.
     best = d.stage("relevance").best
@@ -280,7 +282,8 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
     def majority_kappa(keep: list[str]) -> float:
         return cohen_kappa_score([majority[i] for i in keep], [labels["judge-ds"][i] for i in keep])
 
-    assert best is not None and best.kappa_ci == pytest.approx(jackknife_t(best.kappa, majority_kappa))
+    # The judge's kappa is the registered metric "kappa", in (-1, 1) (analysis/agreement.py estimates): Fisher's z.
+    assert best is not None and best.kappa_ci == pytest.approx(jackknife_t(best.kappa, majority_kappa, (-1.0, 1.0)))
 
 
 def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
