@@ -41,12 +41,13 @@ from personagap.dashboard import access
 from personagap.dashboard.queries import read_only
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS, Label, Run
 
-Order = Literal["disagreement", "uncertain", "random", "routed"]
+Order = Literal["disagreement", "uncertain", "random", "routed", "audit"]
 ORDERS: dict[str, str] = {
     "disagreement": "judges disagree with each other most",
     "uncertain": "the best judge is least certain",
     "random": "stratified random sample (unbiased estimates)",
     "routed": "routed to people (by personagap route)",
+    "audit": "audit of the judge's kept items (by personagap route --audit N)",
 }
 #: Labels a stage takes when the dataset has none stored yet to learn its categories from.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {
@@ -296,7 +297,8 @@ def _modal(labels: pd.Series) -> tuple[str, float]:
 
 
 def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, *, best_judge: str | None = None,
-                seed: int = 0, routed: Sequence[str] | None = None) -> pd.DataFrame:
+                seed: int = 0, routed: Sequence[str] | None = None,
+                audit: Sequence[str] | None = None) -> pd.DataFrame:
     """Order every item of a stage and dataset for annotation (pure).
 
     Args:
@@ -314,7 +316,11 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
             (:mod:`personagap.analysis.routing`).
         best_judge: The judge with the highest agreement with humans on this dataset (``uncertain``/``random``).
         seed: Seed of the random order and of every tie-break.
+            ``audit``: only the ``audit`` items, in their draw order (the draw is a random permutation of the kept
+            items, so every prefix people have labelled is a simple random sample of them, which the audited
+            human rate assumes).
         routed: The item ids the stored routing decision left to people (:func:`routed_items`; ``routed`` only).
+        audit: The stored audit draw's item ids in draw order (:func:`audit_items`; ``audit`` only).
 
     Returns:
         One row per item, in queue order: ``item_id``, ``score`` (what the order sorts by), ``stratum``, ``rank``.
@@ -359,6 +365,12 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
             raise AnnotateError("no routing decision is stored for this dataset: run `personagap route` first")
         frame = frame[frame["item_id"].isin(set(routed))].sort_values("tie")
         frame["score"] = frame["tie"]
+    elif order == "audit":
+        if not audit:
+            raise AnnotateError("no audit draw is stored for this dataset: run `personagap route ... --audit N` first")
+        position = {item: k for k, item in enumerate(audit)}
+        frame = frame[frame["item_id"].isin(set(audit))]
+        frame = frame.assign(score=frame["item_id"].map(position).astype(float)).sort_values("score")
     elif order == "random":
         frame["stratum"] = frame["item_id"].map(best_modal.map(lambda m: m[0])).fillna("(no label)").astype(str) \
             if not best_modal.empty else "(all)"
@@ -394,6 +406,15 @@ def route_decision(db: str | Path, stage: str, dataset: str) -> dict[str, Any] |
 
     with read_only(db) as con:
         return load_route(con, stage, dataset)
+
+
+def audit_items(db: str | Path, stage: str, dataset: str) -> list[str] | None:
+    """The stored audit draw of a stage and dataset (kept items for people to label), in draw order, or None."""
+    from personagap.store.route_audit import load_audit
+
+    with read_only(db) as con:
+        draw = load_audit(con, stage, dataset)
+    return None if draw is None else list(draw.item_ids)
 
 
 def routed_items(db: str | Path, stage: str, dataset: str) -> list[str] | None:

@@ -23,8 +23,9 @@ FLUSH_EVERY_SECONDS = 2.0
 def _queue(db: str, stage: str, dataset: str, order: str, seed: int, best: str | None) -> pd.DataFrame:
     items, judge_labels = annotate.queue_inputs(db, stage, dataset)
     routed = annotate.routed_items(db, stage, dataset) if order == "routed" else None
+    audit = annotate.audit_items(db, stage, dataset) if order == "audit" else None
     return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed,  # type: ignore[arg-type]
-                                routed=routed)
+                                routed=routed, audit=audit)
 
 
 @st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
@@ -148,11 +149,16 @@ def annotate_page() -> None:
         decision = annotate.route_decision(db, stage, dataset)
         if decision is not None:
             st.caption(render.md(annotate.route_caption(decision)))
+    elif order == "audit":
+        st.caption("Items the judge keeps, drawn at random by `personagap route --audit N`: people's labels on them "
+                   "are what the human rate is estimated from. Served in draw order, so whatever part is labelled "
+                   "is a random sample of the kept items.")
     todo = queue[~queue["item_id"].isin(done)]
     st.caption(f"{len(done):,} labelled by you · {len(todo):,} left in this queue"
                + (f" · best judge here: {render.md(best)}" if best else ""))
     if todo.empty:
         st.success("You have labelled every item routed to people. Thank you!" if order == "routed"
+                   else "You have labelled every item of the audit. Thank you!" if order == "audit"
                    else "You have labelled every item of this dataset. Thank you!")
         return
     row = todo.iloc[0]

@@ -258,8 +258,8 @@ def _guarantee_lines(result: RouteResult) -> list[str]:
         last = next(t for t in reversed(g.tests) if t.rejected)
         lines.append(f"{who}kept where confidence >= {g.min_confidence:g} ({step.confidence_scale}): {step.kept:,} "
                      f"items; P(accuracy on them >= {g.target:g}) >= {1 - g.delta:g}, by fixed-sequence testing "
-                     f"over {len(g.tests)} threshold{'s' if len(g.tests) != 1 else ''} on {g.n_users} labelled "
-                     "users.")
+                     f"over {len(g.tests)} threshold{'s' if len(g.tests) != 1 else ''} (people's labels of "
+                     f"{g.n_users} users).")
         lines.append(f"  At >= {g.min_confidence:g}: accuracy {number(last.bound.accuracy, 3)}, one-sided "
                      f"{1 - g.delta:.0%} lower bound {floor3(last.bound.lower):.3f} ({last.bound.n:,} labelled items, "
                      f"{last.bound.n_users} users, effective {last.bound.effective_users:.1f}); {g.stopped}.")
@@ -308,9 +308,9 @@ def render_route(result: RouteResult) -> str:
                      f"{est.human_rate_basis}")
     if result.audit_note:
         lines.append(f"  ({result.audit_note})")
-    kind = "" if est.exact else "; corrected: people labelled only part of the routed items"
+    kind = "" if est.exact else "; corrected, as people labelled only part of the routed items"
     lines += [f"  routed labelling        {number(est.combined.value)} {ci_text(est.combined)}  (judge on kept "
-              f"items, people on routed ones{kind}: the labels you get, not the human rate)",
+              f"items, people on routed ones: the labels you get, not the human rate{kind})",
               f"  all human labels        {number(est.all_human.value)} {ci_text(est.all_human)}",
               f"  all judge               {number(est.all_judge.value)} {ci_text(est.all_judge)}",
               "The routed items are queued on the dashboard's Annotate page (order: routed to people)."]
