@@ -1,20 +1,28 @@
-"""Coverage of the routed (combined) estimate's interval (issue 23): does its 95% CI hold the truth 95% of the time?
+"""Does `personagap route` keep its promises? Three tables (``benchmarks/calibration_routing_table.md``).
 
-Known truth, shaped like PRISM's certainties (:mod:`benchmarks.conf_coverage`'s values, shares and accuracy model):
-users with 2-12 items each, a user's positive rate ``p_u ~ Beta(2, 6)`` (mean 0.25, users differ), the human label
-``y ~ Bernoulli(p_u)``, the judge's certainty on 1-100, the judge right with probability
-``sigmoid(a + b (c - 60) / 20 + u)`` independent of ``y``. A share ``human_share`` of the items carries a person's
-label (at random): the threshold is chosen on them as ``personagap route`` does (half of the users, target accuracy),
-and the routed items people labelled are a random sample of the routed ones.
+``--table guarantee`` (default; issue 30): worlds built to break the guaranteed threshold (:class:`BreakWorld`,
+:data:`WORLDS`: very unequal item counts with big users like or unlike the rest, uninformative or miscalibrated
+confidence, one-sided judge errors) at 10, 20 and 50 users. Per world and size: the share of studies whose kept
+items' true accuracy is below the target at delta 0.1 and 0.05 (the promise: at most delta), against the study's
+own kept items and the population's accuracy at the chosen threshold; the share kept against the most possible;
+the candidate one-sided tests (:data:`CANDIDATES`) and the old half-split; the audited human rate's coverage
+(:func:`guarantee_study`). ``--table cascade``: the same promise for the union of two judges
+(:func:`cascade_study`). ``--table combined`` (issue 23): the coverage of the routed labelling's own interval.
 
-The estimand is the rate of the routed labelling -- the judge's label on kept items (certainty >= t), a person's on
-routed ones -- over the population of users. Item counts do not depend on anything else, so it is the per-item
-expectation ``sum_v pi_v [v >= t] J_v + sum_v pi_v [v < t] pbar`` with ``pbar = E p_u`` and
-``J_v = pbar m_v + (1 - pbar)(1 - m_v)`` the judge's positive rate at certainty v (``m_v`` its rate of being right,
-by quadrature). The truth is taken at the threshold each study chose, so selecting the threshold is part of what
-is measured. Coverage is counted over studies with a printed interval, with its Monte Carlo SE.
+The combined table's generator (:class:`RoutingWorld`, also the tests' data): known truth shaped like PRISM's
+certainties (:mod:`benchmarks.conf_coverage`'s values, shares and accuracy model): users with 2-12 items each, a
+user's positive rate ``p_u ~ Beta(2, 6)`` (mean 0.25, users differ), the human label ``y ~ Bernoulli(p_u)``, the
+judge's certainty on 1-100, the judge right with probability ``sigmoid(a + b (c - 60) / 20 + u)`` independent of
+``y``. A share ``human_share`` of the items carries a person's label (at random): the threshold is chosen on them as
+``personagap route --method split`` does (half of the users, target accuracy), and the routed items people labelled
+are a random sample of the routed ones. Its estimand is the rate of the routed labelling -- the judge's label on
+kept items (certainty >= t), a person's on routed ones -- over the population of users: the per-item expectation
+``sum_v pi_v [v >= t] J_v + sum_v pi_v [v < t] pbar`` with ``pbar = E p_u`` and ``J_v = pbar m_v + (1 - pbar)(1 -
+m_v)`` the judge's positive rate at certainty v (``m_v`` its rate of being right, by quadrature), taken at the
+threshold each study chose.
 
-Run: python benchmarks/calibration_routing.py [--reps 400] [--users 10 20 50] [--human-share 1.0 0.4]
+Run: nice python benchmarks/calibration_routing.py [--table guarantee|cascade|combined] [--reps N]
+[--users 10 20 50] [--worlds 0 1 ...] [--audit 60] [--split-reps 40] [--human-share 1.0 0.4 (combined)]
 """
 
 from __future__ import annotations

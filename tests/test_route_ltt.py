@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.calibration_routing import WORLDS, guarantee_table
+from benchmarks.calibration_routing import WORLDS, cascade_study, guarantee_table
 from personagap.analysis.routing import (
     ASSUMED,
     MIN_USERS_FOR_TEST,
@@ -186,3 +186,10 @@ def test_small_harness_run_keeps_the_guarantee_where_the_plain_test_does_not() -
     assert table["ltt@0.1:miss"] <= 0.1 + 2 * math.sqrt(0.09 / 80)
     assert table["ltt@0.05:miss"] <= table["ltt@0.1:miss"]
     assert table["plain@0.1:miss"] >= table["ltt@0.1:miss"]
+
+
+def test_small_cascade_run_keeps_the_guarantee_and_keeps_something() -> None:
+    rng = np.random.default_rng(3)
+    runs = pd.DataFrame([cascade_study(WORLDS[6], 20, rng, deltas=(0.1,)) for _ in range(40)])
+    assert runs["cascade@0.1:miss"].mean() <= 0.1 + 2 * math.sqrt(0.09 / 40)
+    assert runs["cascade@0.1:kept"].mean() > 0.05  # two judges at delta / 2 each still keep items here
