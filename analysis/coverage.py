@@ -96,13 +96,15 @@ def split_users(users: list[str] | tuple[str, ...]) -> tuple[tuple[str, ...], tu
 def _threshold_tables(rows: pd.DataFrame, scale: DatasetScale) -> tuple[FloatArray, FloatArray]:
     """Thresholds (descending) and per-user tables ``(T, U, K, K)`` of the labels at or above each threshold."""
     thresholds = np.unique(rows["confidence"].to_numpy(dtype=float))[::-1]
-    users = np.unique(rows["user_id"].astype(str).to_numpy())
+    users, user = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
     k = len(scale.categories)
+    # Each count row's own table (one user_tables call, rows as "users" in their order), then added up per
+    # (threshold, user) with numpy: a pandas pass per confidence value cost ~0.5 s a study in the coverage harness.
+    width = len(str(len(rows)))
+    own, _ = user_tables(rows.assign(user_id=[f"{i:0{width}d}" for i in range(len(rows))]), scale)
+    value = np.searchsorted(-thresholds, -rows["confidence"].to_numpy(dtype=float))
     at = np.zeros((len(thresholds), len(users), k, k))
-    value_index = {v: i for i, v in enumerate(thresholds)}
-    for value, group in rows.groupby("confidence", sort=False):
-        tables, _ = user_tables(group, scale)
-        at[value_index[float(value)], np.searchsorted(users, np.unique(group["user_id"].astype(str)))] = tables
+    np.add.at(at, (value, user), own)
     return thresholds, np.cumsum(at, axis=0)
 
 

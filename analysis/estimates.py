@@ -46,9 +46,9 @@ from personagap.analysis.agreement import (
     cluster_estimate,
     json_safe_dict,
 )
-from personagap.analysis.ci_rule import MIN_LABELLED_USERS as _MIN_LABELLED_USERS
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.arrays import safe_div as _div
+from personagap.analysis.ci_rule import MIN_LABELLED_USERS as _MIN_LABELLED_USERS
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.ppi import labelled_users, ppi_lambda, ppi_per_user, ppi_stat
 from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
@@ -56,6 +56,8 @@ from personagap.text import number
 
 # The minimum of labelled users is a rule of the one CI rule module; re-exported for this module's callers.
 MIN_LABELLED_USERS = _MIN_LABELLED_USERS
+RATE = (0.0, 1.0)
+"""The range of the naive, human-only and PPI++ rates: their intervals are built on its logit scale."""
 
 
 class EstimateRow(BaseModel):
@@ -182,7 +184,7 @@ def human_rate_from_users(per_user: FloatArray, level: float = 0.95) -> Estimate
     nan = float("nan")
     if np.asarray(per_user).shape[0] == 0:
         return Estimate(nan, (nan, nan), 0)
-    return cluster_estimate(_share, per_user, level=level, bounds=(0.0, 1.0), min_users=MIN_LABELLED_USERS)
+    return cluster_estimate(_share, per_user, level=level, bounds=RATE, min_users=MIN_LABELLED_USERS)
 
 
 def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
@@ -222,15 +224,19 @@ def _judge_figures(counts: FloatArray, level: float) -> _JudgeFigures:
     # The one implementation behind both paths (labels in memory, the store's counts): per-user counts in, every
     # judge figure with its user-clustered CI out.
     _, se, sp, _ = (float(x) for x in _rates(counts.sum(axis=0)))
-    naive = cluster_estimate(lambda t: _rates(t)[0], counts, level=level, bounds=(0.0, 1.0))
+    naive = cluster_estimate(lambda t: _rates(t)[0], counts, level=level, bounds=RATE)
     ppi_users = ppi_user_sums(counts)
     n_labelled = labelled_users(ppi_users)
     rg = cluster_estimate(lambda t: _rates(t)[3], counts, level=level)
-    ppi = cluster_estimate(ppi_stat, ppi_users, level=level)
+    # PPI++ estimates a rate: its interval is built on the logit scale of (0, 1) (the rule's transform). Without it
+    # the symmetric interval covered 0.86-0.91 where "yes" is rare or heavy users differ, at 15-50 labelled users
+    # (benchmarks/calibration_estimates_table.md, uneven worlds); a point or leave-one-out figure outside (0, 1)
+    # then gets no interval, with the reason.
+    ppi = cluster_estimate(ppi_stat, ppi_users, level=level, bounds=RATE)
     if n_labelled < MIN_LABELLED_USERS:
         # The corrections are measured on the labelled users: below the minimum of them, no interval.
         nan = (float("nan"), float("nan"))
-        rg, ppi = replace(rg, ci=nan), replace(ppi, ci=nan)
+        rg, ppi = replace(rg, ci=nan, reason=""), replace(ppi, ci=nan, reason="")
     return _JudgeFigures(naive, rg, se, sp, ppi, float(ppi_lambda(ppi_users.sum(axis=0))), n_labelled)
 
 
@@ -255,6 +261,10 @@ def estimate_row(counts: FloatArray, human: Estimate, *, judge: str, dataset: st
     if notes[0] is None:
         notes = [too_few_labelled_note(human.n_clusters or 0, "human-only"),
                  too_few_labelled_note(fig.n_labelled_users, "Rogan-Gladen or PPI++")]
+        # Enough users, yet no interval: the rule's own reason (no spread over users, a figure at its range's edge).
+        notes += [f"no {name} CI: {e.reason}" for name, e in (("judge's own rate", fig.naive), ("human-only", human),
+                                                              ("Rogan-Gladen", fig.rogan_gladen), ("PPI++", fig.ppi))
+                  if e.reason and np.isnan(e.ci).any()]
     return EstimateRow(
         judge=judge, dataset=dataset, quantity=quantity, rater_kind=rater_kind, humans=humans,
         naive=fig.naive.value, naive_ci=ci_list(fig.naive), sensitivity=fig.sensitivity,
