@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from personagap.analysis.ci_rule import MIN_LABELLED_USERS
 from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES
 from personagap.analysis.pipeline_records import JudgeRate, PipelineRow, PipelineView
 
@@ -81,6 +82,9 @@ def stage_table(rows: list[PipelineRow], stage: int) -> list[str]:
                 cells.append(figure(row.human, row.human_ci, ratio=q == "over_selection") if row else "—")
         lines.append(f"  {dataset[:27]:<28}{system[:41]:<42}" + "".join(f"{c:<20}" for c in cells)
                      + f"{first.n_users:<7}{judges_text(first.judges)}")
+    if any(r.human is not None and r.n_users < MIN_LABELLED_USERS for r in mine):
+        lines.append(f"  (no CI where fewer than {MIN_LABELLED_USERS} users have human verdicts: a rate measured on "
+                     "so few users' labels undercovers)")
     return lines
 
 

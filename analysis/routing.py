@@ -234,7 +234,8 @@ def routing_estimate(items: pd.DataFrame, threshold: float | None, positive: str
     if labelled_users < min_labelled_users and not math.isnan(combined.ci[0]) and total[_R] > 0:
         # Its routed part rests on the labelled users alone, as every human-only rate: the same minimum. (The rule
         # itself covered 0.938-0.958 from 10 users in benchmarks/calibration_routing_table.md, but human-only rates
-        # undercovered below 15 labelled users when users' item counts are very uneven: analysis/estimates.py.)
+        # undercovered below MIN_LABELLED_USERS (20) labelled users when users' item counts are very uneven:
+        # analysis/ci_rule.py.)
         combined = Estimate(combined.value, nan_ci, combined.n_clusters, combined.n_undefined)
     kept_n = int(total[_N] - total[_R])
     human_rate: Estimate | None = None

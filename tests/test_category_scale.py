@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -128,7 +129,11 @@ def _agree(diag: dict[str, dict], report: dict[str, dict], panel: dict[str, dict
     for judge, d in diag.items():
         for f in FIGURES:
             assert d[f] == pytest.approx(report[judge][f]), (judge, f, "diagnose vs report")
-            assert d[f] == pytest.approx(panel[judge][f]), (judge, f, "diagnose vs panel (dashboard)")
+            # An undefined figure is null in diagnose's JSON and NaN in the dashboard's frame: the same "no value".
+            if d[f] is None:
+                assert panel[judge][f] is None or math.isnan(panel[judge][f]), (judge, f, "diagnose vs panel")
+            else:
+                assert d[f] == pytest.approx(panel[judge][f]), (judge, f, "diagnose vs panel (dashboard)")
         for f in ("kappa_ci", "ac1_ci", "pabak_ci"):
             assert d[f] == pytest.approx(report[judge][f]), (judge, f)
 

@@ -40,7 +40,12 @@ def test_judge_score_matches_hand_worked_kappa():
     assert s.over_selection == pytest.approx(60 / 40)
     assert s.human_yes_rate == pytest.approx(0.4) and s.judge_yes_rate == pytest.approx(0.6)
     assert s.precision == pytest.approx(40 / 60) and s.recall == pytest.approx(1.0)
-    assert s.kappa_ci[0] <= s.kappa <= s.kappa_ci[1]
+    # Every user holds the same table (the counts divide evenly over 10 users), so no user's absence moves kappa:
+    # the rule prints no interval rather than a zero-width [k, k].
+    assert all(math.isnan(b) for b in s.kappa_ci)
+    uneven = _pairs("relevance", "j", {("yes", "yes"): 43, ("no", "yes"): 17, ("no", "no"): 41})
+    u = judge_score(uneven, stage="relevance", dataset="ds", rater="j", rater_kind="llm", condition="", failures=0)
+    assert u.kappa_ci[0] < u.kappa < u.kappa_ci[1]
     assert s.failures == 3
 
 

@@ -55,10 +55,12 @@ def test_longer_rate_skips_ties_and_equal_lengths() -> None:
     assert longer_rate(labels, len_a, len_b, [0, 1, 2, 3, 4], n_resamples=50).value == pytest.approx(2 / 3)
 
 
-def test_clustered_rate_empty_is_nan_and_ci_collapses_when_constant() -> None:
+def test_clustered_rate_empty_is_nan_and_constant_has_no_zero_width_ci() -> None:
     assert math.isnan(clustered_rate([], []).value)
     est = clustered_rate([True] * 10, [f"u{i}" for i in range(10)], n_resamples=100)
-    assert est.value == 1.0 and est.ci == (1.0, 1.0) and est.n_undefined == 0
+    # A rate of 1 with or without any user: the jackknife would print [1, 1]; the rule prints none, and says why.
+    assert est.value == 1.0 and math.isnan(est.ci[0]) and math.isnan(est.ci[1]) and est.n_undefined == 0
+    assert "edge of its range" in est.reason
 
 
 def test_clustered_rate_resamples_whole_clusters() -> None:
@@ -99,8 +101,9 @@ def test_accuracy_gap_hand_worked() -> None:
     acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, clusters, n_resamples=200)
     assert (acc_with, acc_without) == (1.0, 0.5)
     assert gap.value == pytest.approx(0.5)
-    # Every cluster gives a gap of 0.5: so does the figure without any one of them, and the CI has no width.
-    assert gap.ci == pytest.approx((0.5, 0.5)) and gap.n_clusters == 10
+    # Every cluster gives a gap of 0.5: so does the figure without any one of them; a CI of no width would claim a
+    # certainty ten users cannot give, so there is none, with the reason.
+    assert math.isnan(gap.ci[0]) and gap.n_clusters == 10 and "does not change" in gap.reason
 
 
 def test_rater_agreement_matches_statsmodels_and_krippendorff() -> None:
