@@ -219,19 +219,21 @@ def variance_ratios(tables: FloatArray, *, simulations: int = DEFAULT_SIMULATION
                     figure: Figure = KAPPA) -> FloatArray:
     """Plausible between-user variances of the population, as multiples of the stored users' own: one per study.
 
-    The stored users are a sample, and with uneven users (a few heavy ones, ones unlike the rest, rare events)
-    their variance is usually *below* the population's: the users that make it large are the ones a pilot tends
-    to miss. Sizing from the stored variance (the plug-in) promised 80% and delivered 38-63% in the harness's
-    uneven worlds; a fixed upper bound on it delivered 96% on balanced data and 70% with heterogeneous users
-    (issues 21, 30). Here every simulated study gets its own population variance from the predictive
-    distribution of a variance estimated on ``df`` degrees of freedom, ``V x df / chi2_df`` (the scaled inverse
-    chi-square: the posterior of a normal variance under the reference prior, as in sizing from a pilot's
-    variance), with ``df`` the Satterthwaite degrees of freedom of the stored users' jackknife variance
-    (:func:`jackknife_variance`, the CI rule's own). With balanced users ``df`` is about ``U - 1`` and the
-    variances spread little; when a few users carry the variance ``df`` is small and the spread wide, so the
-    plan grows where the stored users say least about the population. (The basic bootstrap, ``V / V*`` over
-    resamples of the stored users, was tried first: it cannot see heavier tails than the pilot's and delivered
-    0.66-0.73 on the skewed and unequal worlds.)
+    The stored users are a sample, and with uneven users (a few heavy ones, ones unlike the rest, rare events) their
+    variance is usually *below* the population's: the users that make it large are the ones a pilot tends to miss.
+    Sizing from the stored variance (the plug-in) falls well short of the promise there; a fixed upper bound on it
+    delivered 96% on balanced data and 70% with heterogeneous users (issues 21, 30). Here every simulated study gets
+    its own population variance from the predictive distribution of a variance estimated on ``df`` degrees of
+    freedom, ``V x df / chi2_df`` (the scaled inverse chi-square: the posterior of a normal variance under the
+    reference prior, as in sizing from a pilot's variance), with ``df`` the Satterthwaite degrees of freedom of the
+    stored users' jackknife variance (:func:`jackknife_variance`, the CI rule's own). With balanced users ``df`` is
+    a fair share of the users (about ``U / 3`` for normal deviations) and the variances spread little; when a few
+    users carry the variance ``df`` is small and the spread wide, so the plan grows where the stored users say least
+    about the population. Counting users that carry the variance understates how well a balanced variance is known,
+    so balanced data get more than promised (0.85-0.89 in ``benchmarks/calibration_plan_table.md``), while 20-user
+    pilots with very unequal item counts still get less (0.69-0.73). (The basic bootstrap, ``V / V*`` over resamples
+    of the stored users, was tried first: it cannot see heavier tails than the pilot's and delivered 0.66-0.73 on
+    the skewed and unequal worlds.)
 
     Returns:
         ``(simulations,)`` ratios ``df / chi2_df`` (seeded); all 1 where the stored variance is zero or undefined
