@@ -62,6 +62,9 @@ def test_a_figure_at_its_bound_gets_no_interval_and_a_reason() -> None:
     assert cr.ci_text(est).startswith("[no CI: the figure is at the edge")
     flat = cr.interval_from_leave_outs(0.3, np.full(MIN + 1, 0.3))
     assert math.isnan(flat.ci[0]) and "does not change" in flat.reason
+    # A corrected rate can fall below 0 (PPI++): outside the range, the logit is undefined and so is the interval.
+    beyond = cr.interval_from_leave_outs(-0.02, np.linspace(-0.05, 0.05, MIN + 1), bounds=(0.0, 1.0))
+    assert math.isnan(beyond.ci[0]) and beyond.reason == "the figure or a leave-one-out value lies outside its range (0, 1)"
 
 
 # interval_from_leave_outs ----------------------------------------------------------------------------------------
