@@ -64,7 +64,8 @@ def test_a_figure_at_its_bound_gets_no_interval_and_a_reason() -> None:
     assert math.isnan(flat.ci[0]) and "does not change" in flat.reason
     # A corrected rate can fall below 0 (PPI++): outside the range, the logit is undefined and so is the interval.
     beyond = cr.interval_from_leave_outs(-0.02, np.linspace(-0.05, 0.05, MIN + 1), bounds=(0.0, 1.0))
-    assert math.isnan(beyond.ci[0]) and beyond.reason == "the figure or a leave-one-out value lies outside its range (0, 1)"
+    assert math.isnan(beyond.ci[0])
+    assert beyond.reason == "the figure or a leave-one-out value lies outside its range (0, 1)"
 
 
 # interval_from_leave_outs ----------------------------------------------------------------------------------------
