@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from personagap.analysis.agreement import json_safe_dict, krippendorff_alpha
 from personagap.analysis.alt_test_stats import (
@@ -109,6 +109,16 @@ class AltTestResult(BaseModel):
     human_agreement_measure: str | None = None
     n_blind_annotators: int | None = Field(default=None, description="Blind annotators sharing judged items.")
     warnings: list[str] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def estimand(self) -> dict[str, str]:
+        """What each figure weights (issue 30).
+
+        The winning rate's t-tests read per-user means of the judge's advantage where items carry users (each user
+        once: ``users``); the advantage probability stays the paper's mean over items (``items``).
+        """
+        return {"winning_rate": "users" if self.cluster_unit == "user" else "items", "advantage_probability": "items"}
 
 
 class AltTestNotApplicable(BaseModel):

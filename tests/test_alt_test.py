@@ -67,6 +67,11 @@ def test_hand_worked_example() -> None:
     assert result.won == [] and result.winning_rate == 0.0 and not result.passed
     assert result.advantage_probability == pytest.approx(0.75)
     assert result.n_items == 4 and result.n_annotators == 3
+    # Each figure states what it weights: without users on the items the t-tests run over items too.
+    assert result.cluster_unit == "item"
+    assert result.model_dump()["estimand"] == {"winning_rate": "items", "advantage_probability": "items"}
+    by_user = result.model_copy(update={"cluster_unit": "user"})
+    assert by_user.model_dump()["estimand"] == {"winning_rate": "users", "advantage_probability": "items"}
 
 
 def test_a_judge_that_is_the_majority_passes() -> None:
