@@ -7,6 +7,7 @@ quantile, the printed text from the format the reports document (``[lo, hi; N us
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -249,3 +250,63 @@ def test_ci_text_says_how_many_are_undefined() -> None:
     assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=4, n_resamples=200) == (
         f"[0.10, 0.20; {users} users] (4/200 resamples undefined)")
     assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=0, n_resamples=200) == f"[0.10, 0.20; {users} users]"
+
+
+# The rule's parameters, transforms and reasons (issue 30) --------------------------------------------------------
+
+
+def _hand_on_scale(point: float, theta: np.ndarray, forward: Callable[[float], float], back: Callable[[float], float],
+                   level: float = 0.95) -> tuple[float, float]:
+    lo, hi = _hand_interval(forward(point), np.array([forward(x) for x in theta]), level)
+    return back(lo), back(hi)
+
+
+def test_a_ratio_is_built_on_the_log_scale_and_weighted_kappa_on_minus_log_one_minus() -> None:
+    theta = _theta(MIN + 2, seed=8) + 1.0  # over-selection-like ratios around 1.5
+    ratio = cr.interval_from_leave_outs(1.5, theta, bounds=(0.0, math.inf))
+    assert ratio.ci == pytest.approx(_hand_on_scale(1.5, theta, math.log, math.exp), rel=1e-9)
+    weighted = _theta(MIN + 2, seed=9)
+    wk = cr.interval_from_leave_outs(0.5, weighted, bounds=(-math.inf, 1.0))
+    assert wk.ci == pytest.approx(_hand_on_scale(0.5, weighted, lambda x: -math.log(1 - x),
+                                                 lambda y: 1 - math.exp(-y)), rel=1e-9)
+
+
+def test_without_the_transform_the_interval_is_symmetric_and_cut_to_the_range() -> None:
+    theta = np.clip(_theta(MIN + 2, seed=5) - 0.4, 0.01, 0.99)
+    flat = cr.interval_from_leave_outs(0.1, theta, bounds=(0.0, 1.0), rule=cr.IntervalRule("satterthwaite", False))
+    lo, hi = _hand_interval(0.1, theta, 0.95)
+    assert flat.ci == pytest.approx((max(lo, 0.0), min(hi, 1.0)), rel=1e-12)
+
+
+def test_the_users_minus_one_rule_is_the_plain_jackknife_t_and_effective_users_is_df_plus_one() -> None:
+    theta = _theta(MIN + 3, seed=2)
+    old = cr.interval_from_leave_outs(0.5, theta, rule=cr.IntervalRule("users", False))
+    n = len(theta)
+    se = math.sqrt((n - 1) / n * float(((theta - theta.mean()) ** 2).sum()))
+    half = stats.t.ppf(0.975, n - 1) * se
+    assert old.ci == pytest.approx((0.5 - half, 0.5 + half), rel=1e-12) and old.effective_users == n
+    new = cr.interval_from_leave_outs(0.5, theta)
+    d2 = (theta - theta.mean()) ** 2
+    assert new.effective_users == pytest.approx(min(n - 1, d2.sum() ** 2 / (d2 * d2).sum()) + 1)
+    assert new.n_clusters == n and new.n_undefined == 0
+
+
+def test_a_leave_out_at_the_edge_or_beyond_withholds_the_interval_with_its_own_reason() -> None:
+    theta = np.linspace(0.2, 0.4, MIN + 1)
+    theta[3] = 1.0  # the point is inside (0, 1) but without user 3 the rate is 1
+    edge = cr.interval_from_leave_outs(0.3, theta, bounds=(0.0, 1.0))
+    assert math.isnan(edge.ci[0]) and edge.n_clusters == MIN + 1 and edge.n_undefined == 0
+    assert edge.reason == "the figure is at the edge of its range (0) with or without a user"
+    theta[3] = 1.2  # beyond the range: the logit is NaN, not infinite
+    beyond = cr.interval_from_leave_outs(0.3, theta, bounds=(0.0, 1.0))
+    assert beyond.reason == "the figure or a leave-one-out value lies outside its range (0, 1)"
+    assert beyond.n_clusters == MIN + 1 and beyond.n_undefined == 0
+    flat = cr.interval_from_leave_outs(0.3, np.full(MIN + 1, 0.3))
+    assert flat.n_clusters == MIN + 1 and flat.n_undefined == 0
+
+
+def test_cluster_estimate_passes_its_minimum_of_users() -> None:
+    per = PER[:12]
+    assert not math.isnan(cr.cluster_estimate(_ratio, per).ci[0])
+    held = cr.cluster_estimate(_ratio, per, min_users=cr.MIN_LABELLED_USERS)
+    assert math.isnan(held.ci[0]) and held.n_clusters == 12 and cr.MIN_LABELLED_USERS > 12
