@@ -220,6 +220,7 @@ CANDIDATES: dict[str, IntervalRule] = {
     "t(kish-1)+transform": IntervalRule(df="kish", transform=True),
     "t(satterthwaite)": IntervalRule(df="satterthwaite", transform=False),
     "t(min)+transform": IntervalRule(df="min", transform=True),
+    "chosen but no interval where a leave-out is on the bound": IntervalRule(raw_at_edge=False),
 }
 """The candidates beside the chosen rule (:data:`~personagap.analysis.ci_rule.RULE`: Satterthwaite degrees of
 freedom on the transformed scale)."""

@@ -294,9 +294,17 @@ def test_the_users_minus_one_rule_is_the_plain_jackknife_t_and_effective_users_i
 def test_a_leave_out_at_the_edge_or_beyond_withholds_the_interval_with_its_own_reason() -> None:
     theta = np.linspace(0.2, 0.4, MIN + 1)
     theta[3] = 1.0  # the point is inside (0, 1) but without user 3 the rate is 1
-    edge = cr.interval_from_leave_outs(0.3, theta, bounds=(0.0, 1.0))
+    # The chosen rule then builds the interval on the figure's own scale, cut to the range ...
+    raw = cr.interval_from_leave_outs(0.3, theta, bounds=(0.0, 1.0))
+    lo, hi = _hand_interval(0.3, theta, 0.95)
+    assert raw.ci == pytest.approx((max(lo, 0.0), min(hi, 1.0)), rel=1e-12) and not raw.reason
+    # ... where the rule without that step gives none, and says why.
+    edge = cr.interval_from_leave_outs(0.3, theta, bounds=(0.0, 1.0), rule=cr.IntervalRule(raw_at_edge=False))
     assert math.isnan(edge.ci[0]) and edge.n_clusters == MIN + 1 and edge.n_undefined == 0
-    assert edge.reason == "the figure is at the edge of its range (0) with or without a user"
+    assert edge.reason == "the figure is at the edge of its range (1) with or without a user"
+    at_bound = cr.interval_from_leave_outs(1.0, np.ones(MIN + 1) - np.linspace(0, 0.1, MIN + 1), bounds=(0.0, 1.0))
+    assert math.isnan(at_bound.ci[0])
+    assert at_bound.reason == "the figure is at the edge of its range (1) with or without a user"
     theta[3] = 1.2  # beyond the range: the logit is NaN, not infinite
     beyond = cr.interval_from_leave_outs(0.3, theta, bounds=(0.0, 1.0))
     assert beyond.reason == "the figure or a leave-one-out value lies outside its range (0, 1)"
