@@ -129,11 +129,8 @@ def _ci(est: Estimate | None, low: float = -math.inf, high: float = math.inf) ->
 
 
 def _share_ci(est: Estimate | None, quantity: str) -> list[float | None]:
-    # A share of 0 or 1 has no spread over users to measure (the jackknife gives a zero-width interval, which would
-    # claim certainty 0/n items cannot give): no interval.
-    if est is not None and quantity != "over_selection" and est.value in (0.0, 1.0):
-        return [None, None]
-    return _ci(est, 0.0, math.inf if quantity == "over_selection" else 1.0)
+    # A share of 0 or 1 gets no interval from the rule itself (it sits on its bound, :func:`_bounds`).
+    return _ci(est, *_bounds(quantity))
 
 
 def _opt(v: Any) -> str | None:

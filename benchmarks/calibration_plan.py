@@ -50,6 +50,7 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.calibration_generators import _binary_tables as _binary  # noqa: E402
 from benchmarks.calibration_generators import balanced_binary, skewed_binary, stage2_sizes  # noqa: E402
 from personagap.analysis.agreement import FloatArray, estimate  # noqa: E402
 from personagap.analysis.budget import kappa_budget  # noqa: E402
@@ -75,17 +76,6 @@ def _logistic(x: FloatArray) -> FloatArray:
 
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
-
-
-def _binary(rng: np.random.Generator, sizes: npt.NDArray[np.int64], prevalence: FloatArray,
-            sensitivity: FloatArray, false_positive: FloatArray) -> FloatArray:
-    human = rng.binomial(sizes, prevalence)
-    tp = rng.binomial(human, sensitivity)
-    fp = rng.binomial(sizes - human, false_positive)
-    tables = np.zeros((len(sizes), 2, 2))
-    tables[:, 1, 1], tables[:, 1, 0] = tp, human - tp  # rows: human no/yes; columns: judge no/yes
-    tables[:, 0, 1], tables[:, 0, 0] = fp, sizes - human - fp
-    return tables
 
 
 def _unequal_sizes(rng: np.random.Generator, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
