@@ -26,7 +26,7 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, se
 
     The same figures as :func:`personagap.analysis.pipeline.pipeline_db`,
     :func:`personagap.analysis.diagnosis.diagnose_db` and
-    :func:`personagap.analysis.aggregated.diagnose_from_store` computed apart (a test compares them).
+    :func:`personagap.analysis.diagnosis_store.diagnose_from_store` computed apart (a test compares them).
 
     Args:
         db: The database (opened read-only).
@@ -50,9 +50,9 @@ def pipeline_and_diagnosis(db: str | Path, *, n_resamples: int | None = None, se
         # The blind reference once, for the judges' counts here and every query of the pipeline view.
         counts = label_counts(con, None, "blind", reference_table=reference)
         judges = counts[0]
-        from personagap.analysis.aggregated import best_judge_extras
         from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
         from personagap.analysis.diagnosis import dataset_scales, diagnose
+        from personagap.analysis.diagnosis_store import best_judge_extras
         from personagap.analysis.pipeline import pipeline_view
         from personagap.labels_api import dataset_origins
 

@@ -56,7 +56,7 @@ VOCABULARY = {"relevance": ("yes", "no"), "response": ("A", "B", "tie"), "extrac
 DIAGNOSE_FROM_AGGREGATES = [sys.executable, "-c", """
 import json, sys
 from personagap.analysis.agreement import json_safe
-from personagap.analysis.aggregated import diagnose_from_store
+from personagap.analysis.diagnosis_store import diagnose_from_store
 d, tests = diagnose_from_store(sys.argv[1])
 print(json.dumps(d.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
 """]

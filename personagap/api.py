@@ -140,7 +140,7 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     Returns:
         Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
     """
-    from personagap.analysis.aggregated import best_judge_extras
+    from personagap.analysis.diagnosis_store import best_judge_extras
 
     with opened(db, read_only=True) as con:
         return best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed)

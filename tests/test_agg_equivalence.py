@@ -119,8 +119,8 @@ def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
 def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, request: pytest.FixtureRequest) -> None:
     """diagnose's best-judge alternative-annotator test and corrected rate: the same rows without every label."""
-    from personagap.analysis.aggregated import best_judge_extras
     from personagap.analysis.diagnosis import diagnose_db
+    from personagap.analysis.diagnosis_store import best_judge_extras
 
     db = request.getfixturevalue(store)
     diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
@@ -156,8 +156,8 @@ def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: p
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
 def test_diagnose_from_store_is_diagnose_and_its_best_judge_rows(store: str, request: pytest.FixtureRequest) -> None:
     """`diagnose --json` from one set of aggregates: the diagnosis and best-judge rows of the per-label path."""
-    from personagap.analysis.aggregated import diagnose_from_store
     from personagap.analysis.diagnosis import diagnose_db
+    from personagap.analysis.diagnosis_store import diagnose_from_store
 
     db = request.getfixturevalue(store)
     old_diagnosis = diagnose_db(db, n_resamples=RESAMPLES)

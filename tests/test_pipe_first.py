@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from personagap.analysis import aggregated, diagnosis, pipeline
-from personagap.analysis.aggregated import diagnose_from_store
+from personagap.analysis import diagnosis, diagnosis_store, pipeline
 from personagap.analysis.agreement import json_safe
 from personagap.analysis.diagnosis import diagnose_db
+from personagap.analysis.diagnosis_store import diagnose_from_store
 from personagap.analysis.pipeline import pipeline_db
 from personagap.analysis.pipeline_first import pipeline_and_diagnosis
 from personagap.store import aggregates
@@ -42,7 +42,7 @@ def test_counted_once_and_the_view_first(recenter_db: Path, monkeypatch: pytest.
         events.append("diagnosis")
         return real_diagnose(*args, **kwargs)
 
-    for module in (aggregates, aggregated, pipeline):
+    for module in (aggregates, diagnosis_store, pipeline):
         monkeypatch.setattr(module, "label_counts", counts)
     monkeypatch.setattr(diagnosis, "diagnose", diagnose)
     view, _, _ = pipeline_and_diagnosis(recenter_db, on_view=lambda v: events.append(f"view {len(v.rows)}"))
