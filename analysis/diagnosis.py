@@ -1,8 +1,8 @@
 """One diagnosis, two faces: which pipeline stage's automated evaluation is furthest from humans.
 
 The dashboard's Overview and ``personagap diagnose`` both call :func:`diagnose`, a
-pure function over small DataFrames that SQL aggregates out of the store (see
-:func:`load_inputs`). Working from per-user confusion counts instead of raw labels
+pure function over small DataFrames that SQL aggregates out of the store, through the one entry
+:func:`personagap.analysis.diagnosis_store.diagnose_store`. Working from per-user confusion counts instead of raw labels
 keeps it fast at a million stored labels: the database does the counting, and every
 interval is the one CI rule (:func:`personagap.analysis.agreement.cluster_estimate`) on
 per-user tables.
@@ -28,7 +28,6 @@ stage whose judged dataset has no multi-human ceiling is reported as unranked.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -81,12 +80,11 @@ from personagap.analysis.origins import REAL, tag_origins
 from personagap.analysis.panel import as_scale, panel_values, scale_metrics
 from personagap.datasets import dataset_records
 from personagap.records import DatasetScale
-from personagap.store.aggregates import diagnosis_inputs
 
 __all__ = ["JUDGE_KINDS", "MIN_ITEMS_FOR_RANKING", "MIN_PAIR_OVERLAP", "STAGES", "STAGE_TITLES", "CeilingGap",
            "Diagnosis", "HumanCeiling", "JudgeScore", "SelectedGap", "StageComparison", "StageDiagnosis",
-           "dataset_scales", "declared_categories", "diagnose", "diagnose_db", "human_ceiling", "judge_score",
-           "load_inputs", "render_diagnosis", "stage_declared", "stage_scales"]
+           "dataset_scales", "declared_categories", "diagnose", "human_ceiling", "judge_score",
+           "render_diagnosis", "stage_declared", "stage_scales"]
 
 # Static SQL (built from comparable.py's constants only, never user input): per item, the blind human reference.
 REFERENCE_SQL = reference_sql("blind")
@@ -97,23 +95,7 @@ ANCHORED_SQL = anchored_human_sql("l")
 
 
 
-# --------------------------------------------------------------------------- loading (SQL)
-
-def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Aggregate what :func:`diagnose` needs out of an open store connection.
-
-    The counting happens in DuckDB (:func:`personagap.store.aggregates.diagnosis_inputs`); which labels count
-    comes from :mod:`personagap.analysis.comparable` (blind reference, comparable judges).
-
-    Args:
-        con: An open (read-only is enough) store connection.
-
-    Returns:
-        ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames and the
-        datasets' ``scales``, as :func:`diagnose` takes them.
-    """
-    return {**diagnosis_inputs(con), "scales": dataset_scales(con)}
-
+# --------------------------------------------------------------------------- the datasets' scales
 
 def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
     """(stage, dataset) -> the dataset's scale, from its record (:func:`personagap.datasets.dataset_records`)."""
@@ -168,21 +150,6 @@ def _as_scale_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     human = pd.DataFrame({"rater_kind": "human", "condition": "", "label": pairs["human"].astype(str)})
     judge = pd.DataFrame({"rater_kind": "llm", "condition": "", "label": pairs["label"].astype(str)})
     return pd.concat([human, judge], ignore_index=True)
-
-
-def diagnose_db(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Diagnosis:
-    """Build the diagnosis from a database file, opened read-only for one short batch of queries.
-
-    Raises:
-        personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.
-    """
-    from personagap.labels_api import dataset_origins
-    from personagap.store import opened
-
-    with opened(db, read_only=True) as con:
-        inputs = load_inputs(con)
-        origins = dataset_origins(con)
-    return diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,
