@@ -80,6 +80,8 @@ SYSTEM_KINDS: tuple[str, ...] = ("system",)
 """Rater kinds that are a pipeline's own outputs stored as labels (e.g. the attributes a release's pipeline selected
 for a prompt): a system under evaluation, scored against people in the pipeline view, never a judge or a reference."""
 
+Reference = Literal["blind", "anchored"]
+"""Which human reference: ``blind`` (what judges are scored against) or ``anchored`` (reported apart)."""
 Role = Literal["blind_human", "anchored_human", "judge", "excluded", "system", "other"]
 
 
@@ -149,6 +151,33 @@ def anchored_human_sql(alias: str = "l") -> str:
     return f"({alias}.rater_kind IN ({_sql_list(HUMAN_KINDS)}) AND {alias}.condition IN ({_sql_list(ANCHORED)}))"
 
 
+def individual_human_sql(which: Reference = "blind", alias: str = "l") -> str:
+    """SQL predicate (static text): an individual person's label (kind ``human``) of protocol ``which``.
+
+    The one definition of "an individual human vote" (blind: the individual blind human vote): a stored
+    ``human_majority`` summarises voters the store does not hold and is never one person's label. Callers add
+    ``label IS NOT NULL`` where failures must go; the anchored three-way rating answers another question and
+    callers that count votes leave it out too (:data:`SHOWN_LLM_RATING`).
+
+    Args:
+        which: ``blind`` or ``anchored`` (:func:`blind_human_sql` / :func:`anchored_human_sql`).
+        alias: The labels table's alias.
+    """
+    protocol = blind_human_sql(alias) if which == "blind" else anchored_human_sql(alias)
+    return f"({protocol} AND {alias}.rater_kind = 'human')"
+
+
+def blind_vote_sql(alias: str = "l") -> str:
+    """SQL predicate (static text): an individual blind human vote, :func:`individual_human_sql` of ``blind``."""
+    return individual_human_sql("blind", alias)
+
+
+def individual_human_mask(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
+    """Rows of ``labels`` that :func:`individual_human_sql` selects (the pandas form, for in-memory frames)."""
+    protocol = blind_human_mask(labels) if which == "blind" else anchored_human_mask(labels)
+    return protocol & (labels["rater_kind"] == "human")
+
+
 def comparable_judge_sql(alias: str = "l") -> str:
     """SQL predicate (static text) selecting judge labels comparable with humans of table alias ``alias``."""
     return f"({alias}.rater_kind IN ({_sql_list(JUDGE_KINDS)}) AND {alias}.condition <> '{IN_SAMPLE}')"
@@ -186,9 +215,6 @@ def judge_display_sql(alias: str = "l") -> str:
     """
     return (f"(CASE WHEN {alias}.condition = '' THEN {alias}.rater "
             f"ELSE {alias}.rater || ' [' || {alias}.condition || ']' END)")
-
-
-Reference = Literal["blind", "anchored"]
 
 
 def reference_labels(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
@@ -267,7 +293,7 @@ def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
         -- Hash aggregates, not windows (half the time at 10^7 labels): a rater's first label in protocol order.
         SELECT {alias}.item_id, arg_min({alias}.label, {order}) AS label
         FROM labels {alias} ANTI JOIN ref_major USING (item_id)
-        WHERE {humans} AND {alias}.rater_kind = 'human' AND {alias}.label IS NOT NULL
+        WHERE {individual_human_sql(which, alias)} AND {alias}.label IS NOT NULL
           AND {alias}.condition <> '{SHOWN_LLM_RATING}'
         GROUP BY {alias}.item_id, {alias}.rater
     ),

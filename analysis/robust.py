@@ -53,10 +53,9 @@ from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
-    anchored_human_mask,
-    blind_human_mask,
     categories_for,
     comparable_judge_mask,
+    individual_human_mask,
     judge_display,
     one_vote_per_rater,
     reference_labels,
@@ -300,8 +299,7 @@ def individual_humans(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.Da
     Returns:
         Columns ``item_id``, ``rater``, ``label`` (str), ``user_id``.
     """
-    mask = blind_human_mask(labels) if humans == "blind" else anchored_human_mask(labels)
-    rows = labels[mask & labels["label"].notna() & (labels["rater_kind"] == "human")
+    rows = labels[individual_human_mask(labels, humans) & labels["label"].notna()
                   & (labels["condition"] != SHOWN_LLM_RATING)]
     rows = one_vote_per_rater(rows)
     return rows.assign(label=rows["label"].astype(str))[["item_id", "rater", "label", "user_id"]]

@@ -12,7 +12,7 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
-from personagap.analysis.comparable import reference_labels, roles
+from personagap.analysis.comparable import individual_human_mask, reference_labels, roles
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     judge_vs_reference,
@@ -96,7 +96,7 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
                                         scales={ds: scales[ds] for ds in verdict_sets})
     counts, reference = verdict_counts_frame(verdicts)
-    humans = verdicts[(verdicts["rater_kind"] == "human") & verdicts["label"].notna()]
+    humans = verdicts[individual_human_mask(verdicts) & verdicts["label"].notna()]
     return assemble_report(counts, reference, humans[["dataset", "item_id", "rater", "label", "user_id"]],
                            scales, alt_test, estimates, items=items, side_labels=labels, n_resamples=n_resamples,
                            seed=seed, origins=origins, weight=weight)
@@ -113,7 +113,7 @@ def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
         Label counts and reference counts, with the columns the store's query gives.
     """
     reference = reference_labels(verdicts, "blind")
-    counted = verdicts[((verdicts["rater_kind"] == "human") & verdicts["label"].notna())
+    counted = verdicts[(individual_human_mask(verdicts) & verdicts["label"].notna())
                        | verdicts["rater_kind"].isin(VERIFIER_KINDS)]
     keys = ["dataset", "extractor", "rater", "rater_kind", "user_id", "human", "label"]
     counts = (counted.assign(human=counted["item_id"].map(reference))[keys]

@@ -27,10 +27,9 @@ from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
     YES_NO,
     Reference,
-    anchored_human_mask,
-    blind_human_mask,
     categories_for,
     comparable_judge_mask,
+    individual_human_mask,
     judge_display,
     one_vote_per_rater,
     rater_group,
@@ -63,8 +62,7 @@ def _humans(frame: pd.DataFrame, which: Reference, scale: DatasetScale) -> pd.Da
 
     The anchored three-way rating answers another question than the scale's and is never one of them.
     """
-    mask = blind_human_mask(frame) if which == "blind" else anchored_human_mask(frame)
-    rows = frame[mask & (frame["rater_kind"] == "human") & (frame["condition"] != SHOWN_LLM_RATING)]
+    rows = frame[individual_human_mask(frame, which) & (frame["condition"] != SHOWN_LLM_RATING)]
     rows = rows.assign(label=on_scale(rows["label"], scale, strict=False))
     return one_vote_per_rater(rows[rows["label"].notna()])
 

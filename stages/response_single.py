@@ -16,7 +16,7 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import Estimate, Level, ci_list, json_safe
-from personagap.analysis.comparable import blind_human_mask, judge_display
+from personagap.analysis.comparable import individual_human_mask, judge_display
 from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import rater_agreement, rater_pairs
 from personagap.analysis.weighting import Weight, judge_row_figures, weighted_estimates
@@ -201,7 +201,7 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         weight: What the judges' table figures weigh equally (the agreement among raters pools items).
     """
     scale, dataset = record.scale, record.dataset
-    main = humans[blind_human_mask(humans) & (humans["rater_kind"] == "human") & humans["label"].notna()]
+    main = humans[individual_human_mask(humans) & humans["label"].notna()]
     if main.empty:
         return [], None
     main = main[_on_scale(main["label"], scale)]

@@ -26,7 +26,13 @@ import duckdb
 import pandas as pd
 
 from personagap.analysis.codes import as_categories
-from personagap.analysis.comparable import HUMAN_KINDS, blind_human_sql, comparable_judge_sql, human_labelled_sql
+from personagap.analysis.comparable import (
+    HUMAN_KINDS,
+    blind_human_sql,
+    blind_vote_sql,
+    comparable_judge_sql,
+    human_labelled_sql,
+)
 
 STAGE = "response"
 PAIRWISE_KIND = "pairwise"
@@ -332,7 +338,7 @@ def single_rater_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[s
         SELECT s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, h.rater AS human_rater, h.label AS human,
                l.label, count(*) AS n
         FROM labels l JOIN single_items s USING (item_id) JOIN labels h ON h.item_id = l.item_id
-        WHERE {_JUDGE} AND l.label IS NOT NULL AND {blind_human_sql("h")} AND h.rater_kind = $human
+        WHERE {_JUDGE} AND l.label IS NOT NULL AND {blind_vote_sql("h")}
           AND h.label IS NOT NULL
         GROUP BY ALL
-    """, {"single": list(single_kinds), "human": "human"})
+    """, {"single": list(single_kinds)})
