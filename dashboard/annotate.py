@@ -36,10 +36,12 @@ import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
 
 from personagap import store
-from personagap.analysis.comparable import BLIND, OTHER_CATEGORY, SHOWN_LLM, comparable_judge_sql
+from personagap.analysis.comparable import BLIND, OTHER_CATEGORY, SHOWN_LLM
 from personagap.dashboard import access
 from personagap.dashboard.queries import read_only
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS, Label, Run
+from personagap.store import annotate_queue as queue_store
+from personagap.store.annotate_queue import write_annotations
 
 Order = Literal["disagreement", "uncertain", "random", "routed", "audit"]
 ORDERS: dict[str, str] = {
@@ -226,29 +228,14 @@ def flush(db: str | Path, *, wait_seconds: float = 0.5) -> FlushResult:
             except (store.StoreError, duckdb.Error) as exc:
                 return FlushResult(0, len(labels), _short(exc))
             try:
-                con.execute("BEGIN TRANSACTION")
-                _write(con, list(runs.values()), list(labels.values()))
-                con.execute("COMMIT")
+                write_annotations(con, list(runs.values()), list(labels.values()))
             except duckdb.Error as exc:
-                with contextlib.suppress(duckdb.Error):
-                    con.execute("ROLLBACK")
                 return FlushResult(0, len(labels), _short(exc))
             finally:
                 con.close()
         # Committed: now (and only now) the spool may forget them. Nobody appended meanwhile (we hold the lock).
         spool_path(db).write_bytes(b"")
         return FlushResult(len(labels), 0)
-
-
-def _write(con: duckdb.DuckDBPyConnection, runs: list[Run], labels: list[Label]) -> None:
-    # A session's run row keeps its first start and its latest label time.
-    known = {r[0]: r[1] for r in con.execute(
-        "SELECT run_id, started_at FROM runs WHERE run_id IN (SELECT unnest(?))", [[r.run_id for r in runs]]
-    ).fetchall()}
-    rows = [r.model_copy(update={"started_at": min(known.get(r.run_id, r.started_at), r.started_at)}).model_dump()
-            for r in runs]
-    store.upsert(con, "runs", rows)
-    store.write_labels(con, labels)
 
 
 def _short(exc: BaseException) -> str:
@@ -390,14 +377,7 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
 def queue_inputs(db: str | Path, stage: str, dataset: str) -> tuple[list[str], pd.DataFrame]:
     """Every item id of a stage and dataset, and the comparable judge labels on them (one read-only batch)."""
     with read_only(db) as con:
-        items = [r[0] for r in con.execute(
-            "SELECT item_id FROM items WHERE stage = ? AND dataset = ? ORDER BY item_id", [stage, dataset]).fetchall()]
-        labels = con.execute(f"""
-            SELECT l.item_id, l.rater, l.label, CAST(l.meta AS TEXT) AS meta
-            FROM labels l JOIN items i USING (item_id)
-            WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND {comparable_judge_sql('l')}
-        """, [stage, dataset]).df()
-    return items, labels
+        return queue_store.stage_items(con, stage, dataset), queue_store.queue_judge_labels(con, stage, dataset)
 
 
 def route_decision(db: str | Path, stage: str, dataset: str) -> dict[str, Any] | None:
@@ -437,10 +417,7 @@ def route_caption(decision: dict[str, Any]) -> str:
 def stored_by(db: str | Path, name: str, stage: str, dataset: str) -> set[str]:
     """Items of a stage and dataset this person's labels (any condition) are stored on."""
     with read_only(db) as con:
-        return {r[0] for r in con.execute("""
-            SELECT DISTINCT l.item_id FROM labels l JOIN items i USING (item_id)
-            WHERE l.rater = ? AND l.rater_kind = 'human' AND i.stage = ? AND i.dataset = ?
-        """, [name, stage, dataset]).fetchall()}
+        return queue_store.stored_by(con, name, stage, dataset)
 
 
 def pending_items(db: str | Path, name: str) -> set[str]:
@@ -472,16 +449,10 @@ def categories(db: str | Path, stage: str, dataset: str) -> list[str]:
 def choices(db: str | Path) -> pd.DataFrame:
     """(stage, dataset) pairs that have items, with item counts, for the page's pickers."""
     with read_only(db) as con:
-        return con.execute(
-            "SELECT stage, dataset, count(*) AS items FROM items GROUP BY ALL ORDER BY stage, dataset").df()
+        return queue_store.item_choices(con)
 
 
 def others_labels(db: str | Path, item_id: str, name: str) -> pd.DataFrame:
     """Every other rater's labels on one item (what the reveal shows), judges and humans, failures included."""
     with read_only(db) as con:
-        return con.execute("""
-            SELECT rater, rater_kind, condition, label, error, reason FROM labels
-            WHERE item_id = ? AND NOT (rater = ? AND rater_kind = 'human')
-            ORDER BY CASE WHEN rater_kind IN ('human', 'human_majority') THEN 0 ELSE 1 END, rater, condition
-        """, [item_id, name]).df()
-
+        return queue_store.others_labels(con, item_id, name)
