@@ -67,6 +67,7 @@ from personagap.analysis.diagnosis_records import (
     STAGE_TITLES,
     STAGES,
     CeilingGap,
+    DatasetBest,
     Diagnosis,
     HumanCeiling,
     JudgeScore,
@@ -75,7 +76,17 @@ from personagap.analysis.diagnosis_records import (
     StageDiagnosis,
     finite,
 )
-from personagap.analysis.diagnosis_text import next_steps, render_diagnosis, stage_message, stage_notes, verdict_text
+from personagap.analysis.diagnosis_text import (
+    ceiling_reason,
+    human_counts_by_dataset,
+    next_steps,
+    no_gap_reason,
+    render_diagnosis,
+    stage_message,
+    stage_notes,
+    verdict_text,
+)
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import REAL, tag_origins
 from personagap.analysis.panel import as_scale, panel_values, scale_metrics
 from personagap.datasets import dataset_records
@@ -313,13 +324,46 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
     by_ds = {c.dataset: c for c in ceilings}
     ceiling = (by_ds.get(ranked_ds) if ranked_ds is not None  # never another dataset's ceiling beside its judges
                else max(ceilings, key=lambda c: (c.n_items, c.n_pairs)) if ceilings else None)
-    tag_origins([judges, ceilings, gaps, selected], origins)
+    datasets = _datasets(stage, judges, ceilings, gaps, counts, scales, min_items)
+    tag_origins([judges, ceilings, gaps, selected, datasets], origins)
     return StageDiagnosis(
         stage=stage, title=STAGE_TITLES[stage], status=status, message=stage_message(status, stage, best, ceiling),
         n_items=n_items, n_labels=int(row["n_labels"]) if row is not None else 0, n_human_labels=n_human,
         n_judge_labels=n_judge, judges=judges, best=best, worst=worst, ceiling=ceiling, ceilings=ceilings,
         gaps=gaps, gap=gap, selected_gap=selected, notes=notes + stage_notes(stage, judges, ceilings, counts),
+        datasets=datasets,
     ), stat
+
+
+def _datasets(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], gaps: list[CeilingGap],
+              counts: pd.DataFrame, scales: Mapping[tuple[str, str], DatasetScale], min_items: int
+              ) -> list[DatasetBest]:
+    """Per dataset with judges or a ceiling: its own best (and worst) judge, its own ceiling and that judge's gap.
+
+    The best judge is chosen as the stage's is (:func:`_stage`: the highest headline figure, among judges with
+    ``min_items`` items when any has them), but within each dataset, so no dataset is ranked against another.
+    """
+    by_ceiling = {c.dataset: c for c in ceilings}
+    by_counts = human_counts_by_dataset(stage, counts)
+    out = []
+    for ds in sorted({j.dataset for j in judges} | set(by_ceiling)):
+        scored = [j for j in judges if j.dataset == ds and finite(j.headline)]  # judges: best headline first
+        ranked = [j for j in scored if j.n >= min_items] or scored
+        best = ranked[0] if ranked else None
+        scale = scales.get((stage, ds))
+        kind = scale.kind if scale is not None else (best.scale if best is not None and best.scale else "nominal")
+        ceiling = by_ceiling.get(ds)
+        gap = None if best is None else next((g for g in gaps if g.dataset == ds and g.judge == best.judge), None)
+        if ceiling is None:
+            note: str | None = ceiling_reason(ds, by_counts.get(ds), sorted(by_ceiling))
+        elif best is None:
+            note = f"{ds}: no judge is scored against its blind human reference yet."
+        else:
+            note = no_gap_reason(ds, best) if gap is None else None
+        out.append(DatasetBest(stage=stage, dataset=ds, scale=kind, metric=headline_metric(kind),
+                               n_judges=len({j.judge for j in judges if j.dataset == ds}), best=best,
+                               worst=ranked[-1] if len(ranked) > 1 else None, ceiling=ceiling, gap=gap, note=note))
+    return out
 
 
 def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, inventory: pd.DataFrame, *,
