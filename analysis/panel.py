@@ -188,34 +188,6 @@ def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
     return out
 
 
-def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
-                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
-                  scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
-
-    Args:
-        labels: The stage's tidy labels (item_id, rater, rater_kind, condition, label, user_id, dataset).
-        datasets: Datasets to cover (blind humans).
-        positive: The label whose human rate the estimates correct (None: no estimates, e.g. A/B/tie).
-        anchored: Datasets to cover again with anchored humans, reported apart (rows say ``humans``).
-        rate_datasets: Only these get estimates (default: all), e.g. the yes/no ones.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
-        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): the alt-test scores an
-            ordinal dataset by negative RMSE (:func:`alt_test_scoring`), and no rate of ``positive`` is
-            estimated on an ordinal scale or one without that category. Every dataset covered must have one
-            (no silent default: a scale decides how the test scores).
-    """
-    from personagap.analysis.aggregated import frame_counts  # imports this module
-
-    # Estimates from counts, as a report built from the store's aggregates computes them (the same rows as
-    # estimate_rows up to float rounding), so both paths give identical figures.
-    return extras_rows(datasets, alt_labels=lambda ds: labels,
-                       counts=lambda ds, humans: frame_counts(labels, ds, humans), positive=positive,
-                       anchored=anchored, rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed,
-                       scales=scales)
-
-
 def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataFrame],
                 counts: Callable[[str, HumanSet], tuple[pd.DataFrame, pd.DataFrame]], positive: str | None,
                 anchored: Iterable[str] = (), rate_datasets: Iterable[str] | None = None, n_resamples: int,
@@ -233,7 +205,9 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
         rate_datasets: Only these get estimates (default: all).
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
-        scales: Dataset -> its scale, as :func:`report_extras` takes it.
+        scales: Dataset -> its scale (every dataset covered must have one: a scale decides how the test scores;
+            the alt-test scores an ordinal dataset by negative RMSE, :func:`alt_test_scoring`, and no rate of
+            ``positive`` is estimated on an ordinal scale or one without that category).
     """
     from personagap.analysis.aggregated import estimate_rows_from_counts  # imports this module
 

@@ -5,8 +5,9 @@ human reference only; the pilot's agreement among raters is computed from blind 
 annotators gave after seeing an LLM's label (anchored) get their own, labelled section; rater kinds
 (llm, trained, baseline) are separate groups.
 
-The pieces: records (:mod:`.relevance_records`), the per-label path (:mod:`.relevance_labels`), the text view
-(:mod:`.relevance_text`); this module computes the report from the store's aggregates.
+The pieces: records (:mod:`.relevance_records`), the pilot's per-annotator agreement (:mod:`.relevance_labels`), the
+text view (:mod:`.relevance_text`); this module computes the report from the store's aggregates, the one path (the
+per-label report it replaced is a test oracle, ``tests/oracles.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from personagap.stages.relevance_labels import (
     judge_agreements,
     multi_rater_report,
     pilot_reports,
-    relevance_report,
 )
 from personagap.stages.relevance_records import (
     REFERENCE,
@@ -58,7 +58,8 @@ from personagap.store import load_labels
 from personagap.store.aggregates import has_labels, judge_failures, label_counts
 
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judge_agreements",
-           "multi_rater_report", "relevance_report", "render_relevance", "report_relevance"]
+           "multi_rater_report", "relevance_report_from_store", "render_relevance",
+           "report_relevance"]
 
 
 def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
@@ -113,7 +114,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
                                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                                 origins: Mapping[str, str] | None = None,
                                 scales: Mapping[str, DatasetScale], weight: Weight = "items") -> RelevanceReport:
-    """:func:`relevance_report` from an open store, computed from DuckDB's aggregates (issue 20).
+    """The stage-2 report from an open store, computed from DuckDB's aggregates (issue 20): the one path.
 
     Judge rows and corrected estimates come from per-(dataset, judge, condition, user) counts; the
     alternative-annotator test reads only items several humans labelled; the pilot's agreement among raters
@@ -158,9 +159,8 @@ def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic.
 
-    From DuckDB's aggregates (:func:`relevance_report_from_store`): the same figures as :func:`relevance_report`
-    of every stored label, without loading them. ``weight``: what the judge rows' table figures weigh equally
-    (``items``, the default, or ``users``).
+    From DuckDB's aggregates (:func:`relevance_report_from_store`), without loading every label. ``weight``: what
+    the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.datasets import dataset_records
     from personagap.labels_api import dataset_origins

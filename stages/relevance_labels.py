@@ -1,7 +1,8 @@
-"""Stage 2 from every label (pandas): judges vs the human majority, and the pilot's agreement among raters.
+"""Stage 2's pilot from its labels (pandas): per-annotator agreement among raters, and its judges.
 
-The per-label path, the reference the store path (:mod:`personagap.stages.relevance`) is tested against, and
-what the pilot's per-annotator agreement is computed with.
+The pilot's agreement among raters needs every annotator's label per item, so the store path
+(:mod:`personagap.stages.relevance`) reads the pilot dataset's labels (a few thousand) and hands them here. The
+per-label report of every dataset that once lived here is a test oracle (``tests/oracles.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     NAN_ESTIMATE,
     Level,
     ci_list,
@@ -25,7 +24,6 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
-    YES_NO,
     Reference,
     categories_for,
     comparable_judge_mask,
@@ -40,7 +38,6 @@ from personagap.analysis.pairwise import pairwise_agreement
 from personagap.analysis.panel import (
     on_scale,
     panel_values,
-    report_extras,
     scale_tables,
 )
 from personagap.analysis.weighting import Weight, judge_row_figures
@@ -190,42 +187,6 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
         judges=judge_agreements(labels, dataset, which=which, scale=scale, weight=weight),
     )
-
-
-def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                     origins: Mapping[str, str] | None = None,
-                     scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> RelevanceReport:
-    """Build the stage-2 report from stored relevance labels.
-
-    Args:
-        labels: Output of :func:`personagap.store.load_labels` with ``stage='relevance'``.
-        pilot_dataset: The dataset with per-annotator labels for the agreement table.
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed (the same seed gives the same CIs).
-        origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
-            missing from it are real.
-        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
-            scored over it. Datasets missing from it: :func:`dataset_scale`.
-        weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
-
-    Returns:
-        The report; ``judges`` covers every dataset but the pilot.
-    """
-    datasets = sorted(set(labels["dataset"])) if not labels.empty else []
-    scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
-    judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
-    pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
-                                             n_resamples=n_resamples, seed=seed, weight=weight)
-                              if pilot_dataset in datasets else (None, None, []))
-    # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
-    alt_test, estimates = report_extras(labels, datasets, positive="yes",
-                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
-                                        rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
-                                        n_resamples=n_resamples, seed=seed, scales=scale_of)
-    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
-                   origins=origins, weight=weight)
 
 
 def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,

