@@ -206,8 +206,10 @@ class StageDiagnosis(BaseModel):
     n_human_labels: int
     n_judge_labels: int
     judges: list[JudgeScore] = Field(description="Sorted by kappa, best first (NaN last).")
-    best: JudgeScore | None
-    worst: JudgeScore | None
+    best: JudgeScore | None = Field(description="The best judge of the stage's ranked dataset only (a design "
+                                                "choice, see diagnosis._ranked_dataset); every dataset's own best "
+                                                "judge is in ``datasets``.")
+    worst: JudgeScore | None = Field(description="The lowest judge of that same dataset (the best when it has one).")
     ceiling: HumanCeiling | None = Field(
         description="The ceiling of the dataset the stage is ranked on (the gap's, else the best judge's); None "
                     "when that dataset has none. Never a ceiling of another dataset: draw it only beside judges "

@@ -198,8 +198,8 @@ def ranked_on(s: StageDiagnosis) -> str:
     judged = [b for b in s.datasets if b.best is not None]
     if len(judged) < 2:
         return ""
-    return (f" (one of its {len(judged)} judged datasets, the one the stage is ranked on, chosen by design, not by "
-            "its figures; every dataset's own best judge is listed apart)")
+    return (f" (the dataset the stage is ranked on, of its {len(judged)} judged ones, chosen by design, not by "
+            "figures; each dataset's own best judge is listed apart)")
 
 
 def selected_gap_text(g: SelectedGap) -> str:
