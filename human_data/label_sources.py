@@ -31,7 +31,7 @@ from personagap.linking import (
     PERSONALIZED,
 )
 from personagap.records import PAIRWISE_LABELS, Stage
-from personagap.store.label_import import count_rows, describe, hold_rows, set_variables
+from personagap.store.label_import import count_rows, describe, hold_rows, register_arrow, set_variables
 
 
 def sql_quote(text: str) -> str:
@@ -96,8 +96,7 @@ def source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage
             raise DataError(source.name, None, None,
                             f"a column mixes types Arrow cannot store together: {exc}") from None
         arrow = arrow.append_column("_frame_row", pa.array(range(arrow.num_rows), pa.int64()))
-        con.register(f"_frame_{index}", arrow)
-        base, row = f"SELECT * FROM _frame_{index}", "_frame_row"
+        base, row = f"SELECT * FROM {register_arrow(con, f'_frame_{index}', arrow)}", "_frame_row"
     else:
         base = f"SELECT * FROM read_parquet({_path(index)}, file_row_number=true)"
         row = "file_row_number"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 ROWS = "vl"
 """The registered Arrow table of the rows read (one per label)."""
@@ -23,6 +24,17 @@ ITEMS = "it"
 def _identifier(name: str) -> str:
     if not name.isidentifier():
         raise ValueError(f"not an identifier: {name!r}")
+    return name
+
+
+def private_connection() -> duckdb.DuckDBPyConnection:
+    """A new in-memory connection of the importer's own that never loads an extension (never reaches the network)."""
+    return duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+
+
+def register_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> str:
+    """Make ``table`` readable by name on ``con`` (scanned in place, not copied); returns ``name``."""
+    con.register(_identifier(name), table)
     return name
 
 
