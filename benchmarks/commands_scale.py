@@ -84,7 +84,7 @@ print(f"overview {first:.2f} page {time.perf_counter() - t - first:.2f}", file=s
 QUEUES = """
 import sys
 from personagap.dashboard import annotate
-items, labels = annotate.queue_inputs(sys.argv[1], "relevance", "bench")
+items, labels = annotate.queue_inputs(sys.argv[1], "relevance", "bench", meta_of="judge-a")
 for order in ("disagreement", "uncertain", "random"):
     annotate.order_items(items, labels, order, best_judge="judge-a", seed=0)
 """

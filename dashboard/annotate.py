@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import duckdb
+import numpy as np
+import numpy.typing as npt
 import orjson
 import pandas as pd
 from pydantic import BaseModel, Field, ValidationError
@@ -278,9 +280,27 @@ def _certainty(meta: Any) -> float | None:
     return None
 
 
-def _modal(labels: pd.Series) -> tuple[str, float]:
-    counts = labels.value_counts()
-    return str(counts.index[0]), float(counts.iloc[0] / counts.sum())
+def _modal(labels: pd.DataFrame) -> pd.DataFrame:
+    """Per item (index ``item_id``, sorted): its most common ``label`` and that label's ``share`` of its labels.
+
+    A tie goes to the label that comes first in ``labels``' row order (what ``value_counts`` keeps). Vectorised:
+    one groupby over every label, never a Python call per item (10^6 items at 10^7 labels).
+    """
+    rows = pd.DataFrame({"item_id": labels["item_id"].to_numpy(), "label": labels["label"].to_numpy(),
+                         "pos": np.arange(len(labels))})
+    counts = rows.groupby(["item_id", "label"], sort=False).agg(n=("pos", "size"), first=("pos", "min")).reset_index()
+    counts["total"] = counts.groupby("item_id")["n"].transform("sum")
+    top = counts.sort_values(["item_id", "n", "first"], ascending=[True, False, True]).drop_duplicates("item_id")
+    return pd.DataFrame({"label": top["label"].astype(str).to_numpy(),
+                         "share": (top["n"] / top["total"]).to_numpy(dtype=float)},
+                        index=pd.Index(top["item_id"].to_numpy(), name="item_id"))
+
+
+def _certainties(meta: pd.Series) -> npt.NDArray[np.float64]:
+    """:func:`_certainty` of every meta text, parsed once per distinct text (NaN where none is stated)."""
+    codes, uniques = pd.factorize(meta)
+    values = np.array([_certainty(u) for u in uniques] + [None], dtype=float)  # code -1 (missing) -> the last
+    return np.asarray(values[codes], dtype=np.float64)
 
 
 def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, *, best_judge: str | None = None,
@@ -317,26 +337,27 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
     frame["stratum"] = ""
     labels = judge_labels[judge_labels["label"].notna()] if not judge_labels.empty else judge_labels
     best = labels[labels["rater"] == best_judge] if best_judge and not labels.empty else labels.iloc[0:0]
-    best_modal = best.groupby("item_id")["label"].agg(_modal) if not best.empty else pd.Series(dtype=object)
+    best_top = _modal(best) if not best.empty else pd.DataFrame({"label": [], "share": []})
+    best_modal = best_top["label"]
     if order == "disagreement":
         if labels.empty:
             frame["score"] = 0.0
         else:
-            share = labels.groupby("item_id")["label"].agg(lambda s: 1.0 - _modal(s)[1])
+            share = 1.0 - _modal(labels)["share"]
             frame["score"] = frame["item_id"].map(share).fillna(-1.0)
         frame = frame.sort_values(["score", "tie"], ascending=[False, True])
     elif order == "uncertain":
         certainty = pd.Series(dtype=float)
         if not best.empty and "meta" in best:
-            values = best.assign(c=best["meta"].map(_certainty)).dropna(subset=["c"])
+            values = best.assign(c=_certainties(best["meta"])).dropna(subset=["c"])
             # Percentile rank within the judge's own answers: comparable whatever scale the judge used.
             values["c"] = values["c"].rank(pct=True)
             certainty = values.groupby("item_id")["c"].mean()
-        inconsistency = best_modal.map(lambda m: 1.0 - m[1]) if not best_modal.empty else pd.Series(dtype=float)
+        inconsistency = 1.0 - best_top["share"] if not best_modal.empty else pd.Series(dtype=float)
         contradicted = pd.Series(dtype=float)
         if not best_modal.empty:
             others = labels[labels["rater"] != best_judge].copy()
-            others["best"] = others["item_id"].map(best_modal.map(lambda m: m[0]))
+            others["best"] = others["item_id"].map(best_modal)
             others = others.dropna(subset=["best"])
             if not others.empty:
                 contradicted = (others["label"] != others["best"]).groupby(others["item_id"]).mean()
@@ -359,7 +380,7 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
         frame = frame[frame["item_id"].isin(set(audit))]
         frame = frame.assign(score=frame["item_id"].map(position).astype(float)).sort_values("score")
     elif order == "random":
-        frame["stratum"] = frame["item_id"].map(best_modal.map(lambda m: m[0])).fillna("(no label)").astype(str) \
+        frame["stratum"] = frame["item_id"].map(best_modal).fillna("(no label)").astype(str) \
             if not best_modal.empty else "(all)"
         frame = frame.sort_values(["stratum", "tie"])
         size = frame.groupby("stratum")["item_id"].transform("size")
@@ -374,10 +395,16 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
     return frame[["item_id", "score", "stratum", "rank"]]
 
 
-def queue_inputs(db: str | Path, stage: str, dataset: str) -> tuple[list[str], pd.DataFrame]:
-    """Every item id of a stage and dataset, and the comparable judge labels on them (one read-only batch)."""
+def queue_inputs(db: str | Path, stage: str, dataset: str, *,
+                 meta_of: str | None = None) -> tuple[list[str], pd.DataFrame]:
+    """Every item id of a stage and dataset, and the comparable judge labels on them (one read-only batch).
+
+    ``meta_of``: keep the meta of that judge's labels only (the best judge's, all :func:`order_items` reads);
+    None: every label's.
+    """
     with read_only(db) as con:
-        return queue_store.stage_items(con, stage, dataset), queue_store.queue_judge_labels(con, stage, dataset)
+        return (queue_store.stage_items(con, stage, dataset),
+                queue_store.queue_judge_labels(con, stage, dataset, meta_of=meta_of))
 
 
 def route_decision(db: str | Path, stage: str, dataset: str) -> dict[str, Any] | None:

@@ -24,13 +24,23 @@ def stage_items(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> lis
         "SELECT item_id FROM items WHERE stage = ? AND dataset = ? ORDER BY item_id", [stage, dataset]).fetchall()]
 
 
-def queue_judge_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> pd.DataFrame:
-    """The comparable judges' parsed labels on a stage and dataset: ``item_id``, ``rater``, ``label``, ``meta``."""
+def queue_judge_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, *,
+                       meta_of: str | None = None) -> pd.DataFrame:
+    """The comparable judges' parsed labels on a stage and dataset: ``item_id``, ``rater``, ``label``, ``meta``.
+
+    Args:
+        con: An open connection.
+        stage: Pipeline stage.
+        dataset: Dataset.
+        meta_of: Read the meta (JSON text) of this rater's labels only, None elsewhere (the queue reads the best
+            judge's certainty only: at 10^7 labels every label's meta text is ~1 GB); None: every label's.
+    """
     return cast(pd.DataFrame, con.execute(f"""
-        SELECT l.item_id, l.rater, l.label, CAST(l.meta AS TEXT) AS meta
+        SELECT l.item_id, l.rater, l.label,
+               CASE WHEN CAST(? AS TEXT) IS NULL OR l.rater = ? THEN CAST(l.meta AS TEXT) END AS meta
         FROM labels l JOIN items i USING (item_id)
         WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND {comparable_judge_sql('l')}
-    """, [stage, dataset]).df())
+    """, [meta_of, meta_of, stage, dataset]).df())
 
 
 def stored_by(con: duckdb.DuckDBPyConnection, name: str, stage: str, dataset: str) -> set[str]:
