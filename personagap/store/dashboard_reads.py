@@ -3,8 +3,10 @@
 The dashboard (:mod:`personagap.dashboard.queries`) opens the store read-only for one short batch of these reads
 and closes it again (a judge run may write between two batches). Every filter is a bound parameter and the SQL text
 is static: optional filters use the ``(? IS NULL OR col = ?)`` form instead of being appended as strings. Which
-labels count is :mod:`personagap.analysis.comparable`'s rule; every read that feeds a figure is an aggregate per
-(dataset, rater, condition, user, ...) or one page of rows, never every label.
+labels count is :mod:`personagap.analysis.comparable`'s rule. Most reads are aggregates per (dataset, rater,
+condition, user, ...) or one page of rows; two still return one row per label, because their callers score
+labels one by one: :func:`bias_labels` (the relevance page's position/length bias; :func:`bias_counts` holds the
+same rows counted per user) and :func:`agreement_labels` (the agreement matrix's pairwise kappas).
 """
 
 from __future__ import annotations
