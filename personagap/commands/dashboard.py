@@ -134,10 +134,12 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
 
     First, per stage and system, the share of outputs humans judge failed (rejected attributes, irrelevant
     selections, personalised answers no better than generic), what each judge says (naive and corrected), which
-    stage fails most, the part caused upstream and the over-personalised answers. Then, per stage: the best and
-    worst judge against humans (with 95% CIs), the prevalence-robust panel, the human ceiling of the same dataset
-    and the gap to it; then, for each stage's best judge, the alternative-annotator test (can it replace a
-    human?) and the corrected estimate of the human rate. The dashboard's Overview shows the same diagnosis.
+    stage fails most, the part caused upstream and the over-personalised answers. Then, per stage and dataset:
+    that dataset's best and worst judge against humans (with 95% CIs), the prevalence-robust panel, its own human
+    ceiling and the best judge's gap to it, every figure the scale's headline (weighted kappa on ordinal scales,
+    kappa otherwise; datasets are never ranked against each other); then, for each stage's best judge, the
+    alternative-annotator test (can it replace a human?) and the corrected estimate of the human rate. The
+    dashboard's Overview shows the same diagnosis.
     """
     from personagap.analysis.diagnosis_store import diagnose_store
 
