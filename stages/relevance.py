@@ -12,35 +12,29 @@ per-label report it replaced is a test oracle, ``tests/oracles.py``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from personagap.analysis.aggregated import JUDGE_KEYS, store_extras, user_tables
+from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    ci_list,
 )
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     YES_NO,
     Reference,
-    judge_display,
 )
-from personagap.analysis.panel import (
-    on_scale,
-    panel_values,
-)
-from personagap.analysis.weighting import Weight, judge_row_figures
+from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
 from personagap.stages.relevance_labels import (
     assemble_report,
     dataset_scale,
     judge_agreements,
+    judge_agreements_from_counts,
     multi_rater_report,
     pilot_reports,
 )
@@ -49,65 +43,14 @@ from personagap.stages.relevance_records import (
     STAGE,
     JudgeAgreement,
     RelevanceReport,
-    judge_metrics,
-    selection_fields,
 )
 from personagap.stages.relevance_text import render_relevance
-from personagap.stages.response_pairwise import reason_kind
 from personagap.store import load_labels
 from personagap.store.aggregates import has_labels, judge_failures, label_counts
 
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judge_agreements",
            "multi_rater_report", "relevance_report_from_store", "render_relevance",
            "report_relevance"]
-
-
-def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
-                                 dataset: str, *, scale: DatasetScale, which: Reference = "blind",
-                                 weight: Weight = "items") -> list[JudgeAgreement]:
-    """:func:`judge_agreements` from the store's counts (:mod:`personagap.store.aggregates`): the same rows.
-
-    Args:
-        counts: The judge counts of :func:`~personagap.store.aggregates.label_counts` (``which`` reference).
-        reference: The reference counts of the same call.
-        failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
-        dataset: Dataset key.
-        scale: The dataset's scale.
-        which: The reference the counts were built with (recorded on each row).
-        weight: What the table figures weigh equally: ``items`` (pooled counts) or ``users``
-            (:mod:`personagap.analysis.weighting`); both weightings' kappa and accuracy are on every row.
-    """
-    counts, failures = counts[counts["dataset"] == dataset], failures[failures["dataset"] == dataset]
-    if on_scale(reference.loc[reference["dataset"] == dataset, "human"], scale, strict=False).dropna().empty:
-        return []
-    # The reference off the scale answers another question: those items count as unmatched, as per label.
-    counts = counts.assign(human=on_scale(counts["human"], scale, strict=False).where(counts["human"].notna()))
-    parsed = dict(tuple(counts.groupby(JUDGE_KEYS, sort=True)))
-    failed = dict(tuple(failures.groupby(JUDGE_KEYS, sort=True)))
-    out = []
-    for key in sorted(set(parsed) | set(failed)):
-        rater, kind, condition = (str(k) for k in key)
-        rows = parsed.get(key, counts.iloc[:0])
-        joined = rows[rows["human"].notna()]
-        fails = failed.get(key, failures.iloc[:0])
-        if joined.empty and fails.empty:
-            continue
-        tables, n_users = user_tables(joined, scale)
-        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
-                                           levels=scale.levels() if scale.ordinal else None)
-        reasons: Counter[str] = Counter()
-        for error, n in zip(fails["error"], fails["n"], strict=True):
-            reasons[reason_kind(error)] += int(n)
-        n_joined = int(joined["n"].sum())
-        out.append(JudgeAgreement(
-            judge=judge_display(rater, condition), dataset=dataset, rater_kind=kind, condition=condition,
-            reference=which, n=n_joined, n_users=n_users, failures=int(fails["n"].sum()),
-            failure_reasons=dict(reasons), unmatched=int(rows["n"].sum()) - n_joined,
-            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
-            **weighting,
-        ))
-    return out
 
 
 def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset: str = "recenter-pilot",
@@ -143,9 +86,15 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     notes: list[str] = []
     if pilot_dataset in datasets:
         counts["anchored"] = label_counts(con, STAGE, "anchored")
+        # The pilot's judge rows from the same counts as every other dataset's (one judge-row path); its labels
+        # are read for the agreement among raters, which needs each annotator's label per item.
+        pilot_judges: dict[Reference, list[JudgeAgreement]] = {
+            which: judge_agreements_from_counts(*counts[which], failures, pilot_dataset, scale=scales[pilot_dataset],
+                                                which=which, weight=weight)
+            for which in counts}
         pilot, anchored, notes = pilot_reports(load_labels(con, stage=STAGE, dataset=pilot_dataset), pilot_dataset,
                                                 scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed,
-                                                weight=weight)
+                                                weight=weight, judges=pilot_judges)
     alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,
                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                        rate_datasets=[ds for ds in datasets if scales[ds].categories == YES_NO],

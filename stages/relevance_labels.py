@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from personagap.analysis.aggregated import JUDGE_KEYS, frame_counts, user_tables
 from personagap.analysis.agreement import (
     NAN_ESTIMATE,
     Level,
@@ -31,14 +32,12 @@ from personagap.analysis.comparable import (
     judge_display,
     one_vote_per_rater,
     rater_group,
-    reference_labels,
 )
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pairwise import pairwise_agreement
 from personagap.analysis.panel import (
     on_scale,
     panel_values,
-    scale_tables,
 )
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
@@ -75,9 +74,65 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
     return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
 
 
+def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
+                                 dataset: str, *, scale: DatasetScale, which: Reference = "blind",
+                                 weight: Weight = "items") -> list[JudgeAgreement]:
+    """Every comparable judge of ``dataset`` against the ``which`` reference, from counts: the one judge-row path.
+
+    The store's counts (:mod:`personagap.store.aggregates`) in the report; a frame's
+    (:func:`judge_agreements`) where a caller holds labels.
+
+    Args:
+        counts: The judge counts of :func:`~personagap.store.aggregates.label_counts` (``which`` reference).
+        reference: The reference counts of the same call.
+        failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
+        dataset: Dataset key.
+        scale: The dataset's scale.
+        which: The reference the counts were built with (recorded on each row).
+        weight: What the table figures weigh equally: ``items`` (pooled counts) or ``users``
+            (:mod:`personagap.analysis.weighting`); both weightings' kappa and accuracy are on every row.
+    """
+    counts, failures = counts[counts["dataset"] == dataset], failures[failures["dataset"] == dataset]
+    if on_scale(reference.loc[reference["dataset"] == dataset, "human"], scale, strict=False).dropna().empty:
+        return []
+    # The reference off the scale answers another question: those items count as unmatched, as per label.
+    counts = counts.assign(human=on_scale(counts["human"], scale, strict=False).where(counts["human"].notna()))
+    parsed = dict(tuple(counts.groupby(JUDGE_KEYS, sort=True)))
+    failed = dict(tuple(failures.groupby(JUDGE_KEYS, sort=True)))
+    out = []
+    for key in sorted(set(parsed) | set(failed)):
+        rater, kind, condition = (str(k) for k in key)
+        rows = parsed.get(key, counts.iloc[:0])
+        joined = rows[rows["human"].notna()]
+        fails = failed.get(key, failures.iloc[:0])
+        if joined.empty and fails.empty:
+            continue
+        tables, n_users = user_tables(joined, scale)
+        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
+                                           levels=scale.levels() if scale.ordinal else None)
+        reasons: Counter[str] = Counter()
+        for error, n in zip(fails["error"], fails["n"], strict=True):
+            reasons[reason_kind(error)] += int(n)
+        n_joined = int(joined["n"].sum())
+        out.append(JudgeAgreement(
+            judge=judge_display(rater, condition), dataset=dataset, rater_kind=kind, condition=condition,
+            reference=which, n=n_joined, n_users=n_users, failures=int(fails["n"].sum()),
+            failure_reasons=dict(reasons), unmatched=int(rows["n"].sum()) - n_joined,
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+            **weighting,
+        ))
+    return out
+
+
 def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
                      scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
-    """Compare every comparable judge of ``dataset`` with its human majority, over the dataset's scale.
+    """Every comparable judge of ``dataset`` against its human majority, from labels in memory.
+
+    The frame's counts (:func:`~personagap.analysis.aggregated.frame_counts`, the store's count columns) through
+    :func:`judge_agreements_from_counts`, the one implementation of a judge row. Kept for callers that hold a
+    dataset's labels and no store query of their own (the dashboard's pilot page hands
+    :func:`multi_rater_report` a frame).
 
     Args:
         labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
@@ -88,39 +143,19 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "
     """
     frame = labels[labels["dataset"] == dataset]
     scale = scale or dataset_scale(labels, dataset, None)
-    reference = reference_labels(frame, which)
-    reference = on_scale(reference, scale, strict=False).dropna()
-    if reference.empty:
-        return []
-    out = []
-    judges = frame[comparable_judge_mask(frame)]
-    for (rater, kind, condition), rows in judges.groupby(["rater", "rater_kind", "condition"], sort=True):
-        failed = rows[rows["label"].isna()]
-        parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
-        joined = parsed.merge(reference.rename("label_human"), left_on="item_id", right_index=True, how="inner")
-        if joined.empty and failed.empty:
-            continue
-        # A judge whose every answer failed still gets a row: its failures are the finding.
-        tables = scale_tables(joined["label_human"], joined["label"], joined["user_id"], scale)
-        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
-                                           levels=scale.levels() if scale.ordinal else None)
-        reasons = Counter(reason_kind(e) for e in failed["error"])
-        out.append(JudgeAgreement(
-            judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
-            condition=str(condition), reference=which, n=len(joined),
-            n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
-            unmatched=len(parsed) - len(joined),
-            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
-            **weighting,
-        ))
-    return out
+    counts, reference = frame_counts(frame, dataset, which)
+    failed = frame[comparable_judge_mask(frame) & frame["label"].isna()]
+    failed = failed.assign(condition=failed["condition"].fillna("").astype(str))
+    failures = (failed.groupby(["dataset", *JUDGE_KEYS, "error"], dropna=False).size().rename("n").reset_index()
+                if not failed.empty else pd.DataFrame(columns=["dataset", *JUDGE_KEYS, "error", "n"]))
+    return judge_agreements_from_counts(counts, reference, failures, dataset, scale=scale, which=which,
+                                        weight=weight)
 
 
 
 def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
                        which: Reference = "blind", scale: DatasetScale | None = None,
-                       weight: Weight = "items") -> MultiRaterReport | None:
+                       weight: Weight = "items", judges: list[JudgeAgreement] | None = None) -> MultiRaterReport | None:
     """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
 
     Args:
@@ -131,6 +166,8 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
         scale: The dataset's scale; None: :func:`dataset_scale`.
         weight: What the judge rows' table figures weigh equally (the agreement among raters pools items).
+        judges: The dataset's judge rows against the ``which`` reference when the caller has them (the report
+            counts them in the store); None: :func:`judge_agreements` of ``labels``.
 
     Returns:
         None when fewer than two humans gave labels of that protocol.
@@ -185,17 +222,23 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
         fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
-        judges=judge_agreements(labels, dataset, which=which, scale=scale, weight=weight),
+        judges=judges if judges is not None else judge_agreements(labels, dataset, which=which, scale=scale,
+                                                                  weight=weight),
     )
 
 
 def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,
-                  seed: int, weight: Weight = "items") -> tuple[MultiRaterReport | None, MultiRaterReport | None,
-                                                              list[str]]:
-    """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart."""
+                  seed: int, weight: Weight = "items", judges: Mapping[Reference, list[JudgeAgreement]] | None = None
+                  ) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
+    """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart.
+
+    ``judges``: the pilot's judge rows per reference when the caller counted them (the report, from the store);
+    a reference missing from it: :func:`judge_agreements` of ``labels``.
+    """
     kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale, "weight": weight}
-    pilot = multi_rater_report(labels, pilot_dataset, **kw)
-    anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
+    given = judges or {}
+    pilot = multi_rater_report(labels, pilot_dataset, judges=given.get("blind"), **kw)
+    anchored = multi_rater_report(labels, pilot_dataset, which="anchored", judges=given.get("anchored"), **kw)
     notes = []
     if pilot is None:
         blind = _humans(labels[labels["dataset"] == pilot_dataset], "blind", scale)

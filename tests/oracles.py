@@ -10,6 +10,7 @@ pilot's per-annotator agreement and ``plan`` read frames.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -18,20 +19,29 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, json_safe_dict
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, ci_list, json_safe_dict
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.codes import sorted_codes
-from personagap.analysis.comparable import YES_NO, individual_human_mask, reference_labels, roles
+from personagap.analysis.comparable import (
+    YES_NO,
+    Reference,
+    comparable_judge_mask,
+    individual_human_mask,
+    judge_display,
+    reference_labels,
+    roles,
+)
 from personagap.analysis.estimates import EstimateRow, estimate_row, human_rate_from_users
-from personagap.analysis.panel import extras_rows
+from personagap.analysis.panel import extras_rows, on_scale, panel_values, scale_tables
 from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
-from personagap.analysis.weighting import Weight
+from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
 from personagap.stages.extraction_build import assemble_report as assemble_extraction
 from personagap.stages.extraction_build import inferred_scales, items_frame
 from personagap.stages.extraction_records import PILOT_EXTRACTOR, VERIFIER_KINDS, ExtractionReport
-from personagap.stages.relevance_labels import assemble_report, dataset_scale, judge_agreements, pilot_reports
-from personagap.stages.relevance_records import RelevanceReport
+from personagap.stages.relevance_labels import assemble_report, dataset_scale, pilot_reports
+from personagap.stages.relevance_records import JudgeAgreement, RelevanceReport, judge_metrics, selection_fields
+from personagap.stages.response_pairwise import reason_kind
 
 # --------------------------------------------------------------------------- corrected estimates (estimates.py)
 
@@ -199,6 +209,48 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
 
 # --------------------------------------------------------------------------- stage 2 (relevance_labels.py)
 
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
+                     scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
+    """Every comparable judge of ``dataset`` against its human majority, from every label (the per-label oracle).
+
+    Args:
+        labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
+        dataset: Dataset key.
+        which: The blind reference (the default, what judges are scored against) or the anchored one.
+        scale: The dataset's scale (:func:`personagap.datasets.dataset_records`); None: :func:`dataset_scale`.
+        weight: What the table figures weigh equally: ``items`` or ``users`` (:mod:`personagap.analysis.weighting`).
+    """
+    frame = labels[labels["dataset"] == dataset]
+    scale = scale or dataset_scale(labels, dataset, None)
+    reference = reference_labels(frame, which)
+    reference = on_scale(reference, scale, strict=False).dropna()
+    if reference.empty:
+        return []
+    out = []
+    judges = frame[comparable_judge_mask(frame)]
+    for (rater, kind, condition), rows in judges.groupby(["rater", "rater_kind", "condition"], sort=True):
+        failed = rows[rows["label"].isna()]
+        parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
+        joined = parsed.merge(reference.rename("label_human"), left_on="item_id", right_index=True, how="inner")
+        if joined.empty and failed.empty:
+            continue
+        # A judge whose every answer failed still gets a row: its failures are the finding.
+        tables = scale_tables(joined["label_human"], joined["label"], joined["user_id"], scale)
+        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
+                                           levels=scale.levels() if scale.ordinal else None)
+        reasons = Counter(reason_kind(e) for e in failed["error"])
+        out.append(JudgeAgreement(
+            judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
+            condition=str(condition), reference=which, n=len(joined),
+            n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
+            unmatched=len(parsed) - len(joined),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+            **weighting,
+        ))
+    return out
+
+
 def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
                      n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                      origins: Mapping[str, str] | None = None,
@@ -223,8 +275,11 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
+    pilot_judges: dict[Reference, list[JudgeAgreement]] = {
+        which: judge_agreements(labels, pilot_dataset, which=which, scale=scale_of[pilot_dataset], weight=weight)
+        for which in ("blind", "anchored")} if pilot_dataset in datasets else {}
     pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
-                                             n_resamples=n_resamples, seed=seed, weight=weight)
+                                             n_resamples=n_resamples, seed=seed, weight=weight, judges=pilot_judges)
                               if pilot_dataset in datasets else (None, None, []))
     # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
     alt_test, estimates = report_extras(labels, datasets, positive="yes",
