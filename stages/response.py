@@ -84,6 +84,7 @@ from personagap.store.response_counts import (
     single_judge_counts,
     single_label_values,
     single_rater_counts,
+    single_reference_counts,
     staged,
     swap_counts,
 )
@@ -247,6 +248,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             dataset, singles.values)
         js, section = single_dataset(singles.humans[singles.humans["dataset"] == dataset], singles.judges,
                                      singles.raters, single_record, aspects.get(dataset, []),
+                                     reference=singles.reference[singles.reference["dataset"] == dataset],
                                      n_resamples=n_resamples, seed=seed, weight=weight)
         judges += js
         sections += [section] if section is not None else []
@@ -267,13 +269,14 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
 class _SingleReads(NamedTuple):
     """What the report reads of single-response items (:mod:`personagap.store.response_counts`).
 
-    Every label's distinct values, the human labels one a row, and the judges' labels as counts.
+    Every label's distinct values, the human labels one a row, the judges' labels and the reference as counts.
     """
 
     values: pd.DataFrame
     humans: pd.DataFrame
     judges: pd.DataFrame
     raters: pd.DataFrame
+    reference: pd.DataFrame
 
 
 def _single_reads(con: duckdb.DuckDBPyConnection, datasets: list[str]) -> _SingleReads:
@@ -282,7 +285,8 @@ def _single_reads(con: duckdb.DuckDBPyConnection, datasets: list[str]) -> _Singl
     # No judge label, no pass over the labels for the judges against each rater.
     raters = single_rater_counts(con, SINGLE_KINDS) if not judges.empty else judges.iloc[:0].assign(human_rater="")
     return _SingleReads(values=single_label_values(con, SINGLE_KINDS),
-                        humans=single_human_labels(con, SINGLE_KINDS, datasets), judges=judges, raters=raters)
+                        humans=single_human_labels(con, SINGLE_KINDS, datasets), judges=judges, raters=raters,
+                        reference=single_reference_counts(con, SINGLE_KINDS))
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,

@@ -23,7 +23,7 @@ from personagap.analysis.weighting import Weight, judge_row_figures, weighted_es
 from personagap.datasets import build_records
 from personagap.human_data.labels import RatedAspectSpec
 from personagap.records import DatasetRecord, DatasetScale
-from personagap.stages.response_pairwise import blind_reference, reason_kind
+from personagap.stages.response_pairwise import reason_kind
 from personagap.stages.response_records import (
     USR_DATASET,
     YES_NO,
@@ -183,7 +183,7 @@ def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord
 
 
 def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord,
-                   aspects: list[RatedAspectSpec], *, n_resamples: int, seed: int,
+                   aspects: list[RatedAspectSpec], *, reference: pd.DataFrame, n_resamples: int, seed: int,
                    weight: Weight = "items") -> tuple[list[JudgeResult], SingleResponseReport | None]:
     """One single-response dataset on its record's scale (any number of categories, or ordinal levels).
 
@@ -196,6 +196,8 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         raters: :func:`~personagap.store.response_counts.single_rater_counts` (any datasets).
         record: The dataset's record.
         aspects: The other questions its raters answered.
+        reference: The dataset's blind reference labels counted
+            (:func:`~personagap.store.response_counts.single_reference_counts`: ``human``, ``n``).
         n_resamples: Recorded (the one CI rule draws no resamples).
         seed: Recorded.
         weight: What the judges' table figures weigh equally (the agreement among raters pools items).
@@ -214,7 +216,10 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
     for r in pairs.matrix.index:
         others = pairs.matrix.loc[r].drop(r).dropna()
         mean_kappa[str(r)] = float(others.mean()) if not others.empty else None
-    ref = blind_reference(humans)
+    # The reference from the store's counts (the reference query every judge is scored against), one entry per item:
+    # the rates are shares, so the items' order does not matter.
+    ref = pd.Series(np.repeat(reference["human"].to_numpy(dtype=object), reference["n"].to_numpy(dtype=np.int64)),
+                    dtype=object)
     ref = ref[_on_scale(ref, scale)] if not ref.empty else ref
     judge_results, versus = judge_rows(judges, raters, record, weight)
     section = SingleResponseReport(

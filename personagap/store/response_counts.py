@@ -302,6 +302,22 @@ def single_human_labels(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[s
           "humans": list(HUMAN_KINDS)}).df()
 
 
+def single_reference_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
+    """Per single-response dataset and blind reference label, the number of items with it (inside :func:`staged`).
+
+    The reference is :func:`staged`'s (the one reference query), so a section's reference rates are those of the
+    items every judge is scored against.
+
+    Returns:
+        Columns ``dataset``, ``human``, ``n``.
+    """
+    return _rows(con, f"""
+        SELECT dataset, human, count(*) AS n FROM {_ITEMS}
+        WHERE list_contains($single, kind) AND human IS NOT NULL
+        GROUP BY ALL
+    """, {"single": list(single_kinds)})
+
+
 def single_judge_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
     """Every comparable judge's labels on single-response items against the blind reference (inside :func:`staged`).
 
