@@ -128,7 +128,7 @@ def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
         judges = counts[0]
         from personagap.analysis.diagnosis import dataset_scales, diagnose
         from personagap.analysis.pipeline import pipeline_view
-        from personagap.labels_api import dataset_origins
+        from personagap.store.dataset_reads import dataset_origins
 
         seen = pipeline_view(con, judges) if want_view else None
         if on_view is not None and seen is not None:
