@@ -1,7 +1,9 @@
 """The one rule that decides which stored labels may be compared with humans, and how.
 
-Every report, ``personagap diagnose`` and the dashboard take their labels through this module (the
-pandas mask for frames, the SQL predicates for queries), so they cannot disagree about what counts.
+Every report, ``personagap diagnose`` and the dashboard take their labels through this module (the SQL
+predicates for queries, the pandas masks for frames), so they cannot disagree about what counts. An individual
+person's label (a vote, never a stored majority) is :func:`individual_human_sql` / :func:`individual_human_mask`,
+written once here.
 
 A label has a rater kind and a condition (the protocol it was given under). The rule:
 
@@ -22,10 +24,11 @@ A label has a rater kind and a condition (the protocol it was given under). The 
 Majorities follow one rule, :func:`majority_label`: the unique most frequent label among the
 humans of an item; a tie (e.g. two "yes", two "no") is *undecided* and gives no reference.
 
-The human reference of an item (:func:`reference_labels` for frames, :func:`reference_sql` for queries,
-the only two implementations; every report, ``diagnose``, the dashboard, the panel, alt-test, estimates,
-``plan``, ``optimize`` and Annotate read it through them). Blind and anchored references are built apart
-with the same steps and never mixed:
+The human reference of an item is :func:`reference_sql` (every report, ``diagnose``, the dashboard, ``plan`` and
+``optimize`` read it from the store through it). :func:`reference_labels` is the same rule for labels already in
+memory with no store query to run it (the trained judges' training frames, the dashboard's pilot page, the
+per-label test oracles); the tests hold the two equal. Blind and anchored references are built apart with the
+same steps and never mixed:
 
 1. **A stored majority stands.** When the item has ``human_majority`` rows of that protocol and they all
    give the same label, that label is the reference. A stored majority summarises voters whose own labels
@@ -218,7 +221,10 @@ def judge_display_sql(alias: str = "l") -> str:
 
 
 def reference_labels(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
-    """Per item, the human reference label under the rule in this module's docstring.
+    """Per item, the human reference label under the rule in this module's docstring, from a frame in memory.
+
+    The pandas form of :func:`reference_sql`, kept for callers that hold labels and no store (see the module
+    docstring); reports read the reference from the store.
 
     Args:
         labels: Frame with ``item_id``, ``rater_kind``, ``condition``, ``label`` (failures may be present;

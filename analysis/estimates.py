@@ -23,7 +23,8 @@ undefined (no interval then).
 
 The quantity is the share of one label (``positive``, default "yes") among the human reference labels;
 any other label counts as not positive. Human and judge labels are chosen by
-:mod:`personagap.analysis.comparable` (via :mod:`personagap.analysis.robust`'s helpers).
+:mod:`personagap.analysis.comparable`; the rows are computed from the store's counts
+(:func:`personagap.analysis.aggregated.estimate_rows_from_counts`, through :func:`estimate_row` here).
 """
 
 from __future__ import annotations

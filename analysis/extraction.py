@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -46,7 +46,6 @@ from personagap.analysis.agreement import (
     per_cluster_sums,
 )
 from personagap.analysis.arrays import safe_div
-from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 from personagap.records import Item, Stage, item_id
 
@@ -406,11 +405,6 @@ def verdict_rates_from_counts(labels: npt.ArrayLike, clusters: npt.ArrayLike,
     per, _ = per_cluster_sums(np.column_stack(columns) if n.size else np.zeros((0, len(columns))), clusters)
     return {v: cluster_estimate(_precision, per[:, [i, len(VERDICTS)]], bounds=(0.0, 1.0))
             for i, v in enumerate(VERDICTS)}
-
-
-def majority(labels: Iterable[str]) -> str | None:
-    """The verdict of several raters under the one majority rule (:func:`.comparable.majority_label`)."""
-    return majority_label(labels)
 
 
 def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,

@@ -22,9 +22,10 @@ judge class ``j``, as in :mod:`personagap.analysis.agreement`) registered with
 ``estimate(tables, "ac1")`` gives the same user-clustered CI as kappa (the one CI rule,
 :func:`~personagap.analysis.agreement.cluster_estimate`).
 
-The tidy-frame helpers (:func:`human_reference`, :func:`judge_labels`) are shared by
-:mod:`~personagap.analysis.alt_test` and :mod:`~personagap.analysis.estimates`; which labels count is
-decided by :mod:`personagap.analysis.comparable` only.
+The tidy-frame helpers (:func:`individual_humans`, :func:`human_reference`, :func:`judge_labels`) serve callers
+that hold labels in memory: the alternative-annotator test (on the items several humans labelled, read from the
+store), ``plan`` on a frame and :func:`~personagap.analysis.aggregated.frame_counts`; which labels count is decided
+by :mod:`personagap.analysis.comparable` only.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def test_frame_judge_rows_are_the_per_label_rows(recenter_db: Path, which: str) 
 
 
 @pytest.mark.parametrize("name", ["relevance_report", "report_extras", "extraction_report", "verdict_counts_frame",
-                                  "estimate_rows", "judge_estimates"])
+                                  "estimate_rows", "judge_estimates", "majority"])
 def test_per_label_twins_live_in_the_tests_only(name: str) -> None:
     """No package module defines a per-label twin of a report figure again (they are oracles in tests/)."""
     defined = [str(p.relative_to(REPO)) for d in PACKAGE_DIRS for p in (REPO / d).rglob("*.py")
