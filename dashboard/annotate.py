@@ -283,17 +283,21 @@ def _certainty(meta: Any) -> float | None:
 def _modal(labels: pd.DataFrame) -> pd.DataFrame:
     """Per item (index ``item_id``, sorted): its most common ``label`` and that label's ``share`` of its labels.
 
-    A tie goes to the label that comes first in ``labels``' row order (what ``value_counts`` keeps). Vectorised:
-    one groupby over every label, never a Python call per item (10^6 items at 10^7 labels).
+    A tie goes to the label that comes first in ``labels``' row order (what ``value_counts`` keeps). Vectorised
+    over integer codes: never a Python call per item (10^6 items at 10^7 labels).
     """
-    rows = pd.DataFrame({"item_id": labels["item_id"].to_numpy(), "label": labels["label"].to_numpy(),
-                         "pos": np.arange(len(labels))})
-    counts = rows.groupby(["item_id", "label"], sort=False).agg(n=("pos", "size"), first=("pos", "min")).reset_index()
-    counts["total"] = counts.groupby("item_id")["n"].transform("sum")
-    top = counts.sort_values(["item_id", "n", "first"], ascending=[True, False, True]).drop_duplicates("item_id")
-    return pd.DataFrame({"label": top["label"].astype(str).to_numpy(),
-                         "share": (top["n"] / top["total"]).to_numpy(dtype=float)},
-                        index=pd.Index(top["item_id"].to_numpy(), name="item_id"))
+    item_codes, item_names = pd.factorize(labels["item_id"], sort=True)
+    label_codes, label_names = pd.factorize(labels["label"])
+    width = max(len(label_names), 1)
+    pairs, first, n = np.unique(item_codes.astype(np.int64) * width + label_codes, return_index=True,
+                                return_counts=True)
+    item, label = pairs // width, pairs % width
+    total = np.bincount(item, weights=n, minlength=len(item_names))
+    order = np.lexsort((first, -n, item))  # per item: the most labels first, then the first seen
+    top = order[np.r_[True, item[order][1:] != item[order][:-1]]]
+    return pd.DataFrame({"label": np.asarray(label_names, dtype=object)[label[top]].astype(str),
+                         "share": n[top] / total[item[top]]},
+                        index=pd.Index(np.asarray(item_names, dtype=object)[item[top]], name="item_id"))
 
 
 def _certainties(meta: pd.Series) -> npt.NDArray[np.float64]:
@@ -361,7 +365,8 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
             others = others.dropna(subset=["best"])
             if not others.empty:
                 contradicted = (others["label"] != others["best"]).groupby(others["item_id"]).mean()
-        has_best = frame["item_id"].isin(best_modal.index)
+        # (a map, not isin: isin of 10^6 Arrow strings builds a Python scalar per value)
+        has_best = frame["item_id"].map(best_top["share"]).notna()
         frame["score"] = (1.0 - frame["item_id"].map(certainty)).fillna(frame["item_id"].map(inconsistency))
         frame["second"] = frame["item_id"].map(contradicted).fillna(0.0)
         frame["has_best"] = has_best
@@ -371,13 +376,13 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
     elif order == "routed":
         if routed is None:
             raise AnnotateError("no routing decision is stored for this dataset: run `personagap route` first")
-        frame = frame[frame["item_id"].isin(set(routed))].sort_values("tie")
+        frame = frame[frame["item_id"].map(dict.fromkeys(routed, True)).notna()].sort_values("tie")
         frame["score"] = frame["tie"]
     elif order == "audit":
         if not audit:
             raise AnnotateError("no audit draw is stored for this dataset: run `personagap route ... --audit N` first")
         position = {item: k for k, item in enumerate(audit)}
-        frame = frame[frame["item_id"].isin(set(audit))]
+        frame = frame[frame["item_id"].map(dict.fromkeys(audit, True)).notna()]
         frame = frame.assign(score=frame["item_id"].map(position).astype(float)).sort_values("score")
     elif order == "random":
         frame["stratum"] = frame["item_id"].map(best_modal).fillna("(no label)").astype(str) \
