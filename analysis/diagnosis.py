@@ -88,9 +88,10 @@ from personagap.analysis.diagnosis_text import (
 )
 from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import REAL, tag_origins
-from personagap.analysis.panel import as_scale, panel_values, scale_metrics
+from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.datasets import dataset_records
 from personagap.records import DatasetScale
+from personagap.scales import as_scale
 
 __all__ = ["JUDGE_KINDS", "MIN_ITEMS_FOR_RANKING", "MIN_PAIR_OVERLAP", "STAGES", "STAGE_TITLES", "CeilingGap",
            "Diagnosis", "HumanCeiling", "JudgeScore", "SelectedGap", "StageComparison", "StageDiagnosis",

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -62,8 +62,8 @@ from personagap.analysis.comparable import (
     reference_labels,
 )
 
-HumanSet = Literal["blind", "anchored"]
-"""Which human labels a figure uses: blind (the reference) or anchored (saw an LLM label first)."""
+# Re-exported for analysis/budget.py until it imports it from personagap.vocabulary (its one home).
+from personagap.vocabulary import HumanSet as HumanSet
 
 PANEL_METRICS: tuple[str, ...] = ("ac1", "pabak", "mcc", "balanced_accuracy")
 """Panel figures reported with a CI (``<name>_ci``)."""

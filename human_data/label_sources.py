@@ -32,6 +32,7 @@ from personagap.linking import (
 )
 from personagap.records import PAIRWISE_LABELS, Stage
 from personagap.store.label_import import count_rows, describe, hold_rows, register_arrow, set_variables
+from personagap.vocabulary import RELEVANCE_LABELS
 
 
 def sql_quote(text: str) -> str:
@@ -378,7 +379,8 @@ def _shape_sql(spec: LabelSpec) -> str:
     free = spec.scale == "nominal" and spec.categories is None
     pairish = "bool_and(lower(_lt) IN ('a', 'b', 'tie')) OVER w"
     yes_no = ("bool_and(lower(_lt) IN ('yes', 'no')) OVER w" if free
-              else str(spec.categories is not None and {c.lower() for c in spec.categories} <= {"yes", "no"}).upper())
+              else str(spec.categories is not None
+                       and {c.lower() for c in spec.categories} <= set(RELEVANCE_LABELS)).upper())
     paired = "bool_or(response_a IS NOT NULL OR response_b IS NOT NULL) OVER w"
     single = "bool_or(response IS NOT NULL) OVER w"
     is_pair = f"({paired} OR (NOT {single} AND {pairish}))"

@@ -74,9 +74,9 @@ from personagap.store.extraction_counts import (
 )
 
 if TYPE_CHECKING:
-    from personagap.analysis.robust import HumanSet
     from personagap.human_data.extraction import ExtractionImport
     from personagap.human_data.laps import LapsImport
+    from personagap.vocabulary import HumanSet
 
 __all__ = ["ATTRIBUTE_KINDS", "CALIBRATION_NOTE", "PILOT_EXTRACTOR", "VERIFIER_KINDS", "ExtractionReport",
            "ExtractorRun", "GoldSummary", "HumanAgreement", "MatchRow", "VerdictRow", "VerifierAgreement",

@@ -38,7 +38,7 @@ import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, Reference
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pipeline_sql import reference_table
 from personagap.analysis.weighting import Weight
@@ -58,7 +58,6 @@ from personagap.stages.response_pairwise import (
 from personagap.stages.response_records import (
     GVP_KIND,
     SINGLE_KINDS,
-    YES_NO,
     GenericVsPersonalized,
     HumanBias,
     JudgeResult,
@@ -88,6 +87,7 @@ from personagap.store.response_counts import (
     staged,
     swap_counts,
 )
+from personagap.vocabulary import YES_NO, HumanSet
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -224,7 +224,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             if set(singles.values.loc[(singles.values["dataset"] == d) & singles.values["label"].notna(), "label"])
             <= set(YES_NO)]
         # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
-        counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
+        counts_for_rates: dict[HumanSet, tuple[pd.DataFrame, pd.DataFrame]] = (
             {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,

@@ -24,7 +24,6 @@ from personagap.analysis.arrays import FloatArray
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
     YES_NO,
-    Reference,
     comparable_judge_mask,
     individual_human_mask,
     judge_display,
@@ -32,16 +31,18 @@ from personagap.analysis.comparable import (
     roles,
 )
 from personagap.analysis.estimates import EstimateRow, estimate_row, human_rate_from_users
-from personagap.analysis.panel import extras_rows, on_scale, panel_values, scale_tables
-from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
+from personagap.analysis.panel import extras_rows, panel_values, scale_tables
+from personagap.analysis.robust import JudgeLabels, human_reference, judge_labels
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
+from personagap.scales import on_scale
 from personagap.stages.extraction_build import assemble_report as assemble_extraction
 from personagap.stages.extraction_build import inferred_scales, items_frame
 from personagap.stages.extraction_records import PILOT_EXTRACTOR, VERIFIER_KINDS, ExtractionReport
 from personagap.stages.relevance_labels import assemble_report, dataset_scale, pilot_reports
 from personagap.stages.relevance_records import JudgeAgreement, RelevanceReport, judge_metrics, selection_fields
 from personagap.stages.response_pairwise import reason_kind
+from personagap.vocabulary import HumanSet
 
 # --------------------------------------------------------------------------- corrected estimates (estimates.py)
 
@@ -136,7 +137,7 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
         labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
         dataset: Dataset key.
         positive: The label whose human rate is estimated ("yes" for relevance and persona use).
-        humans: Reference from blind (default) or anchored humans.
+        humans: HumanSet from blind (default) or anchored humans.
         positive_by_item: Instead of one ``positive`` label, the positive label of each item (item id ->
             label), e.g. the position of the personalised answer: the quantity is then the share of items
             whose label is their own positive one (stage 3: "humans prefer the personalised answer").
@@ -209,7 +210,7 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
 
 # --------------------------------------------------------------------------- stage 2 (relevance_labels.py)
 
-def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "blind",
                      scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
     """Every comparable judge of ``dataset`` against its human majority, from every label (the per-label oracle).
 
@@ -275,7 +276,7 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
-    pilot_judges: dict[Reference, list[JudgeAgreement]] = {
+    pilot_judges: dict[HumanSet, list[JudgeAgreement]] = {
         which: judge_agreements(labels, pilot_dataset, which=which, scale=scale_of[pilot_dataset], weight=weight)
         for which in ("blind", "anchored")} if pilot_dataset in datasets else {}
     pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
