@@ -162,11 +162,10 @@ def pilot_report(db: str) -> dict[str, Any] | None:
     """Agreement among the relevance raters (blind humans first, else anchored ones), or None without any."""
     from personagap.stages.relevance import multi_rater_report
     from personagap.store import load_labels
+    from personagap.store.dataset_reads import datasets_with_human_labels
 
     with queries.read_only(db) as con:
-        datasets = [r[0] for r in con.execute(
-            "SELECT DISTINCT i.dataset FROM labels l JOIN items i USING (item_id) "
-            "WHERE i.stage = 'relevance' AND l.rater_kind = 'human' ORDER BY 1").fetchall()]
+        datasets = datasets_with_human_labels(con, "relevance")
         frames = {ds: load_labels(con, dataset=ds, stage="relevance") for ds in datasets}
     # Blind humans first (the only agreement that may serve as a ceiling); else the anchored annotators', shown
     # as such. Never the two mixed.

@@ -12,7 +12,8 @@ from typing import Literal, get_args
 from personagap.linking import SYSTEM_KIND
 
 __all__ = ["ATTRIBUTE_KINDS", "HUMAN_KINDS", "HUMAN_SETS", "JUDGE_KINDS", "PAIRWISE_LABELS", "RATER_KINDS",
-           "RELEVANCE_LABELS", "REVERSED", "SYSTEM_KINDS", "VERIFICATION_LABELS", "YES_NO", "HumanSet", "RaterKind"]
+           "RELEVANCE_LABELS", "REVERSED", "SINGLE_KINDS", "SYSTEM_KINDS", "VERIFICATION_LABELS", "YES_NO", "HumanSet",
+           "RaterKind"]
 
 #: Label vocabularies per stage. A label outside its vocabulary is a data error.
 RELEVANCE_LABELS: tuple[str, str] = ("yes", "no")
@@ -42,6 +43,9 @@ HumanSet = Literal["blind", "anchored"]
 """Which humans form the reference: ``blind`` (what judges are scored against) or ``anchored`` (saw an LLM's label
 first; reported apart)."""
 HUMAN_SETS: tuple[HumanSet, ...] = get_args(HumanSet)
+
+SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
+"""Payload kinds of stage-3 items that are one answer to rate (the rest are pairs)."""
 
 ATTRIBUTE_KINDS: tuple[str | None, ...] = (None, "extracted")
 """Payload kinds of stage-1 items that are extracted attributes (None: a release's attributes carry no kind)."""

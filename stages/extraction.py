@@ -94,7 +94,7 @@ def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     scale is its record's (:func:`personagap.datasets.dataset_records`, the one reader). ``weight``: what the
     verifier rows' table figures weigh equally (``items``, the default, or ``users``).
     """
-    from personagap.labels_api import dataset_origins
+    from personagap.store.dataset_reads import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)

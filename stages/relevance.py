@@ -112,8 +112,8 @@ def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.datasets import dataset_records
-    from personagap.labels_api import dataset_origins
     from personagap.store import opened
+    from personagap.store.dataset_reads import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)

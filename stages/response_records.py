@@ -16,12 +16,11 @@ from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
 from personagap.store.response_counts import GVP_KIND as GVP_KIND
 from personagap.store.response_counts import NO_PROFILE as NO_PROFILE
 from personagap.store.response_counts import REVERSED as REVERSED
+from personagap.vocabulary import SINGLE_KINDS as SINGLE_KINDS
 
 USR_DATASET = "usr-personachat"
 
 
-SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
-"""Payload kinds of single-response items (one answer rated on the dataset's scale)."""
 
 
 
