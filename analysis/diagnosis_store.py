@@ -19,7 +19,7 @@ from personagap.analysis.comparable import judge_display
 from personagap.records import DatasetScale
 from personagap.scales import stored_scale
 from personagap.store.aggregates import has_anchored_humans, label_counts
-from personagap.vocabulary import HumanSet
+from personagap.vocabulary import HUMAN_SETS, HumanSet
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis, JudgeScore
@@ -56,7 +56,7 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         anchored = [ds] if has_anchored_humans(con, s.stage, ds) else []
         positive = "yes" if best.binary else None
         # Counts only where estimates are made (a yes/no best judge), of each reference the rows cover.
-        references: list[HumanSet] = ["blind", "anchored"] if anchored else ["blind"]
+        references: list[HumanSet] = list(HUMAN_SETS) if anchored else ["blind"]
         counts = {which: _of(blind_counts, s.stage, ds) if which == "blind" and blind_counts is not None
                   else label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,

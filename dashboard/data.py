@@ -15,6 +15,7 @@ from personagap.analysis.pairwise import pairwise_agreement
 from personagap.dashboard import access, queries
 from personagap.dashboard.display import ci, num
 from personagap.store import DEFAULT_DB
+from personagap.vocabulary import HUMAN_SETS
 
 DB_ENV = "PERSONAGAP_DB"
 TTL_SECONDS = 60
@@ -169,7 +170,7 @@ def pilot_report(db: str) -> dict[str, Any] | None:
         frames = {ds: load_labels(con, dataset=ds, stage="relevance") for ds in datasets}
     # Blind humans first (the only agreement that may serve as a ceiling); else the anchored annotators', shown
     # as such. Never the two mixed.
-    for which in ("blind", "anchored"):
+    for which in HUMAN_SETS:
         for ds, labels in frames.items():
             report = multi_rater_report(labels, ds, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, which=which)
             if report is not None:

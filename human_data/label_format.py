@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from personagap.datasets import default_question
 from personagap.human_data._jsonl import DataError
-from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, SYSTEM, SYSTEM_KIND
+from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, SYSTEM
 from personagap.records import (
     PAIRWISE_LABELS,
     RELEVANCE_LABELS,
@@ -45,8 +45,6 @@ LINK_COLUMNS: tuple[str, ...] = (ATTRIBUTE_ID, SYSTEM, ATTRIBUTES_USED, INPUT_CO
 """Item columns that link stages: stored in the item's payload under their own names when a file fills them."""
 CONFIDENCE = "confidence"
 CONFIDENCE_SCALE = "confidence_scale"
-RATER_KINDS: tuple[str, ...] = ("human", "llm", "trained", SYSTEM_KIND)
-"""``system``: a pipeline's own output (e.g. a selector's stage-2 choices), scored against people, never a judge."""
 #: The stage's question fixes its categories (its report and judges read exactly these); ``--categories``
 #: changes them except for pairwise items, whose labels always say which answer won.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {"extraction": VERIFICATION_LABELS, "relevance": RELEVANCE_LABELS}

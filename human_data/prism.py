@@ -46,6 +46,7 @@ from personagap.human_data._jsonl import (
 )
 from personagap.records import PAIRWISE_LABELS, DatasetRecord, DatasetScale, Item, Label, Run, User, item_id
 from personagap.store import ImportBatch
+from personagap.vocabulary import DECISIVE
 
 DATASET = "prism-judge"
 ADAPTER = "prism-judge"
@@ -133,7 +134,7 @@ def parse_answer(answer: str, *, with_tie: bool) -> tuple[str | None, str | None
         ``(label, None)`` or ``(None, error)``.
     """
     text = answer.strip()
-    if text in ("A", "B"):
+    if text in DECISIVE:
         return text, None
     if text == "C":
         if with_tie:

@@ -63,7 +63,7 @@ def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> 
         text = text.map(lambda v: _level_text(v, level_of))
     known = text.isin(scale.categories)
     if strict and not known.all():
-        unknown = sorted(set(text[~known]))[:5]
+        unknown = sorted({str(t) for t in text[~known]})[:5]  # a missing label (NaN) reads 'nan'
         raise ValueError(f"labels {unknown} are not on the {scale.kind} scale {list(scale.categories)}")
     return text.where(known)
 
