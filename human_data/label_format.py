@@ -17,7 +17,6 @@ from personagap.datasets import default_question
 from personagap.human_data._jsonl import DataError
 from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, SYSTEM
 from personagap.records import (
-    PAIRWISE_LABELS,
     RELEVANCE_LABELS,
     VERIFICATION_LABELS,
     DatasetRecord,
@@ -25,6 +24,7 @@ from personagap.records import (
     ItemKind,
     Stage,
 )
+from personagap.scales import PAIRWISE_SCALE
 from personagap.stage_names import STAGES as STAGES  # re-exported: the format's stages
 
 Scale = Literal["nominal", "ordinal"]
@@ -163,7 +163,7 @@ class LabelImport:
         """The dataset record this import fixes (stored with :func:`personagap.datasets.record_meta`)."""
         spec = self.spec
         if self.item_kind == "pairwise":
-            scale = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+            scale = PAIRWISE_SCALE
         else:
             # Undeclared categories stay empty: the record reader then takes every label the raters gave.
             scale = DatasetScale(kind=spec.scale, categories=spec_categories(spec) or ())

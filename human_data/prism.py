@@ -44,7 +44,8 @@ from personagap.human_data._jsonl import (
     real_path,
     require_exists,
 )
-from personagap.records import PAIRWISE_LABELS, DatasetRecord, DatasetScale, Item, Label, Run, User, item_id
+from personagap.records import DatasetRecord, Item, Label, Run, User, item_id
+from personagap.scales import PAIRWISE_SCALE
 from personagap.store import ImportBatch
 from personagap.vocabulary import DECISIVE
 
@@ -313,5 +314,5 @@ def load_prism(path: str | Path) -> ResponseImport:
 def pairwise_record(dataset: str, question: str) -> dict[str, str]:
     """The meta entries of a release's pairwise (A/B/tie) dataset record (:func:`personagap.datasets.record_meta`)."""
     return record_meta(DatasetRecord(stage="response", dataset=dataset, item_kind="pairwise",
-                                     scale=DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS),
+                                     scale=PAIRWISE_SCALE,
                                      question=question, declared=True))

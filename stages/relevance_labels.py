@@ -38,7 +38,7 @@ from personagap.analysis.pairwise import pairwise_agreement
 from personagap.analysis.panel import panel_values
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
-from personagap.scales import alpha_level, on_scale
+from personagap.scales import alpha_level, as_scale, on_scale
 from personagap.stages.relevance_records import (
     ANCHORED_TITLE,
     GroupRow,
@@ -70,7 +70,7 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
     """
     if scales and dataset in scales:
         return scales[dataset]
-    return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
+    return as_scale(categories_for(labels[labels["dataset"] == dataset]))
 
 
 def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,

@@ -91,3 +91,19 @@ def test_level_value_reads_text_only(number: float) -> None:
     assert level_value(str(number)) == float(str(number))
     assert math.isnan(level_value(number))  # a non-text value is no stored label
     assert math.isnan(level_value(None)) and math.isnan(level_value("yes"))
+
+
+def test_the_scale_rules_are_defined_once() -> None:
+    """No package module but personagap/scales.py defines a scale coercion or spells the pairwise scale."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    home = repo / "personagap" / "scales.py"
+    pattern = re.compile(r'^\s*def _?(as_scale|on_scale|on_scale_mask|level_value|_level|alpha_level|stored_scale)\('
+                         r'|DatasetScale\(kind="pairwise"', re.M)
+    found = [f"{p.relative_to(repo)}: {m.group(0).strip()}"
+             for d in ("analysis", "stages", "judges", "human_data", "dashboard", "personagap")
+             for p in sorted((repo / d).rglob("*.py")) if p != home
+             for m in pattern.finditer(p.read_text(encoding="utf-8"))]
+    assert found == []
