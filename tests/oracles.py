@@ -361,3 +361,33 @@ def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
     ref_counts = (with_reference.groupby(["dataset", "user_id", "human"], sort=True).size().rename("n")
                   .reset_index())
     return counts, ref_counts
+
+
+def relevance_bias(labels: pd.DataFrame) -> pd.DataFrame:
+    """The Stage 2 page's position/length bias from one row per label (``dashboard_reads.bias_labels``' rows).
+
+    The per-label twin of :func:`personagap.dashboard.data.relevance_bias` (which reads ``bias_counts``).
+    """
+    from personagap.analysis.response import clustered_rate
+
+    rows: list[dict[str, Any]] = []
+    if labels.empty:
+        return pd.DataFrame(rows)
+    labels = labels.copy()
+    lengths = labels["length"].dropna()
+    if lengths.nunique() >= 4:
+        edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1]))
+        names = [f"length Q{i + 1} ({int(edges[i])}–{int(edges[i + 1])} chars)" for i in range(len(edges) - 1)]
+        labels["length_q"] = pd.cut(labels["length"], edges, labels=names, include_lowest=True).astype(object)
+    for factor, column in {"position": "position", "length": "length_q"}.items():
+        if column not in labels or labels[column].isna().all():
+            continue
+        part = labels.dropna(subset=[column])
+        for (rater, who, bucket), g in part.groupby(["rater", "who", column], sort=True):
+            if len(g) < 5:
+                continue
+            est = clustered_rate(g["hit"].to_numpy(bool), g["user_id"].to_numpy())
+            label = f"position {int(bucket) + 1}" if factor == "position" else str(bucket)
+            rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": len(g),
+                         "rate": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]})
+    return pd.DataFrame(rows)
