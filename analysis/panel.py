@@ -23,10 +23,8 @@ from personagap.analysis.estimates import estimate_line
 from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
 
-# The scale coercion (defined in personagap.scales); on_scale re-exported for analysis/budget.py until it imports
-# it from there.
-from personagap.scales import as_scale
-from personagap.scales import on_scale as on_scale
+# The scale coercion (defined in personagap.scales).
+from personagap.scales import as_scale, on_scale
 from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS

@@ -61,9 +61,7 @@ from personagap.analysis.comparable import (
     one_vote_per_rater,
     reference_labels,
 )
-
-# Re-exported for analysis/budget.py until it imports it from personagap.vocabulary (its one home).
-from personagap.vocabulary import HumanSet as HumanSet
+from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = ("ac1", "pabak", "mcc", "balanced_accuracy")
 """Panel figures reported with a CI (``<name>_ci``)."""
