@@ -72,6 +72,11 @@ def test_store_counts_match_agreement_labels(recenter_db: Path):
         pd.testing.assert_frame_equal(got, pairs.astype({"n": "int64"}), check_dtype=False)
         assert dict(zip(counts.raters["rater"], counts.raters["items"], strict=True)) == items
         assert (counts.users, counts.categories) == (users, categories)
+        with opened(recenter_db, read_only=True) as con:  # the list patterns (too many codes for a bit mask)
+            listed = agreement_counts(con, "relevance", dataset, mask_bits=0)
+        pd.testing.assert_frame_equal(listed.pairs, counts.pairs)
+        pd.testing.assert_frame_equal(listed.raters, counts.raters)
+        assert (listed.users, listed.categories) == (counts.users, counts.categories)
 
 
 def test_relevance_bias_counts_equal_per_label_oracle(recenter_db: Path):
