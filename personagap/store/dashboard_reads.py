@@ -244,10 +244,17 @@ def human_rater_counts(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, 
 
 def matrix_choices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """(stage, dataset) pairs with at least two raters, with rater and label counts."""
+    # Labels counted per (stage, dataset, rater, condition) first; the display names of those few rows after.
     return _frame(con, f"""
-        SELECT stage, dataset, count(DISTINCT rater) AS raters, count(*) AS labels
-        FROM ({_MATRIX_RATERS})
-        GROUP BY ALL HAVING count(DISTINCT rater) >= 2 ORDER BY 1, 2
+        WITH per AS (
+            SELECT i.stage, i.dataset, l.rater, l.condition, count(*) AS n
+            FROM labels l JOIN items i USING (item_id)
+            WHERE l.label IS NOT NULL AND ({blind_human_sql('l')} OR {comparable_judge_sql('l')})
+            GROUP BY ALL
+        )
+        SELECT stage, dataset, count(DISTINCT {judge_display_sql('per')}) AS raters, CAST(sum(n) AS BIGINT) AS labels
+        FROM per
+        GROUP BY ALL HAVING count(DISTINCT {judge_display_sql('per')}) >= 2 ORDER BY 1, 2
     """)
 
 
