@@ -60,8 +60,8 @@ def test_fleiss_ci_honours_a_non_default_level() -> None:
     rng = np.random.default_rng(1)
     counts = np.stack([rng.multinomial(3, [0.6, 0.4]) for _ in range(60)])
     clusters = np.repeat(np.arange(12), 5)
-    wide = ag.fleiss_kappa_ci(counts, clusters, n_resamples=400, seed=2)
-    narrow = ag.fleiss_kappa_ci(counts, clusters, n_resamples=400, seed=2, level=0.5)
+    wide = ag.fleiss_kappa_ci(counts, clusters)
+    narrow = ag.fleiss_kappa_ci(counts, clusters, level=0.5)
     assert wide.ci[0] < narrow.ci[0] <= narrow.ci[1] < wide.ci[1]
 
 
@@ -124,10 +124,10 @@ def test_binary_metrics_reject_judge_codes_outside_0_1_and_honour_the_level() ->
         judge = human.copy()
         judge[3] = bad
         with pytest.raises(ValueError, match="0/1"):
-            ag.agreement(human, judge, users, metrics=("precision",), n_resamples=20)
+            ag.agreement(human, judge, users, metrics=("precision",))
     judge = np.where(np.arange(40) % 5 == 0, 1 - human, human)
-    wide = ag.agreement(human, judge, users, metrics=("kappa",), n_resamples=400)["kappa"]
-    narrow = ag.agreement(human, judge, users, metrics=("kappa",), n_resamples=400, level=0.5)["kappa"]
+    wide = ag.agreement(human, judge, users, metrics=("kappa",))["kappa"]
+    narrow = ag.agreement(human, judge, users, metrics=("kappa",), level=0.5)["kappa"]
     assert wide.ci[0] < narrow.ci[0] <= narrow.ci[1] < wide.ci[1]
 
 

@@ -53,7 +53,7 @@ def relevance_run(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("cv-rel")
     db = work / "db.duckdb"
     shutil.copy(recenter_db, db)
-    return db, work / "rel.joblib", stage.train_relevance(db, work / "rel.joblib", n_resamples=N_RESAMPLES)
+    return db, work / "rel.joblib", stage.train_relevance(db, work / "rel.joblib")
 
 
 def test_relevance_cv_holds_out_whole_users_and_fits_on_train_users_only(relevance_run) -> None:  # type: ignore[no-untyped-def]

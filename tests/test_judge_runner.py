@@ -132,7 +132,7 @@ def test_report_lists_live_judge_with_failures(recenter_db_copy: Path) -> None:
     with ScriptedOpenAIServer(lambda b: "no idea" if _bucket(b) == 3 else _good(b)) as server:
         api.judge_relevance(recenter_db_copy, "relevance-per-attribute",
                             LMConfig(model=MODEL, api_base=server.base_url), limit=80, progress=False)
-    report = api.report_relevance(recenter_db_copy, n_resamples=50)
+    report = api.report_relevance(recenter_db_copy)
     (live,) = [j for j in report.judges if j.judge.startswith("relevance-per-attribute/v1/")]
     assert live.failures > 0 and live.failure_reasons == {"unparseable": live.failures}
     assert live.n + live.unmatched + live.failures == 80  # unmatched: prompts the humans did not label

@@ -353,7 +353,7 @@ def test_response_persona_use_on_usr(shared_data: Path, tmp_path: Path) -> None:
         lm = LMConfig(model="openai/demo", api_base=server.base_url)
         # 10 train, 4 dev and MIN_USERS_FOR_CI (10) test users: the gain's CI needs that many.
         result = optimize(db, OptimizeSettings(stage="response", judge="persona-use", n_users=24, budget=40,
-                                               candidates=2, n_resamples=300, seed=1, fractions=(0.4, 0.15, 0.45)),
+                                               candidates=2, seed=1, fractions=(0.4, 0.15, 0.45)),
                           lm, tmp_path / "r.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
         log = list(server.log)
     meta = load_program(tmp_path / "r.json").meta

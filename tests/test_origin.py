@@ -110,7 +110,7 @@ def _real_only(tmp_path: Path) -> str:
 
 def test_no_side_by_side_without_both_origins(tmp_path: Path) -> None:
     db = _real_only(tmp_path)
-    report = report_relevance(db, n_resamples=int(RESAMPLES))
+    report = report_relevance(db)
     assert report.origin_comparison == [] and {j.origin for j in report.judges} == {"real"}
     assert "Synthetic personas vs real users" not in render_relevance(report)
 

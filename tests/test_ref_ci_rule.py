@@ -43,7 +43,7 @@ def _has_ci(ci: list[float | None]) -> bool:
 
 
 def test_two_users_get_no_ci_and_are_told_why() -> None:
-    [row] = estimate_rows(_labels(2), "d", n_resamples=100)
+    [row] = estimate_rows(_labels(2), "d")
     assert row["n_users"] == 2
     assert not any(_has_ci(row[k]) for k in _BOOTSTRAP_CIS)
     assert row["ci_note"] == f"too few users for a CI: 2 users, {MIN_USERS_FOR_CI} needed"
@@ -57,7 +57,7 @@ def test_two_users_get_no_ci_and_are_told_why() -> None:
 def test_five_users_get_every_ci() -> None:
     # The human-based figures need MIN_LABELLED_USERS users with human labels (issue 21's harness), the others
     # MIN_USERS_FOR_CI users.
-    [row] = estimate_rows(_labels(MIN_LABELLED_USERS), "d", n_resamples=100)
+    [row] = estimate_rows(_labels(MIN_LABELLED_USERS), "d")
     assert row["n_users"] == MIN_LABELLED_USERS and row["ci_note"] is None
     assert all(_has_ci(row[k]) for k in (*_BOOTSTRAP_CIS, "ppi_ci"))
     lo, hi = row["human_only_ci"]
@@ -72,7 +72,7 @@ def test_undefined_resamples_are_counted() -> None:
     labels = _labels(MIN_USERS_FOR_CI)
     no_yes = (labels["user_id"] != "u0") & (labels["rater"] == "ann")
     labels.loc[no_yes, "label"] = "no"
-    [row] = estimate_rows(labels, "d", n_resamples=200)
+    [row] = estimate_rows(labels, "d")
     assert row["ci_undefined"]["rogan_gladen"] > 0 and row["ci_undefined"]["naive"] == 0
 
 

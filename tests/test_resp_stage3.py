@@ -157,7 +157,7 @@ def test_zero_one_labels_without_categories_get_their_own_section(tmp_path: Path
     rows = single_rows("binary", ("0", "1"))
     db = tmp_path / "zero-one.duckdb"
     import_labels(pd.DataFrame(rows), stage="response", dataset="team-01", db=db)
-    report = stage.report_response(db, n_resamples=50)
+    report = stage.report_response(db)
     (section,) = report.single_responses
     assert section.dataset == "team-01" and section.categories == ["0", "1"]
     assert section.question == "Is this answer right for this user?"  # the stage's default, from the record
@@ -174,7 +174,7 @@ def test_usr_questions_and_overall_are_data(shared_data: Path, tmp_path: Path) -
     with duckdb.connect(str(db), read_only=True) as con:
         record = dataset_records(con)[("response", "usr-personachat")]
     assert record.declared and record.item_kind == "single" and "Uses Knowledge" in record.question
-    report = stage.report_response(db, n_resamples=50)
+    report = stage.report_response(db)
     (section,) = report.single_responses
     assert section.question == record.question
     overall = next(a for a in section.aspects if a.condition == "overall")

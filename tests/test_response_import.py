@@ -184,7 +184,7 @@ def test_personafeedback_fixture(tmp_path: Path) -> None:
 
     db = tmp_path / "pf.duckdb"
     stage.import_personafeedback(FIXTURES / "personafeedback", db)
-    rep = stage.report_response(db, n_resamples=50)
+    rep = stage.report_response(db)
     (humans,) = rep.humans
     assert humans.n == 6 and humans.first_position_rate is None  # A/B order was never shown to the annotators
     # 4 of the 6 chosen answers are the longer one (hand-counted: all but tomatoes and the First World War).

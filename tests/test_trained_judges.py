@@ -56,7 +56,7 @@ def trained_relevance(recenter_db: Path, tmp_path_factory: pytest.TempPathFactor
     work = tmp_path_factory.mktemp("trained-rel")
     db = work / "db.duckdb"
     shutil.copy(recenter_db, db)
-    result = stage.train_relevance(db, work / "rel.joblib", n_resamples=N_RESAMPLES)
+    result = stage.train_relevance(db, work / "rel.joblib")
     return db, work / "rel.joblib", result
 
 
@@ -88,7 +88,7 @@ def test_relevance_cv_is_grouped_by_user_and_stored_as_a_trained_rater(trained_r
 def stage_report_judges(db: Path) -> dict[str, object]:
     from personagap.api import report_relevance
 
-    return {j.judge: j for j in report_relevance(db, n_resamples=N_RESAMPLES).judges
+    return {j.judge: j for j in report_relevance(db).judges
             if j.dataset == "recenter-stage2"}
 
 
@@ -152,7 +152,7 @@ def test_in_sample_labels_are_kept_out_of_the_comparison(trained_relevance, tmp_
         conditions = dict(con.execute("SELECT condition, count(*) FROM labels WHERE rater = ? GROUP BY ALL",
                                       [summary.rater]).fetchall())
     assert conditions.get(stage.IN_SAMPLE) == summary.in_training
-    report = report_relevance(own, n_resamples=20)
+    report = report_relevance(own)
     listed = [j for j in report.judges if j.judge == summary.rater]
     # Only items outside the training data may count (here: prompts without human labels, i.e. none matched).
     assert all(j.n <= summary.labelled - summary.in_training for j in listed)
@@ -234,7 +234,7 @@ def test_preference_cli_trains_grouped_by_question_and_judges(prism_db: Path, tm
     assert judged.exit_code == 0, judged.output
     from personagap.stages.response import report_response
 
-    report = report_response(db, n_resamples=N_RESAMPLES)
+    report = report_response(db)
     raters = {j.rater: j for j in report.judges if j.dataset == "prism-judge"}
     assert {"trained-preference/v1/cv", f"trained-preference/v1/{model.tag}"} <= set(raters)
     cv = raters["trained-preference/v1/cv"]

@@ -154,7 +154,7 @@ def test_cli_judges_extracted_attributes_as_a_trained_verifier(laps_verifier: tu
     assert len(items) == n_attributes and set(got["item_id"]) == set(items["item_id"])
     assert (got["rater_kind"] == "trained").all() and (got["condition"] == "").all()
     assert got.set_index("item_id")["label"].loc[items["item_id"]].tolist() == model.predict(items)
-    report = report_extraction(db, n_resamples=N_RESAMPLES)
+    report = report_extraction(db)
     assert any(r.rater == rater and r.rater_kind == "trained" and r.n == n_attributes for r in report.acceptance)
     assert any(v.verifier == rater for v in report.verifiers)
 

@@ -207,7 +207,7 @@ def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> No
     # a higher kappa but sits far below humans who agree almost perfectly (gap ~0.3). The old rule named stage 2.
     db = tmp_path / "gap.duckdb"
     _synthetic(db, [("relevance", "rel-ds", 3, 0.15, 0.17), ("response", "resp-ds", 3, 0.01, 0.15)])
-    d = diagnose_store(db, n_resamples=300).diagnosis
+    d = diagnose_store(db).diagnosis
     rel, resp = d.stage("relevance"), d.stage("response")
     assert rel.best is not None and resp.best is not None and rel.best.kappa < resp.best.kappa
     assert rel.gap is not None and resp.gap is not None
@@ -220,7 +220,7 @@ def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> No
 def test_verdict_cannot_tell_when_gap_cis_overlap(tmp_path: Path) -> None:
     db = tmp_path / "tie.duckdb"
     _synthetic(db, [("relevance", "rel-ds", 3, 0.1, 0.2), ("response", "resp-ds", 3, 0.1, 0.2)])
-    d = diagnose_store(db, n_resamples=300).diagnosis
+    d = diagnose_store(db).diagnosis
     assert d.worst_stage is None
     assert d.verdict.startswith("Cannot tell") and "includes 0" in d.verdict
     assert set(d.ranking) == {"relevance", "response"}
@@ -230,7 +230,7 @@ def test_a_ceiling_is_never_borrowed_from_another_dataset(tmp_path: Path) -> Non
     # Stage 3: judges on a dataset with one human per item, and three humans on another dataset (no judge).
     db = tmp_path / "borrow.duckdb"
     _synthetic(db, [("response", "one-human", 1, 0.0, 0.3), ("response", "three-humans", 3, 0.05, None)])
-    d = diagnose_store(db, n_resamples=100).diagnosis
+    d = diagnose_store(db).diagnosis
     s = d.stage("response")
     assert s.best is not None and s.best.dataset == "one-human"
     assert [c.dataset for c in s.ceilings] == ["three-humans"]

@@ -190,8 +190,8 @@ class Comparison:
 
 
 def compare(examples: Sequence[Example], before: Mapping[str, str | None], after: Mapping[str, str | None],
-            classes: Sequence[str], metrics: Sequence[str], *, n_resamples: int | None = None,
-            seed: int | None = None, level: float = 0.95) -> tuple[dict[str, Comparison], int, int]:
+            classes: Sequence[str], metrics: Sequence[str], *,
+            level: float = 0.95) -> tuple[dict[str, Comparison], int, int]:
     """Before/after figures on the same items (both labelled), user-clustered, and their paired difference.
 
     Both programs' tables sit side by side per user ``(U, 2, K, K)``, so leaving a user out removes that user
@@ -202,7 +202,6 @@ def compare(examples: Sequence[Example], before: Mapping[str, str | None], after
     Returns:
         (metric -> comparison, number of items, number of users).
     """
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
     both = [e for e in examples if before.get(e.item_id) in classes and after.get(e.item_id) in classes]
     users = sorted({e.user_id for e in both})
     paired = np.stack([user_tables(both, before, classes, users), user_tables(both, after, classes, users)], axis=1)
