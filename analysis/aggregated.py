@@ -3,7 +3,7 @@
 Every two-rater figure is a function of per-user confusion tables (:mod:`personagap.analysis.agreement`), and
 the corrected estimates of a human rate are functions of per-user counts and of the joint counts of the
 judge's and the reference's positive labels: DuckDB counts them, this module turns the counts into the
-tables and rows the per-label code builds, with the same users in the same order and the same resamples,
+tables and rows the per-label code builds, with the same users in the same order,
 so the figures are the same. The alternative-annotator test reads per-item labels, but only of items that
 several humans labelled (:func:`personagap.store.aggregates.multi_human_labels`).
 """

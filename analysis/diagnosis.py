@@ -380,7 +380,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
             condition, label, user_id): the judge side of the gap to the ceiling. None: no gaps.
         human_counts: Per (stage, dataset) ``blind_raters``, ``blind_labels``, ``anchored_raters``,
             ``anchored_labels`` (for saying why a dataset has no ceiling). None: no such notes.
-        seed: Seed of those resamples and of the two halves of users the best-judge gap is cross-fitted on.
+        seed: Seed of the two halves of users the best-judge gap is cross-fitted on.
         min_items: Judges sharing fewer items with humans are not ranked as best/worst nor chosen for a gap.
         level: Confidence level of every CI.
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); every

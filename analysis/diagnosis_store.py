@@ -106,7 +106,7 @@ def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
         view: Also the pipeline view (:func:`personagap.analysis.pipeline.pipeline_view`) from the same counts.
         extras: Also each stage's best judge's alternative-annotator test and corrected rate.
         on_view: Called with the pipeline view as soon as it is ready (implies ``view``).
-        seed: Seed of the halves of users the best-judge gap is cross-fitted on, and of those resamples.
+        seed: Seed of the halves of users the best-judge gap is cross-fitted on.
 
     Raises:
         personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.

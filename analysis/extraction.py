@@ -362,8 +362,7 @@ def ratio(numerators: npt.ArrayLike, denominators: npt.ArrayLike, clusters: npt.
           bounds: tuple[float, float] | None = None) -> Estimate:
     """sum(numerators) / sum(denominators) with its user-clustered CI (NaN when the denominator is 0).
 
-    ``bounds``: the ratio's range, which the CI is cut to (``(0, 1)`` for a share). ``n_resamples`` and ``seed``
-    are deprecated and ignored (the one CI rule draws no resamples).
+    ``bounds``: the ratio's range, which the CI is cut to (``(0, 1)`` for a share).
     """
     num = np.asarray(numerators, dtype=float)
     den = np.asarray(denominators, dtype=float)

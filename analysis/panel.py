@@ -38,7 +38,7 @@ def _nan_pair() -> list[float]:
 
 
 class PanelFields(BaseModel):
-    """Prevalence-robust agreement beside kappa (same items, same resampled users)."""
+    """Prevalence-robust agreement beside kappa (same items, same users)."""
 
     estimand: Weight = Field(
         default="items", description="What the row's table figures estimate: 'items' (pooled over items, heavy "

@@ -71,10 +71,7 @@ def fleiss_from_user_sums(totals: FloatArray) -> FloatArray:
 
 
 def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, level: float = 0.95) -> Estimate:
-    """Fleiss' kappa with its user-clustered CI (:func:`~personagap.analysis.ci_rule.cluster_estimate`).
-
-    ``n_resamples`` and ``seed`` are deprecated and ignored (the CI rule draws no resamples).
-    """
+    """Fleiss' kappa with its user-clustered CI (:func:`~personagap.analysis.ci_rule.cluster_estimate`)."""
     c = np.asarray(counts, dtype=float)
     fleiss_kappa(c)  # validates equal ratings per item (one clear error)
     return cluster_estimate(fleiss_from_user_sums, fleiss_user_sums(c, clusters), level=level, bounds=(-1.0, 1.0))

@@ -176,12 +176,11 @@ def bias_index_from_tables(tables: FloatArray) -> FloatArray:
 
 # --------------------------------------------------------------------------- the panel
 
-def panel_fields(tables: FloatArray, weights: FloatArray | None = None, level: float = 0.95) -> dict[str, Any]:
+def panel_fields(tables: FloatArray, level: float = 0.95) -> dict[str, Any]:
     """The robust-agreement fields of one judge row, from per-user tables (the one CI rule, as the row's kappa).
 
     Args:
         tables: Per-user confusion tables ``(U, K, K)``.
-        weights: Deprecated and ignored (the CI rule draws no resamples); kept so that callers do not break.
         level: Confidence level.
 
     Returns:
@@ -189,7 +188,6 @@ def panel_fields(tables: FloatArray, weights: FloatArray | None = None, level: f
         ``balanced_accuracy_ci``, ``prevalence_index``, ``bias_index`` (the last two NaN unless K = 2).
         NaN marks an undefined figure; ``json_safe`` turns it into null.
     """
-    del weights  # deprecated
     t = np.asarray(tables, dtype=float)
     out: dict[str, Any] = {}
     for name, e in estimates(t, PANEL_METRICS, level=level).items():
@@ -218,13 +216,12 @@ def base_rate_tables(tables: FloatArray) -> tuple[FloatArray, int]:
     return out, majority
 
 
-def base_rate_panel(tables: FloatArray, weights: FloatArray | None = None, level: float = 0.95) -> dict[str, Any]:
+def base_rate_panel(tables: FloatArray, level: float = 0.95) -> dict[str, Any]:
     """:func:`panel_fields` plus kappa and accuracy of the base-rate judge (always the majority class).
 
     This is what chance-level looks like at the data's prevalence: kappa 0, MCC 0, balanced accuracy
-    1/K, AC1 and PABAK whatever the prevalence gives them. ``weights`` is deprecated and ignored.
+    1/K, AC1 and PABAK whatever the prevalence gives them.
     """
-    del weights  # deprecated
     t, majority = base_rate_tables(tables)
     est = estimates(t, ("kappa", "accuracy"), level=level)
     return {"kappa": est["kappa"].value, "kappa_ci": ci_list(est["kappa"]), "accuracy": est["accuracy"].value,

@@ -40,7 +40,7 @@ def _cached_diagnosis(db: str, seed: int) -> Diagnosis:
     from personagap.analysis.diagnosis_store import diagnose_store
     from personagap.dashboard import prefetch
 
-    # Computed while the server booted (personagap.dashboard.serve, default resamples and seed); only the first
+    # Computed while the server booted (personagap.dashboard.serve, default seed); only the first
     # call can take it.
     early = prefetch.take(db, seed)
     if isinstance(early, Diagnosis):
@@ -214,5 +214,5 @@ def compare(db: str, a: str, b: str) -> dict[str, Any]:
 
 
 def diag() -> Diagnosis:
-    """The diagnosis of the dashboard's database with the default resamples and seed (cached)."""
+    """The diagnosis of the dashboard's database with the default seed (cached)."""
     return _cached_diagnosis(db_path(), DEFAULT_SEED)

@@ -78,7 +78,7 @@ def render_response(report: ResponseReport) -> str:
         lines += _single_lines(section, [j for j in report.judges if j.dataset == section.dataset
                                          and j.first_position_rate is None])
     if report.judges:
-        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += ["", "Prevalence-robust panel (same items and users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
     lines += gap_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
     if report.weight == "users" and any(j.item_weighted for j in report.judges):

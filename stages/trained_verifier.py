@@ -79,7 +79,6 @@ def auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray) -> Estimate:
     AUC is not a sum over users, but leaving a user out is still exact (:func:`leave_one_user_out_auc`); the
     calibration harness measures this interval's coverage (``benchmarks/calibration.py``, ``auc``). None below
     the minimum number of users; users without whom no positive or no negative is left counted as undefined.
-    ``n_resamples`` and ``seed`` are deprecated and ignored.
     """
     auc, theta = leave_one_user_out_auc(y, p, users)
     return interval_from_leave_outs(auc, theta, 0.95, bounds=(0.0, 1.0))

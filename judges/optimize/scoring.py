@@ -197,7 +197,7 @@ def compare(examples: Sequence[Example], before: Mapping[str, str | None], after
     Both programs' tables sit side by side per user ``(U, 2, K, K)``, so leaving a user out removes that user
     from both: the difference's CI reflects that the same users were judged twice. Every CI is the one CI rule
     (:func:`~personagap.analysis.agreement.cluster_estimate`): none below ``MIN_USERS_FOR_CI`` users, and users
-    without whom a figure is undefined are counted. ``n_resamples`` and ``seed`` are deprecated and ignored.
+    without whom a figure is undefined are counted.
 
     Returns:
         (metric -> comparison, number of items, number of users).
