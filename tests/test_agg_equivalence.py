@@ -21,7 +21,6 @@ from personagap.stages.response import import_prism, import_usr
 from personagap.store import load_labels, opened
 from tests.oracles import estimate_rows, relevance_report, report_extras
 
-RESAMPLES = 200
 TOLERANCE = 1e-12
 
 

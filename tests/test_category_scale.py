@@ -23,7 +23,6 @@ from personagap.analysis.panel import scale_estimates
 from personagap.analysis.robust import BASE_RATE_JUDGE, panel_rows
 from personagap.cli import cli
 
-RESAMPLES = 100
 FIGURES = ("kappa", "ac1", "pabak", "mcc", "balanced_accuracy")
 
 
@@ -110,7 +109,7 @@ def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def _cli_json(*args: str) -> dict:
-    out = CliRunner().invoke(cli, [*args, "--json", "--resamples", str(RESAMPLES)])
+    out = CliRunner().invoke(cli, [*args, "--json"])
     assert out.exit_code == 0, out.output
     return json.loads(out.output)
 

@@ -23,8 +23,6 @@ from personagap.judges import trained as judges_trained
 from personagap.judges.trained import CrossValidation, cross_val_preference, cross_val_relevance, sidecar_path
 from personagap.stages import trained as stage
 
-N_RESAMPLES = 20
-
 
 def assert_grouped_and_train_only(cv: CrossValidation, items: pd.DataFrame, by: str) -> None:
     """The record says: groups never on both sides, each row tested once, each model fitted on its train rows."""

@@ -133,7 +133,7 @@ def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
 
 def test_cli_diagnose_json_and_text(recenter_db):
     runner = CliRunner()
-    out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json", "--resamples", "100"])
+    out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["worst_stage"] is None and data["verdict"].startswith("Cannot tell")
@@ -141,7 +141,7 @@ def test_cli_diagnose_json_and_text(recenter_db):
     best = data["stages"][1]["best"]
     assert best["kappa_ci"][0] <= best["kappa"] <= best["kappa_ci"][1]
     assert not any(isinstance(v, float) and math.isnan(v) for v in best.values())
-    text = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--resamples", "100"])
+    text = runner.invoke(cli, ["diagnose", "--db", str(recenter_db)])
     assert text.exit_code == 0 and "best judge:" in text.output and data["verdict"] in text.output
 
 

@@ -108,7 +108,7 @@ def test_cli_import_and_report_json(tmp_path: Path, shared_data: Path):
     out = runner.invoke(cli, ["import", "laps", str(shared_data / "laps" / "movie_dataset_val.json"), "--db", db])
     assert out.exit_code == 0, out.output
     assert "19 workers" in out.output
-    out = runner.invoke(cli, ["report", "extraction", "--db", db, "--json", "--resamples", "20"])
+    out = runner.invoke(cli, ["report", "extraction", "--db", db, "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["gold"][0]["split"] == "val" and data["threshold"] == pytest.approx(OFFLINE_THRESHOLD)

@@ -247,7 +247,7 @@ def test_cli_runs_end_to_end(opt_db: Path, data: tuple[dict[str, str], dict[str,
     with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
         result = CliRunner().invoke(cli, ["optimize", "relevance", "--model", "openai/demo-cli", "--api-base",
                                           server.base_url, "--users", "6", "--candidates", "1", "--budget", "20",
-                                          "--resamples", "50", "--metric", "ac1", "--out", str(out),
+                                          "--metric", "ac1", "--out", str(out),
                                           "--db", str(opt_db)])
     assert result.exit_code == 0, result.output
     assert "test users only" in result.output and "calls used: optimiser" in result.output

@@ -27,7 +27,6 @@ from personagap.datasets import dataset_records
 from personagap.labels_api import import_labels
 from personagap.stages import response as stage
 
-RESAMPLES = "50"
 HUMANS = ("ann", "bob", "cyd")
 JUDGES = ("judge-kind", "judge-strict")
 TONE = "Is the tone of this answer right for this user?"
@@ -99,7 +98,7 @@ def three_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
 
 def test_each_single_response_dataset_has_a_section_titled_with_its_question(three_datasets: Any) -> None:
     db, _ = three_datasets
-    text = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--resamples", RESAMPLES])
+    text = CliRunner().invoke(cli, ["report", "response", "--db", str(db)])
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
     for question in (TONE, FACTS, QUALITY):
@@ -109,7 +108,7 @@ def test_each_single_response_dataset_has_a_section_titled_with_its_question(thr
 
 def test_json_judge_rows_for_every_dataset_and_scale(three_datasets: Any) -> None:
     db, rows = three_datasets
-    out = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--resamples", RESAMPLES, "--json"])
+    out = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--json"])
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     by_key = {(j["dataset"], j["judge"]): j for j in report["judges"]}

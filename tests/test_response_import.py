@@ -38,7 +38,7 @@ def response_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="session")
 def report(response_db: Path) -> dict:
-    result = CliRunner().invoke(cli, ["report", "response", "--db", str(response_db), "--json", "--resamples", "100"])
+    result = CliRunner().invoke(cli, ["report", "response", "--db", str(response_db), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 

@@ -13,8 +13,6 @@ from personagap.stages import extraction
 from personagap.store import load_labels, opened
 from tests.oracles import extraction_report
 
-RESAMPLES = 30
-
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -21,9 +21,6 @@ from personagap.judges.trained import (
 )
 from personagap.stages import trained as stage
 
-N_RESAMPLES = 50
-
-
 # --------------------------------------------------------------------------- pure parts
 
 def test_grouped_folds_never_share_a_group_and_cover_every_item_once() -> None:
@@ -212,8 +209,7 @@ def test_preference_cli_trains_grouped_by_question_and_judges(prism_db: Path, tm
     shutil.copy(prism_db, db)
     model_path = tmp_path / "pref.joblib"
     runner = CliRunner()
-    out = runner.invoke(cli, ["train", "preference", "--db", str(db), "--out", str(model_path),
-                              "--resamples", str(N_RESAMPLES)])
+    out = runner.invoke(cli, ["train", "preference", "--db", str(db), "--out", str(model_path)])
     assert out.exit_code == 0, out.output
     assert "grouped by question" in out.output and "trained-preference/v1/cv" in out.output
     model = load_model(model_path, "preference")
@@ -265,7 +261,7 @@ def test_train_relevance_on_imported_team_labels(tmp_path: Path) -> None:
                                    "relevance", "--dataset", "team", "--db", db])
     assert imported.exit_code == 0, imported.output
     trained = runner.invoke(cli, ["train", "relevance", "--dataset", "team", "--out", str(tmp_path / "m.joblib"),
-                                  "--folds", "3", "--resamples", "20", "--db", db])
+                                  "--folds", "3", "--db", db])
     assert trained.exit_code == 0, trained.output
     votes: dict[str, list[str]] = {}
     for r in rows:

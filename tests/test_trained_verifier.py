@@ -18,8 +18,6 @@ from personagap.judges import trained as judges_trained
 from personagap.judges.trained import grouped_folds, load_model, sidecar_path
 from personagap.stages import trained as stage
 
-N_RESAMPLES = 50
-
 
 @pytest.fixture(scope="module")
 def laps_verifier(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
@@ -30,8 +28,7 @@ def laps_verifier(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -
     db = work / "laps.duckdb"
     import_laps(shared_data / "laps", db)
     model_path = work / "verifier.joblib"
-    out = CliRunner().invoke(cli, ["train", "verifier", "--db", str(db), "--out", str(model_path),
-                                   "--resamples", str(N_RESAMPLES)])
+    out = CliRunner().invoke(cli, ["train", "verifier", "--db", str(db), "--out", str(model_path)])
     assert out.exit_code == 0, out.output
     return db, model_path, out.output
 
