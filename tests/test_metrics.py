@@ -82,12 +82,6 @@ def test_cluster_bootstrap_resamples_whole_users() -> None:
     assert (clustered.ci[1] - clustered.ci[0]) > 3 * (by_item.ci[1] - by_item.ci[0])
 
 
-def test_resample_weights_sum_to_cluster_count() -> None:
-    w = ag.resample_weights(37, 25, seed=3)
-    assert w.shape == (25, 37)
-    assert np.all(w.sum(axis=1) == 37)
-
-
 def test_binary_metric_rejects_non_binary_codes() -> None:
     with pytest.raises(ValueError, match="0/1"):
         ag.agreement([0, 1, 2], [0, 1, 1], [1, 1, 1], metrics=("precision",))
@@ -157,18 +151,6 @@ def test_pairwise_groups_hand_worked() -> None:
 
 
 # --------------------------------------------------------------------------- CI level and trust (issue 11)
-
-def test_percentile_interval_level_against_numpy_quantiles() -> None:
-    rng = np.random.default_rng(0)
-    grid = rng.permutation(np.arange(1001) / 1000)  # known samples 0, 0.001, ..., 1 in random order
-    with_nan = np.concatenate([grid, [np.nan] * 7])  # undefined resamples are left out, not counted as values
-    assert ag.percentile_interval(with_nan) == pytest.approx((0.025, 0.975))
-    assert ag.percentile_interval(with_nan, 0.9) == pytest.approx((0.05, 0.95))
-    skewed = rng.exponential(size=501)
-    for level in (0.8, 0.95, 0.99):
-        tail = (1 - level) / 2
-        assert ag.percentile_interval(skewed, level) == pytest.approx(tuple(np.quantile(skewed, [tail, 1 - tail])))
-
 
 def test_default_ci_is_the_95_percent_jackknife_t_of_an_sklearn_loop() -> None:
     rng = np.random.default_rng(8)

@@ -1,6 +1,6 @@
 """Defect 5: the corrected estimates and the trained verifier's AUC follow the one CI rule.
 
-``agreement.bootstrap_estimate``: no CI below ``MIN_USERS_FOR_CI`` users (the output says why), resamples where
+The one CI rule: no CI below ``MIN_USERS_FOR_CI`` users (the output says why), resamples where
 a figure is undefined counted. Before, ``estimates.human_rate``, ``judge_estimates`` and
 ``stages.trained._auc_estimate`` called the percentile function directly and printed a 2-user CI.
 """
