@@ -112,7 +112,7 @@ def _inputs(record: dict[str, Any]) -> dict[str, str]:
 
 
 def _settings(**kw: object) -> OptimizeSettings:
-    base = dict(stage="response", judge=JUDGE, budget=60, candidates=2, n_resamples=300, seed=SEED)
+    base = dict(stage="response", judge=JUDGE, budget=60, candidates=2, seed=SEED)
     return OptimizeSettings(**(base | kw))  # type: ignore[arg-type]
 
 
@@ -237,7 +237,7 @@ def test_budget_caps_the_pairwise_optimiser(prism_db: Path, truth: Truth, tmp_pa
     starts: dict[str, int] = {}
     with DemoSensitiveServer(truth.model()) as server:
         lm = LMConfig(model="openai/demo-pairwise-budget", api_base=server.base_url)
-        result = optimize(prism_db, _settings(budget=3, candidates=3, n_resamples=50), lm, tmp_path / "b.json",
+        result = optimize(prism_db, _settings(budget=3, candidates=3), lm, tmp_path / "b.json",
                           on_phase=lambda name: starts.setdefault(name, server.count))
     assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 3
     assert result.budget_exhausted
@@ -418,7 +418,7 @@ def test_mipro_finds_the_pairwise_instruction(prism_db: Path, truth: Truth, tmp_
     starts: dict[str, int] = {}
     with DemoSensitiveServer(truth.model()) as server:
         lm = LMConfig(model="openai/demo-pairwise-mipro", api_base=server.base_url)
-        result = optimize(prism_db, _settings(optimizer="mipro", budget=300, candidates=3, n_resamples=200), lm,
+        result = optimize(prism_db, _settings(optimizer="mipro", budget=300, candidates=3), lm,
                           tmp_path / "m.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
         log = list(server.log)
     assert result.calls["optimise"] <= 300
