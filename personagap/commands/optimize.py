@@ -43,7 +43,8 @@ DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
               help="Where to save the program (DSPy JSON; sidecar PROGRAM.meta.json beside it) "
                    "[default: optimized-STAGE.json].")
 @click.option("--dry-run", is_flag=True, help="Print the plan (split sizes, most calls, cost estimate) and exit.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the user split (recorded).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the user split, the pairwise A/B order and the optimiser's draws (recorded).")
 @click.option("--users", "n_users", type=click.IntRange(min=3), default=None,
               help="Use a seeded subset of this many users (a quick or cheap run).")
 @click.option("--max-items", type=click.IntRange(min=1), default=None,

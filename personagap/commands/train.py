@@ -33,7 +33,8 @@ def _train_options(default_dataset: str, store_cv: bool = True) -> Callable[[Cal
                          help="Train on this imported dataset's human labels (repeatable)."),
             click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True,
                          help="Grouped cross-validation folds."),
-            click.option("--seed", type=int, default=0, show_default=True, help="Fold-assignment seed."),
+            click.option("--seed", type=int, default=0, show_default=True,
+                         help="Seed of the CV folds and the model (and of the verifier's negative sampling)."),
             click.option("--no-store-cv", is_flag=True, help="Do not store the out-of-fold predictions as labels.")
             if store_cv else None,
         ) if o is not None]):
