@@ -82,8 +82,8 @@ def test_auc_has_no_ci_below_the_minimum_users() -> None:
     p = y * 0.4 + rng.random(y.size) * 0.7
     for n_users in (2, MIN_USERS_FOR_CI + 1):
         users = np.array([f"u{i % n_users}" for i in range(y.size)])
-        est = _auc_estimate(y, p, users, 200, 0)
+        est = _auc_estimate(y, p, users)
         assert est.value == pytest.approx(roc_auc_score(y, p)) and est.n_clusters == n_users
         assert (n_users >= MIN_USERS_FOR_CI) == (not math.isnan(est.ci[0]))
-    assert ci_text(_auc_estimate(y, p, np.array([f"u{i % 2}" for i in range(y.size)]), 200, 0)) == \
+    assert ci_text(_auc_estimate(y, p, np.array([f"u{i % 2}" for i in range(y.size)]))) == \
         "(too few users for a CI: 2 users)"
