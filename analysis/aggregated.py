@@ -25,12 +25,14 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
 from personagap.analysis.codes import sorted_codes
-from personagap.analysis.comparable import Reference, judge_display
+from personagap.analysis.comparable import judge_display
 from personagap.analysis.estimates import estimate_row, human_rate_from_users
-from personagap.analysis.panel import as_scale, extras_rows, on_scale
+from personagap.analysis.panel import extras_rows
 from personagap.analysis.robust import human_reference, judge_labels
 from personagap.records import DatasetScale
+from personagap.scales import as_scale, on_scale
 from personagap.store.aggregates import item_humans_table, multi_human_labels
+from personagap.vocabulary import HumanSet
 
 JUDGE_KEYS: list[str] = ["rater", "rater_kind", "condition"]
 """What one judge row is: a rater of one kind under one condition (judge kinds are never merged)."""
@@ -84,7 +86,7 @@ def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, level: flo
 
 
 def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dataset: str, *, positive: str,
-                              humans: Reference = "blind", level: float = 0.95) -> list[dict[str, Any]]:
+                              humans: HumanSet = "blind", level: float = 0.95) -> list[dict[str, Any]]:
     """The corrected-rate estimate rows of one dataset (every comparable judge), from the store's counts.
 
     The one production path of these rows (the per-label twin it replaced is a test oracle, ``tests/oracles.py``):
@@ -127,7 +129,7 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
     return out
 
 
-def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind") -> tuple[pd.DataFrame, pd.DataFrame]:
+def frame_counts(labels: pd.DataFrame, dataset: str, humans: HumanSet = "blind") -> tuple[pd.DataFrame, pd.DataFrame]:
     """The counts of :func:`personagap.store.aggregates.label_counts`, from a frame of labels already in memory.
 
     Kept in the package (the one pandas form of those counts) because ``plan`` on a frame
@@ -163,7 +165,7 @@ def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind"
 
 
 def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
-                 counts: Mapping[Reference, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
+                 counts: Mapping[HumanSet, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
                  rate_datasets: Iterable[str] | None = None,
                  scales: Mapping[str, DatasetScale], item_humans: str | None = None,
                  judges: Mapping[str, pd.DataFrame] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -195,7 +197,7 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
                                           judges=None if judges is None else judges.get(ds))
         return read[ds]
 
-    def of(ds: str, humans: Reference) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def of(ds: str, humans: HumanSet) -> tuple[pd.DataFrame, pd.DataFrame]:
         judges, reference = counts[humans]
         return judges[judges["dataset"] == ds], reference[reference["dataset"] == ds]
 

@@ -57,6 +57,13 @@ from typing import Literal
 
 import pandas as pd
 
+# The vocabularies (defined in personagap.vocabulary), re-exported: the rule's users read them here too.
+from personagap.vocabulary import HUMAN_KINDS as HUMAN_KINDS
+from personagap.vocabulary import JUDGE_KINDS as JUDGE_KINDS
+from personagap.vocabulary import SYSTEM_KINDS as SYSTEM_KINDS
+from personagap.vocabulary import YES_NO as YES_NO
+from personagap.vocabulary import HumanSet
+
 BLIND = ""
 """The standard, blind condition: no judge label was shown before this label was given."""
 SHOWN_LLM = "shown-llm"
@@ -76,15 +83,6 @@ answers another question than yes/no and is never a vote."""
 IN_SAMPLE = "in-sample"
 """A trained/optimised judge's label on an item of its own training users: stored, never compared."""
 
-HUMAN_KINDS: tuple[str, ...] = ("human", "human_majority")
-JUDGE_KINDS: tuple[str, ...] = ("llm", "trained", "baseline")
-"""Rater kinds that are judges. Kept apart in every grouping: an LLM, a trained model, a trivial baseline."""
-SYSTEM_KINDS: tuple[str, ...] = ("system",)
-"""Rater kinds that are a pipeline's own outputs stored as labels (e.g. the attributes a release's pipeline selected
-for a prompt): a system under evaluation, scored against people in the pipeline view, never a judge or a reference."""
-
-Reference = Literal["blind", "anchored"]
-"""Which human reference: ``blind`` (what judges are scored against) or ``anchored`` (reported apart)."""
 Role = Literal["blind_human", "anchored_human", "judge", "excluded", "system", "other"]
 
 
@@ -154,7 +152,7 @@ def anchored_human_sql(alias: str = "l") -> str:
     return f"({alias}.rater_kind IN ({_sql_list(HUMAN_KINDS)}) AND {alias}.condition IN ({_sql_list(ANCHORED)}))"
 
 
-def individual_human_sql(which: Reference = "blind", alias: str = "l") -> str:
+def individual_human_sql(which: HumanSet = "blind", alias: str = "l") -> str:
     """SQL predicate (static text): an individual person's label (kind ``human``) of protocol ``which``.
 
     The one definition of "an individual human vote" (blind: the individual blind human vote): a stored
@@ -175,7 +173,7 @@ def blind_vote_sql(alias: str = "l") -> str:
     return individual_human_sql("blind", alias)
 
 
-def individual_human_mask(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
+def individual_human_mask(labels: pd.DataFrame, which: HumanSet = "blind") -> pd.Series:
     """Rows of ``labels`` that :func:`individual_human_sql` selects (the pandas form, for in-memory frames)."""
     protocol = blind_human_mask(labels) if which == "blind" else anchored_human_mask(labels)
     return protocol & (labels["rater_kind"] == "human")
@@ -220,7 +218,7 @@ def judge_display_sql(alias: str = "l") -> str:
             f"ELSE {alias}.rater || ' [' || {alias}.condition || ']' END)")
 
 
-def reference_labels(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
+def reference_labels(labels: pd.DataFrame, which: HumanSet = "blind") -> pd.Series:
     """Per item, the human reference label under the rule in this module's docstring, from a frame in memory.
 
     The pandas form of :func:`reference_sql`, kept for callers that hold labels and no store (see the module
@@ -278,7 +276,7 @@ def one_vote_per_rater(rows: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop_duplicates(["item_id", "rater"]).drop(columns="_rank")
 
 
-def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
+def reference_sql(which: HumanSet = "blind", alias: str = "l") -> str:
     """CTEs (static text, ending in ``reference(item_id, human)``) computing the reference in SQL.
 
     The same rule as :func:`reference_labels`: the stored majority where the item's stored majority rows
@@ -335,8 +333,6 @@ def majority_label(votes: Iterable[str]) -> str | None:
     return counts[0][0]
 
 
-YES_NO: tuple[str, str] = ("no", "yes")
-"""The yes/no scale, in code order (``no`` = 0, ``yes`` = 1)."""
 OTHER_CATEGORY = "__other__"
 """Stands in for the unseen rest of a scale of which only one category is known (keeps tables 2x2)."""
 

@@ -87,14 +87,14 @@ from personagap.analysis.diagnosis_text import (
 )
 from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import REAL, tag_origins
-from personagap.analysis.panel import as_scale, panel_values, scale_metrics
-from personagap.datasets import dataset_records
+from personagap.analysis.panel import panel_values, scale_metrics
+from personagap.datasets import dataset_scales
 from personagap.records import DatasetScale
+from personagap.scales import as_scale
 
 __all__ = ["JUDGE_KINDS", "MIN_ITEMS_FOR_RANKING", "MIN_PAIR_OVERLAP", "STAGES", "STAGE_TITLES", "CeilingGap",
            "Diagnosis", "HumanCeiling", "JudgeScore", "SelectedGap", "StageComparison", "StageDiagnosis",
-           "dataset_scales", "declared_categories", "diagnose", "human_ceiling", "judge_score",
-           "render_diagnosis", "stage_declared", "stage_scales"]
+           "dataset_scales", "diagnose", "human_ceiling", "judge_score", "render_diagnosis", "stage_scales"]
 
 # Static SQL (built from comparable.py's constants only, never user input): per item, the blind human reference.
 REFERENCE_SQL = reference_sql("blind")
@@ -106,11 +106,6 @@ ANCHORED_SQL = anchored_human_sql("l")
 
 
 # --------------------------------------------------------------------------- the datasets' scales
-
-def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
-    """(stage, dataset) -> the dataset's scale, from its record (:func:`personagap.datasets.dataset_records`)."""
-    return {key: record.scale for key, record in dataset_records(con).items()}
-
 
 def stage_scales(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, list[str]]:
     """Dataset -> the categories its comparisons are scored over (in the scale's order), for one stage.
@@ -124,34 +119,12 @@ def stage_scales(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, list[s
     return {ds: list(scale.categories) for (st, ds), scale in dataset_scales(con).items() if st == stage}
 
 
-def declared_categories(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Every dataset's scale categories as rows (``stage``, ``dataset``, ``label``), from its record.
-
-    Kept for callers that pass "declared" categories on to
-    :func:`~personagap.analysis.comparable.categories_for`: a record's categories already hold the declared ones
-    and every label raters used, so passing them gives the record's own category set. New code reads
-    :func:`personagap.datasets.dataset_records` directly.
-
-    Args:
-        con: An open store connection.
-    """
-    rows = [(stage, ds, c) for (stage, ds), scale in dataset_scales(con).items() for c in scale.categories]
-    return pd.DataFrame(rows, columns=["stage", "dataset", "label"])
-
-
-def stage_declared(declared: pd.DataFrame, stage: str) -> dict[str, list[str]]:
-    """Dataset -> categories of one stage, from :func:`declared_categories`'s rows."""
-    rows = declared[declared["stage"] == stage]
-    return {str(ds): g["label"].tolist() for ds, g in rows.groupby("dataset", sort=True)}
-
-
 def _pairs_scales(pairs: pd.DataFrame) -> dict[tuple[str, str], DatasetScale]:
     # Without the store's records (a caller passing pairs only), each dataset's nominal scale is what its pairs
     # hold, by the one category rule.
     out = {}
     for (stage, ds), rows in pairs.groupby(["stage", "dataset"], sort=True):
-        out[(str(stage), str(ds))] = DatasetScale(kind="nominal",
-                                                  categories=tuple(categories_for(_as_scale_rows(rows))))
+        out[(str(stage), str(ds))] = as_scale(categories_for(_as_scale_rows(rows)))
     return out
 
 

@@ -49,8 +49,8 @@ from personagap.analysis.diagnosis_records import (
     StageComparison,
 )
 from personagap.analysis.headline import headline_metric
-from personagap.analysis.panel import on_scale
 from personagap.records import DatasetScale
+from personagap.scales import on_scale
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -8,16 +8,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_SEED
-from personagap.analysis.comparable import Reference, judge_display
-from personagap.records import DatasetScale, ScaleKind
+from personagap.analysis.comparable import judge_display
+from personagap.records import DatasetScale
+from personagap.scales import stored_scale
 from personagap.store.aggregates import has_anchored_humans, label_counts
+from personagap.vocabulary import HUMAN_SETS, HumanSet
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis, JudgeScore
@@ -52,7 +54,7 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *,
         anchored = [ds] if has_anchored_humans(con, s.stage, ds) else []
         positive = "yes" if best.binary else None
         # Counts only where estimates are made (a yes/no best judge), of each reference the rows cover.
-        references: list[Reference] = ["blind", "anchored"] if anchored else ["blind"]
+        references: list[HumanSet] = list(HUMAN_SETS) if anchored else ["blind"]
         counts = {which: _of(blind_counts, s.stage, ds) if which == "blind" and blind_counts is not None
                   else label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
@@ -70,7 +72,7 @@ def _scored_scale(judge: JudgeScore) -> DatasetScale:
     # The scale diagnose scored the judge over (its dataset's record): read back from the row, not from the store.
     if judge.scale is None:
         raise ValueError(f"{judge.judge} on {judge.dataset}: the diagnosis row does not say its scale")
-    return DatasetScale(kind=cast(ScaleKind, judge.scale), categories=tuple(judge.categories))
+    return stored_scale(judge.scale, judge.categories)
 
 
 def _of(counts: tuple[pd.DataFrame, pd.DataFrame], stage: str, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -47,8 +47,8 @@ from personagap.analysis.arrays import FloatArray
 from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.ci_rule import MIN_LABELLED_USERS as _MIN_LABELLED_USERS
 from personagap.analysis.ppi import labelled_users, ppi_lambda, ppi_per_user, ppi_stat
-from personagap.analysis.robust import HumanSet
 from personagap.text import number
+from personagap.vocabulary import HumanSet
 
 # The minimum of labelled users is a rule of the one CI rule module; re-exported for this module's callers.
 MIN_LABELLED_USERS = _MIN_LABELLED_USERS

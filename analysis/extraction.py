@@ -47,10 +47,10 @@ from personagap.analysis.agreement import (
 from personagap.analysis.arrays import safe_div
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 from personagap.records import Item, Stage, item_id
+from personagap.vocabulary import VERIFICATION_LABELS
 
 STAGE: Stage = "extraction"
 
-VERDICTS = ("ok", "bad", "unsure")
 #: Chosen on the LAPS train split (see the module docstring); stated in every report.
 OFFLINE_THRESHOLD = 4 / 7
 _NAN = float("nan")
@@ -392,10 +392,10 @@ def verdict_rates_from_counts(labels: npt.ArrayLike, clusters: npt.ArrayLike,
     n = np.asarray(counts, dtype=float)
     # One pass of per-user sums for the three shares (hits of each verdict, then all verdicts): what ratio() sums
     # for each, with the users in the same sorted order.
-    columns = [(lab == v) * n for v in VERDICTS] + [n]
+    columns = [(lab == v) * n for v in VERIFICATION_LABELS] + [n]
     per, _ = per_cluster_sums(np.column_stack(columns) if n.size else np.zeros((0, len(columns))), clusters)
-    return {v: cluster_estimate(_precision, per[:, [i, len(VERDICTS)]], bounds=(0.0, 1.0))
-            for i, v in enumerate(VERDICTS)}
+    return {v: cluster_estimate(_precision, per[:, [i, len(VERIFICATION_LABELS)]], bounds=(0.0, 1.0))
+            for i, v in enumerate(VERIFICATION_LABELS)}
 
 
 def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,
@@ -434,7 +434,7 @@ class RaterAgreement:
     pairwise: PairwiseResult | None
 
 
-def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERDICTS,
+def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERIFICATION_LABELS,
                     min_overlap: int = 10) -> RaterAgreement:
     """Krippendorff's alpha (nominal), Fleiss' kappa and pairwise Cohen's kappa among raters.
 

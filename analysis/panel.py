@@ -20,9 +20,12 @@ from personagap.analysis.agreement import Estimate, FloatArray, ci_list
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import DEFAULT_EPSILON, EPSILON_GUIDANCE, Scoring, alt_test_rows
 from personagap.analysis.estimates import estimate_line
-from personagap.analysis.robust import HumanSet
 from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
+
+# The scale coercion (defined in personagap.scales).
+from personagap.scales import as_scale, on_scale
+from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
 """Panel figures with a CI (any number of classes)."""
@@ -87,43 +90,6 @@ def scale_metrics(scale: DatasetScale) -> tuple[str, ...]:
     Stage figures (over-selection, precision/recall) are the stage's own, on top of these.
     """
     return ("kappa", "accuracy", *panel_metrics(scale.binary), *(ORDINAL_METRICS if scale.ordinal else ()))
-
-
-def as_scale(scale: DatasetScale | list[str]) -> DatasetScale:
-    """A scale from a :class:`~personagap.records.DatasetScale` or a bare category list (read as nominal)."""
-    return scale if isinstance(scale, DatasetScale) else DatasetScale(kind="nominal", categories=tuple(scale))
-
-
-def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> pd.Series:
-    """Labels as the scale writes its categories: an ordinal ``3.0`` is the level stored as ``3``.
-
-    Args:
-        labels: Labels (any type; compared as text, ordinal ones as numbers).
-        scale: The dataset's scale.
-        strict: Raise on a label that is not on the scale; else it becomes missing (NaN), e.g. to keep only
-            the labels answering the scale's question.
-
-    Raises:
-        ValueError: With ``strict``, a label that is not on the scale (a nominal label outside its categories,
-            or an ordinal label that is no level of it).
-    """
-    text = labels.astype(str)
-    if scale.ordinal:
-        level_of = {v: c for v, c in zip(scale.levels(), scale.categories, strict=True)}
-        text = text.map(lambda v: _level_text(v, level_of))
-    known = text.isin(scale.categories)
-    if strict and not known.all():
-        unknown = sorted(set(text[~known]))[:5]
-        raise ValueError(f"labels {unknown} are not on the {scale.kind} scale {list(scale.categories)}")
-    return text.where(known)
-
-
-def _level_text(text: str, level_of: Mapping[float, str]) -> str:
-    # The level's stored spelling when the text is that number, else the text itself (then off the scale).
-    try:
-        return level_of.get(float(text), text)
-    except ValueError:
-        return text
 
 
 def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, scale: DatasetScale | list[str],

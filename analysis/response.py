@@ -28,8 +28,7 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.arrays import safe_div
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
-
-DECISIVE = ("A", "B")
+from personagap.vocabulary import DECISIVE
 
 
 def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, level: float = 0.95) -> Estimate:

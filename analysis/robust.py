@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,9 +59,7 @@ from personagap.analysis.comparable import (
     one_vote_per_rater,
     reference_labels,
 )
-
-HumanSet = Literal["blind", "anchored"]
-"""Which human labels a figure uses: blind (the reference) or anchored (saw an LLM label first)."""
+from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = ("ac1", "pabak", "mcc", "balanced_accuracy")
 """Panel figures reported with a CI (``<name>_ci``)."""

@@ -17,6 +17,7 @@ from personagap.labels_api import load_labels as load_labels
 from personagap.stages.relevance import RelevanceReport
 from personagap.stages.relevance import report_relevance as stage_relevance_report
 from personagap.store import StoreError, WriteSummary, gc_paused, opened, write_batch
+from personagap.store.item_reads import relevance_prompt_items
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis
@@ -91,12 +92,7 @@ def report_relevance(db: str | Path, *, weight: Weight = "items") -> RelevanceRe
 def relevance_items(db: str | Path, datasets: tuple[str, ...] = ("recenter-stage2",)) -> pd.DataFrame:
     """Relevance items with their prompt text, in a stable order (user, prompt, attribute)."""
     with opened(db, read_only=True) as con:
-        return con.execute("""
-            SELECT i.item_id, i.dataset, i.user_id, i.prompt_index, i.attribute, p.prompt_text
-            FROM items i JOIN prompts p USING (dataset, user_id, prompt_index)
-            WHERE i.stage = 'relevance' AND i.dataset IN (SELECT unnest(?)) AND p.prompt_text IS NOT NULL
-            ORDER BY i.dataset, i.user_id, i.prompt_index, i.attribute
-        """, [list(datasets)]).df()
+        return relevance_prompt_items(con, datasets)
 
 
 def judge_relevance(db: str | Path, judge_name: str, lm: LMConfig, *, datasets: tuple[str, ...] = ("recenter-stage2",),

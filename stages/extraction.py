@@ -73,9 +73,9 @@ from personagap.store.extraction_counts import (
 )
 
 if TYPE_CHECKING:
-    from personagap.analysis.robust import HumanSet
     from personagap.human_data.extraction import ExtractionImport
     from personagap.human_data.laps import LapsImport
+    from personagap.vocabulary import HumanSet
 
 __all__ = ["ATTRIBUTE_KINDS", "CALIBRATION_NOTE", "PILOT_EXTRACTOR", "VERIFIER_KINDS", "ExtractionReport",
            "ExtractorRun", "GoldSummary", "HumanAgreement", "MatchRow", "VerdictRow", "VerifierAgreement",
@@ -92,7 +92,7 @@ def report_extraction(db: str | Path, *, weight: Weight = "items") -> Extraction
     scale is its record's (:func:`personagap.datasets.dataset_records`, the one reader). ``weight``: what the
     verifier rows' table figures weigh equally (``items``, the default, or ``users``).
     """
-    from personagap.labels_api import dataset_origins
+    from personagap.store.dataset_reads import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)

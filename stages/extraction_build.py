@@ -36,6 +36,7 @@ from personagap.stages.extraction_records import (
     VerdictRow,
     VerifierAgreement,
 )
+from personagap.store.item_reads import extraction_item_rows
 
 if TYPE_CHECKING:
     pass
@@ -306,9 +307,7 @@ def _matching(items: pd.DataFrame, labels: pd.DataFrame) -> list[MatchRow]:
 
 def load_items(con: Any, *, kinds: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> pd.DataFrame:
     """Stage-1 items from an open connection, with parsed payloads (see :func:`items_frame`)."""
-    frame = con.execute("SELECT item_id, dataset, user_id, attribute, position, payload FROM items "
-                        "WHERE stage = 'extraction' ORDER BY dataset, user_id, item_id").df()
-    frame = items_frame(frame)
+    frame = items_frame(extraction_item_rows(con))
     if kinds is not None:
         frame = frame[frame["kind"].isin(list(kinds))]
     if datasets is not None:

@@ -22,7 +22,6 @@ from personagap.analysis.aggregated import store_extras
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     YES_NO,
-    Reference,
 )
 from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
@@ -43,6 +42,7 @@ from personagap.stages.relevance_records import (
 from personagap.stages.relevance_text import render_relevance
 from personagap.store import load_labels
 from personagap.store.aggregates import has_labels, judge_failures, label_counts
+from personagap.vocabulary import HumanSet
 
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judge_agreements",
            "multi_rater_report", "relevance_report_from_store", "render_relevance",
@@ -66,7 +66,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every dataset with labels.
         weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
     """
-    counts: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = {
+    counts: dict[HumanSet, tuple[pd.DataFrame, pd.DataFrame]] = {
         "blind": label_counts(con, STAGE, "blind")}
     failures = judge_failures(con, STAGE)
     # A dataset without judge labels or a reference gives no row; the pilot's agreement among humans needs neither.
@@ -81,7 +81,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
         counts["anchored"] = label_counts(con, STAGE, "anchored")
         # The pilot's judge rows from the same counts as every other dataset's (one judge-row path); its labels
         # are read for the agreement among raters, which needs each annotator's label per item.
-        pilot_judges: dict[Reference, list[JudgeAgreement]] = {
+        pilot_judges: dict[HumanSet, list[JudgeAgreement]] = {
             which: judge_agreements_from_counts(*counts[which], failures, pilot_dataset, scale=scales[pilot_dataset],
                                                 which=which, weight=weight)
             for which in counts}
@@ -102,8 +102,8 @@ def report_relevance(db: str | Path, *, weight: Weight = "items") -> RelevanceRe
     the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.datasets import dataset_records
-    from personagap.labels_api import dataset_origins
     from personagap.store import opened
+    from personagap.store.dataset_reads import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)

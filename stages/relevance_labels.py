@@ -25,7 +25,6 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
-    Reference,
     categories_for,
     comparable_judge_mask,
     individual_human_mask,
@@ -33,14 +32,13 @@ from personagap.analysis.comparable import (
     one_vote_per_rater,
     rater_group,
 )
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pairwise import pairwise_agreement
-from personagap.analysis.panel import (
-    on_scale,
-    panel_values,
-)
+from personagap.analysis.panel import panel_values
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
+from personagap.scales import alpha_level, as_scale, on_scale
 from personagap.stages.relevance_records import (
     ANCHORED_TITLE,
     GroupRow,
@@ -51,9 +49,10 @@ from personagap.stages.relevance_records import (
     selection_fields,
 )
 from personagap.stages.response_pairwise import reason_kind
+from personagap.vocabulary import HumanSet
 
 
-def _humans(frame: pd.DataFrame, which: Reference, scale: DatasetScale) -> pd.DataFrame:
+def _humans(frame: pd.DataFrame, which: HumanSet, scale: DatasetScale) -> pd.DataFrame:
     """Individual human labels of one protocol on the dataset's scale, one per (item, annotator).
 
     The anchored three-way rating answers another question than the scale's and is never one of them.
@@ -71,11 +70,11 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
     """
     if scales and dataset in scales:
         return scales[dataset]
-    return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
+    return as_scale(categories_for(labels[labels["dataset"] == dataset]))
 
 
 def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
-                                 dataset: str, *, scale: DatasetScale, which: Reference = "blind",
+                                 dataset: str, *, scale: DatasetScale, which: HumanSet = "blind",
                                  weight: Weight = "items") -> list[JudgeAgreement]:
     """Every comparable judge of ``dataset`` against the ``which`` reference, from counts: the one judge-row path.
 
@@ -125,7 +124,7 @@ def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, 
     return out
 
 
-def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "blind",
                      scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
     """Every comparable judge of ``dataset`` against its human majority, from labels in memory.
 
@@ -154,7 +153,7 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "
 
 
 def multi_rater_report(labels: pd.DataFrame, dataset: str, *,
-                       which: Reference = "blind", scale: DatasetScale | None = None,
+                       which: HumanSet = "blind", scale: DatasetScale | None = None,
                        weight: Weight = "items", judges: list[JudgeAgreement] | None = None) -> MultiRaterReport | None:
     """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
 
@@ -190,12 +189,12 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *,
     long = long.assign(label=pd.Categorical(long["label"], categories=scale.categories).codes.astype(np.int64))
     ordinal = scale.levels() if scale.ordinal else None
     result = pairwise_agreement(long[["item_id", "rater", "label", "cluster"]], groups,
-                                metric="weighted_kappa" if scale.ordinal else "kappa", levels=ordinal)
+                                metric=headline_metric(scale), levels=ordinal)
 
     human_long = long[long["rater"].isin(humans)]
     wide = human_long.pivot(index="item_id", columns="rater", values="label").astype(float)
     cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
-    level: Level = "ordinal" if scale.ordinal else "nominal"
+    level: Level = alpha_level(scale)
     alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level)
     n_rated = wide.notna().sum(axis=1)
     multi = n_rated[n_rated >= 2]
@@ -224,7 +223,7 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *,
 
 
 def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale,
-                  weight: Weight = "items", judges: Mapping[Reference, list[JudgeAgreement]] | None = None
+                  weight: Weight = "items", judges: Mapping[HumanSet, list[JudgeAgreement]] | None = None
                   ) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
     """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart.
 

@@ -21,6 +21,7 @@ from personagap.stages.relevance_records import (
     MultiRaterReport,
     RelevanceReport,
 )
+from personagap.vocabulary import JUDGE_KINDS
 
 
 def _missing(v: float | None) -> bool:
@@ -38,7 +39,7 @@ def _fmt_ci(ci: list[float]) -> str:
 def _kinds_text(raters: dict[str, str]) -> str:
     counts = Counter(raters.values())
     names = {"human": "humans", "llm": "LLMs", "trained": "trained models", "baseline": "baselines"}
-    order = ["human", "llm", "trained", "baseline", *sorted(set(counts) - set(names))]
+    order = ["human", *JUDGE_KINDS, *sorted(set(counts) - set(names))]
     return ", ".join(f"{counts[k]} {names.get(k, k)}" for k in order if counts.get(k))
 
 

@@ -28,16 +28,15 @@ Datasets and what each is compared with:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
-from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, Reference
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pipeline_sql import reference_table
 from personagap.analysis.weighting import Weight
@@ -57,7 +56,6 @@ from personagap.stages.response_pairwise import (
 from personagap.stages.response_records import (
     GVP_KIND,
     SINGLE_KINDS,
-    YES_NO,
     GenericVsPersonalized,
     HumanBias,
     JudgeResult,
@@ -69,9 +67,10 @@ from personagap.stages.response_single import inferred_record, legacy_usr, singl
 from personagap.stages.response_text import render_response
 from personagap.store import StoreError, gc_paused, opened, write_batch
 from personagap.store.aggregates import label_counts
+from personagap.store.dataset_reads import dataset_origins, meta_with_prefix
+from personagap.store.item_reads import response_items as load_items
 from personagap.store.response_counts import (
     NO_PROFILE,
-    PERSONALIZED,
     REVERSED,
     datasets_of_kinds,
     gvp_counts,
@@ -87,6 +86,7 @@ from personagap.store.response_counts import (
     staged,
     swap_counts,
 )
+from personagap.vocabulary import YES_NO, HumanSet
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -125,48 +125,6 @@ def import_personafeedback(path: str | Path, db: str | Path) -> ResponseImport:
     return _import(load_personafeedback(path), db)
 
 
-def load_items(con: Any) -> pd.DataFrame:
-    """Stage-3 items with their payload flattened into the columns the judges and the report use.
-
-    Returns:
-        Columns item_id, dataset, user_id, kind, question, answer_a, answer_b, profile, split,
-        tier, personalized (canonical position of a personalised answer), order_shown (whether
-        the A/B order is the one the human saw), facts, context, response.
-    """
-    rows = con.execute("SELECT item_id, dataset, user_id, prompt_index, payload FROM items "
-                       "WHERE stage = 'response' ORDER BY dataset, user_id, item_id").fetchall()
-    prompts = {(d, u, p): t for d, u, p, t in con.execute(
-        "SELECT dataset, user_id, prompt_index, prompt_text FROM prompts").fetchall()}
-    attrs: dict[tuple[str, str], list[str]] = {}
-    for d, u, a in con.execute("SELECT dataset, user_id, attribute FROM attributes ORDER BY attribute").fetchall():
-        attrs.setdefault((d, u), []).append(a)
-    out = []
-    for iid, dataset, user, prompt_index, payload in rows:
-        p = json.loads(payload) if isinstance(payload, str) else (payload or {})
-        kind = p.get("kind")
-        rec: dict[str, Any] = {"item_id": iid, "dataset": dataset, "user_id": user, "kind": kind,
-                               "question": None, "answer_a": None, "answer_b": None, "profile": None,
-                               "split": p.get("split"), "tier": p.get("tier"), "personalized": None,
-                               "order_shown": p.get("order_seed") is None, "facts": None, "context": None,
-                               "response": None}
-        if kind == "pairwise":
-            rec |= {"question": p["question"], "answer_a": p["answer_a"], "answer_b": p["answer_b"],
-                    "profile": p.get("profile")}
-        elif kind == GVP_KIND:
-            profile = attrs.get((dataset, user))
-            # Canonical order: A = the generic answer, B = the personalised one.
-            rec |= {"question": prompts.get((dataset, user, prompt_index)), "answer_a": p["response_no_context"],
-                    "answer_b": p["response_personalized"], "personalized": PERSONALIZED, "order_shown": False,
-                    "profile": "\n".join(profile) if profile else None}
-        elif kind in SINGLE_KINDS:
-            rec |= {"facts": p.get("facts"), "context": p.get("context"), "response": p.get("response"),
-                    "profile": p.get("profile")}
-        out.append(rec)
-    return pd.DataFrame(out, columns=["item_id", "dataset", "user_id", "kind", "question", "answer_a", "answer_b",
-                                      "profile", "split", "tier", "personalized", "order_shown", "facts",
-                                      "context", "response"])
-
-
 def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseReport:
     """Build the stage-3 report from a database (read-only), from DuckDB's aggregates (issue 20).
 
@@ -176,8 +134,6 @@ def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseRepo
     of single-response items alone, their judges' figures come from counts too. Memory does not grow with the judge
     labels. ``weight``: what the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
-    from personagap.labels_api import dataset_origins
-
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
@@ -219,13 +175,12 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mappi
             if set(singles.values.loc[(singles.values["dataset"] == d) & singles.values["label"].notna(), "label"])
             <= set(YES_NO)]
         # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
-        counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
+        counts_for_rates: dict[HumanSet, tuple[pd.DataFrame, pd.DataFrame]] = (
             {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
                               weight=weight)
-    aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
-                                             [ASPECTS_PREFIX]).fetchall()))
+    aspects = parse_aspects(meta_with_prefix(con, ASPECTS_PREFIX))
     judges: list[JudgeResult] = []
     humans: list[HumanBias] = []
     gaps: list[ProfileGap] = []

@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI, json_safe_dict
 from personagap.analysis.comparable import MAJORITY_RULE
-from personagap.analysis.comparable import YES_NO as comparable_yes_no
 from personagap.analysis.origins import OriginComparison, OriginField
 from personagap.analysis.panel import PanelFields
 from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
@@ -17,15 +16,13 @@ from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
 from personagap.store.response_counts import GVP_KIND as GVP_KIND
 from personagap.store.response_counts import NO_PROFILE as NO_PROFILE
 from personagap.store.response_counts import REVERSED as REVERSED
+from personagap.vocabulary import SINGLE_KINDS as SINGLE_KINDS
 
 USR_DATASET = "usr-personachat"
 
 
-SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
-"""Payload kinds of single-response items (one answer rated on the dataset's scale)."""
 
 
-YES_NO = list(comparable_yes_no)  # the yes/no scale of comparable.py, as a list
 
 
 class GroupAccuracy(BaseModel):

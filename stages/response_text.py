@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 from personagap.analysis.agreement import ci_text
 from personagap.analysis.ci_rule import CI_METHOD, ci_cell
 from personagap.analysis.comparable import judge_display
+from personagap.analysis.headline import headline_metric, headline_name
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
 from personagap.analysis.weighting import gap_lines, weight_note
+from personagap.scales import alpha_level
 from personagap.stages.response_records import JudgeResult, ResponseReport, SingleResponseReport
 from personagap.text import number
 
@@ -92,7 +94,7 @@ def render_response(report: ResponseReport) -> str:
 
 def _single_lines(s: SingleResponseReport, judges: list[JudgeResult]) -> list[str]:
     """One single-response dataset's section, titled with its question."""
-    level = "ordinal" if s.scale == "ordinal" else "nominal"
+    level = alpha_level(s.scale)
     lines = ["", s.question,
              f"  {where(s.dataset, s.origin)}: {s.n_items} responses from {s.n_users} users, {s.scale} scale "
              f"{'/'.join(s.categories)}; raters " + ", ".join(f"{r} ({n})" for r, n in s.raters.items()),
@@ -108,7 +110,7 @@ def _single_lines(s: SingleResponseReport, judges: list[JudgeResult]) -> list[st
         lines.append("  (no judge has labelled these responses yet)")
         return lines
     lines.append("  judges vs the human majority (n items, users, kappa with 95% CI"
-                 + (", quadratic-weighted kappa" if s.scale == "ordinal" else "") + "):")
+                 + (f", {headline_name(head)}" if (head := headline_metric(s.scale)) != "kappa" else "") + "):")
     for j in judges:
         weighted = (f", weighted kappa {number(j.weighted_kappa)} {ci_cell(j.weighted_kappa_ci, j.n_users)}"
                     if j.weighted_kappa is not None else "")

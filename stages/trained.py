@@ -62,6 +62,7 @@ from personagap.stages.trained_judging import (
 from personagap.stages.trained_results import ScoreRow, TrainedRunSummary, TrainResult, trained_model_id, with_core
 from personagap.stages.trained_verifier import judge_extraction_trained, train_verifier
 from personagap.store import StoreError, git_sha, load_labels, opened
+from personagap.vocabulary import DECISIVE
 
 CV_TAG = "cv"
 _REL_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1",
@@ -173,7 +174,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
     started = time.monotonic()
     items = pairwise_items(db, datasets)
     labelled = items[items["human"].notna() & (items["kind"] == "pairwise")].reset_index(drop=True)
-    decisive = labelled["human"].isin(["A", "B"])
+    decisive = labelled["human"].isin(DECISIVE)
     if decisive.sum() < 2 or labelled["question"].nunique() < 2:
         raise StoreError(f"{db}: no human-labelled pairs of two or more questions in {', '.join(datasets)}; "
                          "import a release first (personagap import prism-judge PATH)")
@@ -232,7 +233,7 @@ def _pref_row(name: str, kind: str, items: pd.DataFrame, judge: pd.Series, swapp
     est = judge_vs_human(h, j, users)
     first = first_position_rate(j, swapped.loc[ids].to_numpy(dtype=bool), users)
     longer = longer_rate(j, items.loc[ids, "answer_a"].str.len(), items.loc[ids, "answer_b"].str.len(), users)
-    decisive = np.isin(h, ["A", "B"])
+    decisive = np.isin(h, DECISIVE)
     figures = {"accuracy": est["accuracy"].value, "kappa": est["kappa"].value,
                "accuracy_decisive": float((h[decisive] == j[decisive]).mean()) if decisive.any() else float("nan"),
                "first_position": first.value, "longer": longer.value, "tie_rate": float((j == "tie").mean())}

@@ -24,7 +24,6 @@ from personagap.analysis.arrays import FloatArray
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
     YES_NO,
-    Reference,
     comparable_judge_mask,
     individual_human_mask,
     judge_display,
@@ -32,16 +31,18 @@ from personagap.analysis.comparable import (
     roles,
 )
 from personagap.analysis.estimates import EstimateRow, estimate_row, human_rate_from_users
-from personagap.analysis.panel import extras_rows, on_scale, panel_values, scale_tables
-from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
+from personagap.analysis.panel import extras_rows, panel_values, scale_tables
+from personagap.analysis.robust import JudgeLabels, human_reference, judge_labels
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
+from personagap.scales import on_scale
 from personagap.stages.extraction_build import assemble_report as assemble_extraction
 from personagap.stages.extraction_build import inferred_scales, items_frame
 from personagap.stages.extraction_records import PILOT_EXTRACTOR, VERIFIER_KINDS, ExtractionReport
 from personagap.stages.relevance_labels import assemble_report, dataset_scale, pilot_reports
 from personagap.stages.relevance_records import JudgeAgreement, RelevanceReport, judge_metrics, selection_fields
 from personagap.stages.response_pairwise import reason_kind
+from personagap.vocabulary import HumanSet
 
 # --------------------------------------------------------------------------- corrected estimates (estimates.py)
 
@@ -128,7 +129,7 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
         labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
         dataset: Dataset key.
         positive: The label whose human rate is estimated ("yes" for relevance and persona use).
-        humans: Reference from blind (default) or anchored humans.
+        humans: HumanSet from blind (default) or anchored humans.
         positive_by_item: Instead of one ``positive`` label, the positive label of each item (item id ->
             label), e.g. the position of the personalised answer: the quantity is then the share of items
             whose label is their own positive one (stage 3: "humans prefer the personalised answer").
@@ -196,7 +197,7 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
 
 # --------------------------------------------------------------------------- stage 2 (relevance_labels.py)
 
-def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "blind",
                      scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
     """Every comparable judge of ``dataset`` against its human majority, from every label (the per-label oracle).
 
@@ -259,7 +260,7 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
     judges = [j for ds in datasets if ds != pilot_dataset
               for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
-    pilot_judges: dict[Reference, list[JudgeAgreement]] = {
+    pilot_judges: dict[HumanSet, list[JudgeAgreement]] = {
         which: judge_agreements(labels, pilot_dataset, which=which, scale=scale_of[pilot_dataset], weight=weight)
         for which in ("blind", "anchored")} if pilot_dataset in datasets else {}
     pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
@@ -340,3 +341,33 @@ def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
     ref_counts = (with_reference.groupby(["dataset", "user_id", "human"], sort=True).size().rename("n")
                   .reset_index())
     return counts, ref_counts
+
+
+def relevance_bias(labels: pd.DataFrame) -> pd.DataFrame:
+    """The Stage 2 page's position/length bias from one row per label (``dashboard_reads.bias_labels``' rows).
+
+    The per-label twin of :func:`personagap.dashboard.data.relevance_bias` (which reads ``bias_counts``).
+    """
+    from personagap.analysis.response import clustered_rate
+
+    rows: list[dict[str, Any]] = []
+    if labels.empty:
+        return pd.DataFrame(rows)
+    labels = labels.copy()
+    lengths = labels["length"].dropna()
+    if lengths.nunique() >= 4:
+        edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1]))
+        names = [f"length Q{i + 1} ({int(edges[i])}–{int(edges[i + 1])} chars)" for i in range(len(edges) - 1)]
+        labels["length_q"] = pd.cut(labels["length"], edges, labels=names, include_lowest=True).astype(object)
+    for factor, column in {"position": "position", "length": "length_q"}.items():
+        if column not in labels or labels[column].isna().all():
+            continue
+        part = labels.dropna(subset=[column])
+        for (rater, who, bucket), g in part.groupby(["rater", "who", column], sort=True):
+            if len(g) < 5:
+                continue
+            est = clustered_rate(g["hit"].to_numpy(bool), g["user_id"].to_numpy())
+            label = f"position {int(bucket) + 1}" if factor == "position" else str(bucket)
+            rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": len(g),
+                         "rate": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]})
+    return pd.DataFrame(rows)

@@ -20,8 +20,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from personagap.cli import cli
 from personagap.human_data import DataError
-from personagap.human_data.label_format import RATER_KINDS
 from personagap.labels_api import dataset_origins, import_labels, load_labels
+from personagap.vocabulary import FILE_RATER_KINDS
 from tests.byo_data import HUMANS, LLM, team_rows, write_rows
 from tests.llm_server import ScriptedOpenAIServer
 
@@ -328,7 +328,7 @@ def test_the_first_problem_in_file_order_is_named_in_a_large_file(tmp_path: Path
                  "--db", str(tmp_path / "big.duckdb"))
     assert result.exit_code == 2
     assert result.output.strip() == (f"{path}:{expected_line}: field 'rater_kind': unknown rater kind 'robot' "
-                                     f"(one of {', '.join(RATER_KINDS)})")
+                                     f"(one of {', '.join(FILE_RATER_KINDS)})")
     assert not (tmp_path / "big.duckdb").exists()
 
 

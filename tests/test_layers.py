@@ -66,12 +66,13 @@ def test_an_unlayered_new_module_is_refused(tmp_path: Path) -> None:
     assert "personagap.unplaced" in done.stdout + done.stderr
 
 
-def test_constants_the_store_holds_agree_with_their_other_homes() -> None:
-    # Until stages/extraction_records.py and analysis/extraction.py re-export the store's and records' tuples.
-    from personagap.analysis.extraction import VERDICTS
+def test_constants_the_store_holds_are_the_vocabulary_s() -> None:
+    # One definition (personagap.vocabulary); the store's and the stages' names are that object, not a copy.
+    from personagap import vocabulary
     from personagap.records import VERIFICATION_LABELS
     from personagap.stages.extraction_records import ATTRIBUTE_KINDS
     from personagap.store.pipeline_counts import ATTRIBUTE_KINDS as STORE_ATTRIBUTE_KINDS
+    from personagap.store.pipeline_counts import VERDICTS
 
-    assert STORE_ATTRIBUTE_KINDS == ATTRIBUTE_KINDS
-    assert VERIFICATION_LABELS == VERDICTS
+    assert STORE_ATTRIBUTE_KINDS is ATTRIBUTE_KINDS is vocabulary.ATTRIBUTE_KINDS
+    assert VERIFICATION_LABELS is VERDICTS is vocabulary.VERIFICATION_LABELS

@@ -26,6 +26,8 @@ _SCALE = "json_extract_string(l.meta, '$.confidence_scale')"
 _VOTES = "_jury_labels"
 _PROBABILITIES = "_jury_probabilities"
 NO_CONFIDENCE = "invalid: a juror's label carries no confidence"
+JURY_MEMORY_LIMIT = "1GB"
+"""DuckDB's memory limit while the vote runs (spilling beyond it)."""
 TIE = {"majority": "undecided: the jurors' labels tie", "confidence": "undecided: the jurors' confidences tie"}
 
 
@@ -121,6 +123,9 @@ def write_jury(con: duckdb.DuckDBPyConnection, jurors: Sequence[tuple[str, str]]
     """
     params = {**_params(jurors), "rater": rater, "rater_kind": rater_kind, "condition": condition,
               "run_id": str(run["run_id"]), "rule": rule, "no_confidence": NO_CONFIDENCE, "tie": TIE[rule]}
+    # DuckDB takes up to 80% of the machine's memory for the vote's aggregates unless told otherwise (2.5 GB at
+    # 10^7 labels, measured); under a limit it spills to disk at no measured cost in time (1.2 GB).
+    con.execute(f"SET memory_limit = '{JURY_MEMORY_LIMIT}'")
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(sql, params)
@@ -136,4 +141,5 @@ def write_jury(con: duckdb.DuckDBPyConnection, jurors: Sequence[tuple[str, str]]
     finally:
         con.execute("DROP TABLE IF EXISTS " + _VOTES)
         con.unregister(_PROBABILITIES)
+        con.execute("RESET memory_limit")  # the store's connections never set one (personagap/store/connection.py)
     return int(row[0]), int(row[1])

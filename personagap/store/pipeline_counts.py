@@ -23,15 +23,10 @@ import pandas as pd
 # The rule module whose SQL fragments the store uses (allowed store -> rule import, see .importlinter).
 from personagap.analysis.comparable import JUDGE_KINDS, SYSTEM_KINDS, comparable_judge_sql, reference_sql
 from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, PROMPT_ID, SYSTEM
-from personagap.records import VERIFICATION_LABELS as VERDICTS
 from personagap.store.response_counts import GVP_KIND, REVERSED
 from personagap.store.temp_tables import held_table
-
-ATTRIBUTE_KINDS: tuple[str | None, ...] = (None, "extracted")
-"""Payload kinds of stage-1 items that are extracted attributes (None: a release's attributes carry no kind).
-
-The same tuple as ``personagap.stages.extraction_records.ATTRIBUTE_KINDS`` (tests/test_layers.py checks they
-agree until that module re-exports this one)."""
+from personagap.vocabulary import ATTRIBUTE_KINDS as ATTRIBUTE_KINDS
+from personagap.vocabulary import VERIFICATION_LABELS as VERDICTS
 
 REJECTED = "bad"
 """The stage-1 verdict that rejects an extracted attribute."""

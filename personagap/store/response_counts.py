@@ -33,11 +33,11 @@ from personagap.analysis.comparable import (
     comparable_judge_sql,
     human_labelled_sql,
 )
+from personagap.vocabulary import REVERSED as REVERSED
 
 STAGE = "response"
 PAIRWISE_KIND = "pairwise"
 GVP_KIND = "generic_vs_personalized"
-REVERSED = "+reversed"
 NO_PROFILE = "no-profile"
 PERSONALIZED = "B"
 """Canonical position of the personalised answer of a generic-vs-personalised pair (the generic one is A)."""
