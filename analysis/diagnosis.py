@@ -35,7 +35,6 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     ci_list,
     estimates,
@@ -189,14 +188,12 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
 
 
 
-def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_overlap: int = MIN_PAIR_OVERLAP,
+def human_ceiling(humans: pd.DataFrame, *, min_overlap: int = MIN_PAIR_OVERLAP,
                   level: float = 0.95, scale: DatasetScale | None = None) -> HumanCeiling | None:
     """Mean pairwise kappa among individual blind humans on one dataset (None when no two share items).
 
     Args:
         humans: Columns ``dataset``, ``item_id``, ``rater``, ``label``, ``user_id`` for one dataset.
-        n_resamples: Resamples of the ordinal alpha's CI (Krippendorff's alpha, ordinal scales only).
-        seed: Seed of those resamples.
         min_overlap: Rater pairs sharing fewer items are left out (must be :data:`MIN_PAIR_OVERLAP`).
         level: Confidence level.
         scale: The dataset's scale (ordinal: quadratic-weighted kappa); None: Cohen's kappa.
@@ -206,12 +203,11 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
     pt = pair_tables(humans, None, scale)
     ceiling = None if pt is None else human_ceiling_row(pt, level)
     if ceiling is not None and scale is not None and scale.ordinal:
-        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, n_resamples=n_resamples, seed=seed,
-                                                          level=level))
+        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, level=level))
     return ceiling
 
 
-def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_resamples: int, seed: int,
+def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, seed: int,
                   level: float, scale: DatasetScale | None, min_items: int
                   ) -> tuple[HumanCeiling | None, list[CeilingGap], SelectedGap | None, ClusterStat | None,
                              str | None]:
@@ -221,8 +217,7 @@ def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_r
     if pt is None or ceiling is None:
         return None, [], None, None, None
     if scale is not None and scale.ordinal:
-        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, n_resamples=n_resamples, seed=seed,
-                                                          level=level))
+        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, level=level))
     gaps = judge_gaps(stage, pt, ceiling, level)
     selected, stat, note = selected_gap(stage, pt, gaps, seed=seed, level=level, min_items=min_items)
     return ceiling, gaps, selected, stat, note
@@ -248,7 +243,7 @@ def _ranked_dataset(ceilings: list[HumanCeiling], gaps: list[CeilingGap], judges
 
 def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: pd.DataFrame, row: Any, *,
            fail_count: Mapping[tuple[str, str, str, str], int], counts: pd.DataFrame,
-           scales: Mapping[tuple[str, str], DatasetScale], origins: Mapping[str, str], n_resamples: int, seed: int,
+           scales: Mapping[tuple[str, str], DatasetScale], origins: Mapping[str, str], seed: int,
            level: float, min_items: int) -> tuple[StageDiagnosis, ClusterStat | None]:
     """One stage's diagnosis, and the statistic of its selection-aware gap (for comparing stages)."""
     n_items = int(row["n_items"]) if row is not None else 0
@@ -268,7 +263,7 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
     stage_judges = judge_items[judge_items["stage"] == stage]
     for ds, rows in humans[humans["stage"] == stage].groupby("dataset", sort=True):
         c, g, sel, stat, note = _dataset_gaps(stage, rows, stage_judges[stage_judges["dataset"] == ds],
-                                              n_resamples=n_resamples, seed=seed, level=level,
+                                              seed=seed, level=level,
                                               scale=scales.get((stage, str(ds))), min_items=min_items)
         if c is not None:
             ceilings.append(c)
@@ -341,7 +336,7 @@ def _datasets(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling]
 
 def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, inventory: pd.DataFrame, *,
              judge_items: pd.DataFrame | None = None, human_counts: pd.DataFrame | None = None,
-             n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+             seed: int = DEFAULT_SEED,
              min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95,
              origins: Mapping[str, str] | None = None,
              scales: Mapping[tuple[str, str], DatasetScale] | None = None) -> Diagnosis:
@@ -358,9 +353,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
             condition, label, user_id): the judge side of the gap to the ceiling. None: no gaps.
         human_counts: Per (stage, dataset) ``blind_raters``, ``blind_labels``, ``anchored_raters``,
             ``anchored_labels`` (for saying why a dataset has no ceiling). None: no such notes.
-        n_resamples: Resamples of the ordinal ceilings' Krippendorff alpha CI (every other CI is the one rule,
-            which draws none).
-        seed: Seed of those resamples and of the two halves of users the best-judge gap is cross-fitted on.
+        seed: Seed of the two halves of users the best-judge gap is cross-fitted on.
         min_items: Judges sharing fewer items with humans are not ranked as best/worst nor chosen for a gap.
         level: Confidence level of every CI.
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); every
@@ -385,7 +378,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
     for stage in STAGES:
         done, stat = _stage(stage, pairs, humans, judge_items, inv.loc[stage] if stage in inv.index else None,
                             fail_count=fail_count, counts=counts, scales=all_scales, origins=origins or {},
-                            n_resamples=n_resamples, seed=seed, level=level, min_items=min_items)
+                            seed=seed, level=level, min_items=min_items)
         stages.append(done)
         if stat is not None and done.selected_gap is not None and finite(done.selected_gap.gap):
             stats[stage] = stat
@@ -396,7 +389,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
     if steps:
         verdict += " What would tell: " + "; ".join(steps) + "."
     return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, ranking=ranking,
-                     comparisons=comparisons, next_steps=steps, n_resamples=n_resamples, seed=seed, ci_level=level)
+                     comparisons=comparisons, next_steps=steps, seed=seed, ci_level=level)
 
 
 def _rank(stages: list[StageDiagnosis], stats: Mapping[str, ClusterStat], level: float

@@ -19,8 +19,6 @@ import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     Estimate,
     FloatArray,
     cluster_estimate,
@@ -61,8 +59,7 @@ class GroupAgreement:
 
 
 def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
-                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                       anchor_group: str | None = None, weights: FloatArray | None = None,
+                       anchor_group: str | None = None,
                        metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
     """Cohen's kappa (or the scale's ``metric``) for every pair of raters, and its mean within and across groups.
 
@@ -73,11 +70,8 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
             (one row per rater and item; failures already removed).
         groups: Rater -> group name (e.g. 'human', 'llm'); raters not listed are ignored.
         min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         anchor_group: Score only pairs with at least one rater of this group (e.g. 'human' when only
             human–human and human–judge kappas are needed); other pairs get an overlap but no kappa.
-        weights: Deprecated and ignored.
         metric: The registered table metric every pair is scored by (``weighted_kappa`` on ordinal scales;
             the fields keep the name ``kappa``). Its tables' categories are the label codes in order, so an
             ordinal metric needs labels coded in the scale's order (integer codes ``0..K-1``).
@@ -107,7 +101,6 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
     column = {r: i for i, r in enumerate(rater_names)}
     _, first_row = np.unique(item_index, return_index=True)
     cluster_ids, cluster_index = np.unique(frame["cluster"].to_numpy()[first_row], return_inverse=True)
-    del n_resamples, seed, weights  # deprecated: the CI rule draws no resamples
 
     matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
     overlap = pd.DataFrame(0, index=raters, columns=raters)

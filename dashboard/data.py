@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.agreement import DEFAULT_SEED
 from personagap.analysis.diagnosis import Diagnosis
 from personagap.analysis.pairwise import pairwise_from_counts
 from personagap.dashboard import access, queries
@@ -36,18 +36,18 @@ def db_state(db: str) -> dict[str, int]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")
-def _cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
+def _cached_diagnosis(db: str, seed: int) -> Diagnosis:
     """The diagnosis of every stage (the Overview's figures), cached; the server's prefetch when it has one."""
     from personagap.analysis.diagnosis_store import diagnose_store
     from personagap.dashboard import prefetch
 
-    # Computed while the server booted (personagap.dashboard.serve, default resamples and seed); only the first
+    # Computed while the server booted (personagap.dashboard.serve, default seed); only the first
     # call can take it.
-    early = prefetch.take(db, n_resamples, seed)
+    early = prefetch.take(db, seed)
     if isinstance(early, Diagnosis):
         return early
     with access.reading():
-        return diagnose_store(db, n_resamples=n_resamples, seed=seed).diagnosis
+        return diagnose_store(db, seed=seed).diagnosis
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
@@ -139,7 +139,7 @@ def robust_panel(db: str, stage: str, datasets: tuple[str, ...]) -> pd.DataFrame
 
     # The diagnosis (cached, shared with the Overview) has scored every judge already: only the base-rate row
     # and datasets whose label set differs from a judge's own need counts from the file, never every label.
-    rows = stage_panel(db, diag(), stage, datasets, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)
+    rows = stage_panel(db, diag(), stage, datasets)
     return pd.DataFrame(rows) if rows else None
 
 
@@ -184,7 +184,7 @@ def pilot_report(db: str) -> dict[str, Any] | None:
     # as such. Never the two mixed.
     for which in HUMAN_SETS:
         for ds, labels in frames.items():
-            report = multi_rater_report(labels, ds, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, which=which)
+            report = multi_rater_report(labels, ds, which=which)
             if report is not None:
                 return {**report.model_dump(), "which": which}
     return None
@@ -227,5 +227,5 @@ def compare(db: str, a: str, b: str) -> dict[str, Any]:
 
 
 def diag() -> Diagnosis:
-    """The diagnosis of the dashboard's database with the default resamples and seed (cached)."""
-    return _cached_diagnosis(db_path(), DEFAULT_RESAMPLES, DEFAULT_SEED)
+    """The diagnosis of the dashboard's database with the default seed (cached)."""
+    return _cached_diagnosis(db_path(), DEFAULT_SEED)

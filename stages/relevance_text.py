@@ -78,7 +78,7 @@ def render_relevance(report: RelevanceReport) -> str:
         lines += ["", "Not blind — not a ceiling:"] + _multi_rater_lines(report.pilot_anchored)
     rows = [*report.judges, *(report.pilot.judges if report.pilot else [])]
     if rows:
-        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += ["", "Prevalence-robust panel (same items and users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
     lines += gap_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
     lines += origin_lines(report.origin_comparison)

@@ -36,7 +36,6 @@ import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pipeline_sql import reference_table
@@ -126,8 +125,7 @@ def import_personafeedback(path: str | Path, db: str | Path) -> ResponseImport:
     return _import(load_personafeedback(path), db)
 
 
-def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, weight: Weight = "items") -> ResponseReport:
+def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseReport:
     """Build the stage-3 report from a database (read-only), from DuckDB's aggregates (issue 20).
 
     Pairwise and generic-vs-personalised figures come from per-(dataset, judge, condition, user) sums
@@ -139,19 +137,16 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
-        return response_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins,
+        return response_report_from_store(con, origins=origins,
                                           records=records, weight=weight)
 
 
-def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
-                               seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mapping[str, str] | None = None,
                                records: Mapping[str, DatasetRecord], weight: Weight = "items") -> ResponseReport:
     """The stage-3 report from an open store.
 
     Args:
         con: An open (read-only is enough) store connection.
-        n_resamples: Recorded with the report (the one CI rule draws no resamples).
-        seed: Recorded with the report.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         records: Dataset -> its stage-3 record (:func:`personagap.datasets.dataset_records`): the scale every
             judge is scored over and the question a section is titled with. A single-response dataset missing
@@ -184,7 +179,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
-                              n_resamples=n_resamples, seed=seed, weight=weight)
+                              weight=weight)
     aspects = parse_aspects(meta_with_prefix(con, ASPECTS_PREFIX))
     judges: list[JudgeResult] = []
     humans: list[HumanBias] = []
@@ -204,18 +199,16 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
         js, section = single_dataset(singles.humans[singles.humans["dataset"] == dataset], singles.judges,
                                      singles.raters, single_record, aspects.get(dataset, []),
                                      reference=singles.reference[singles.reference["dataset"] == dataset],
-                                     n_resamples=n_resamples, seed=seed, weight=weight)
+                                     weight=weight)
         judges += js
         sections += [section] if section is not None else []
     del singles  # the counts and human labels are no longer needed: freed before the alternative-annotator read
     # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
     # datasets only (an A/B/tie preference has no single "positive" label).
     alt_test, estimates = store_extras(con, "response", datasets, positive="yes", counts=counts_for_rates,
-                                       rate_datasets=binary, n_resamples=n_resamples, seed=seed,
-                                       scales={ds: r.scale for ds, r in records.items()})
+                                       rate_datasets=binary, scales={ds: r.scale for ds, r in records.items()})
     out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp_results,
-                         single_responses=sections, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
-                         seed=seed, weight=weight)
+                         single_responses=sections, alt_test=alt_test, estimates=estimates, weight=weight)
     out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
     out.usr = legacy_usr(out.single_responses)
     return out

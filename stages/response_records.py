@@ -217,8 +217,6 @@ class ResponseReport(BaseModel):
                                             "rate per judge (yes/no datasets only).")
     origin_comparison: list[OriginComparison] = Field(
         default_factory=list, description="Judges on both synthetic-persona and real-user datasets, side by side.")
-    n_resamples: int
-    seed: int
     ci_level: float = 0.95
     majority_rule: str = MAJORITY_RULE
     min_users_for_ci: int = MIN_USERS_FOR_CI

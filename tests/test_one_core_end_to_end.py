@@ -22,7 +22,6 @@ from personagap.labels_api import import_labels
 from tests.test_resp_stage3 import FACTS, QUALITY, TONE, judge_pairs, single_rows
 from tests.test_scale_end_to_end import TRI, _aligned, _reference, _rows
 
-RESAMPLES = "50"
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 SINGLE = {"team-tone": TONE, "team-facts": FACTS, "team-quality": QUALITY}
 
@@ -43,7 +42,7 @@ def one_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFr
 
 
 def _cli(*args: str) -> str:
-    out = CliRunner().invoke(cli, [*args, "--resamples", RESAMPLES])
+    out = CliRunner().invoke(cli, [*args])
     assert out.exit_code == 0, out.output
     return out.output
 

@@ -20,7 +20,7 @@ from tests.db_cut import keep_first_users
 from tests.demo_llm_server import DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
 JUDGE = "relevance-per-attribute"
-SETTINGS = OptimizeSettings(stage="relevance", judge=JUDGE, n_users=5, budget=12, candidates=1, n_resamples=50,
+SETTINGS = OptimizeSettings(stage="relevance", judge=JUDGE, n_users=5, budget=12, candidates=1,
                             seed=3, fractions=(0.4, 0.2, 0.4))
 
 
