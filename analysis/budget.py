@@ -63,6 +63,7 @@ from personagap.analysis.alt_test import (
 )
 from personagap.analysis.comparable import categories_for, judge_display
 from personagap.analysis.estimates import too_few_users_note
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.panel import alt_test_scoring, scored_labels
 from personagap.analysis.robust import individual_humans, judge_labels
 from personagap.records import DatasetScale
@@ -165,17 +166,6 @@ class Plan(BaseModel):
     simulations: int
     kappa: list[KappaBudget]
     alt_test: list[AltTestBudget]
-
-
-# --------------------------------------------------------------------------- the headline figure
-
-def headline_metric(scale: DatasetScale) -> str:
-    """The figure a plan sizes on ``scale``: the reports' and ``diagnose``'s headline agreement.
-
-    Quadratic-weighted kappa on ordinal scales, Cohen's kappa on nominal and pairwise ones (as
-    :attr:`personagap.analysis.diagnosis_records.JudgeScore.headline` chooses it).
-    """
-    return "weighted_kappa" if scale.ordinal else "kappa"
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.budget import (
     Figure,
-    headline_metric,
     jackknife_variance,
     kappa_budget,
     study_halfwidths,
     variance_ratios,
 )
+from personagap.analysis.headline import headline_metric
 from personagap.api import import_labels
 from personagap.cli import cli
 from personagap.records import DatasetScale
