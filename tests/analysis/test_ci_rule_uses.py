@@ -1,6 +1,6 @@
 """Each converted interval is the one CI rule (a jackknife-t over users), recomputed here independently: the figure
-without each user by a reference library or plain numpy, then the interval of ``tests/ci_oracle.py`` on the scale
-of the figure's range (the bounds the production call site passes), with Satterthwaite degrees of freedom."""
+without each user by a reference library or plain numpy, then the interval of ``tests/support/ci_oracle.py`` on the
+scale of the figure's range (the bounds the production call site passes), with Satterthwaite degrees of freedom."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from personagap.judges.base import JudgeTask
 from personagap.judges.optimize.data import Example
 from personagap.judges.optimize.scoring import compare
 from personagap.stages.trained_verifier import auc_estimate, leave_one_user_out_auc
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
 
 
 def _old_symmetric(point: float, leave: list[float]) -> tuple[float, float]:

@@ -16,7 +16,7 @@ from hypothesis import given
 from personagap.analysis import comparable as c
 from personagap.store import connect, load_labels
 from personagap.store.aggregates import diagnosis_inputs, item_humans_table, label_counts, multi_human_labels
-from tests.test_perf_diagnosis_inputs import STORE_EXAMPLES, expected_inputs, same_frame, stored, stores, write_store
+from tests.support.diagnosis_inputs import STORE_EXAMPLES, expected_inputs, same_frame, stored, stores, write_store
 
 
 @STORE_EXAMPLES

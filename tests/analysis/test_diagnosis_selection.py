@@ -2,13 +2,12 @@
 are compared by the CI of the difference of their gaps.
 
 Expected figures are recomputed here with scikit-learn's kappa with each user left out, from the labels,
-and the rule's interval of those leave-one-out values (tests/ci_oracle.py).
+and the rule's interval of those leave-one-out values (tests/support/ci_oracle.py).
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,9 +24,10 @@ from personagap.analysis.diagnosis_ceiling import (
     selected_gap,
     user_halves,
 )
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
+from tests.support.paths import REPO
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(REPO))
 from benchmarks.calibration_diagnose import run  # noqa: E402
 
 YN = np.array(["no", "yes"])
@@ -35,7 +35,8 @@ YN = np.array(["no", "yes"])
 
 def _jackknife_t(point: float, leave_outs: list[float], level: float = 0.95) -> list[float]:
     # The diagnosis passes no bounds for the ceiling, the gaps or their difference (analysis/diagnosis_ceiling.py):
-    # the rule's identity scale, a t quantile on Satterthwaite df of the leave-one-out values (tests/ci_oracle.py).
+    # the rule's identity scale, a t quantile on Satterthwaite df of the leave-one-out values
+    # (tests/support/ci_oracle.py).
     return list(rule_interval(point, [float(x) for x in leave_outs], None, level))
 
 

@@ -1,6 +1,6 @@
 """When ``diagnose`` cannot tell which stage fails most, it says what data would let it tell, and the command works.
 
-Made-up team labels (tests/byo_data.py, written for the project), imported with ``personagap import labels``.
+Made-up team labels (tests/support/byo_data.py, written for the project), imported with ``personagap import labels``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from personagap.cli import cli
-from tests.byo_data import HUMANS, LLM, team_rows, write_rows
+from tests.support.byo_data import HUMANS, LLM, team_rows, write_rows
 
 RESAMPLES = "60"
 

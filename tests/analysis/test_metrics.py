@@ -11,7 +11,7 @@ from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from personagap.analysis import agreement as ag
 from personagap.analysis.pairwise import pairwise_agreement
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
 
 
 def test_kappa_hand_worked() -> None:
@@ -178,7 +178,7 @@ def test_default_ci_is_the_95_percent_jackknife_t_of_an_sklearn_loop() -> None:
     est = ag.agreement(human, judge, users, metrics=("kappa", "accuracy"))
     ids = np.unique(users)
     # The rule's interval on the scale of each metric's registered range (analysis/agreement.py): kappa in (-1, 1)
-    # (Fisher's z), accuracy in (0, 1) (logit); Satterthwaite df, recomputed by tests/ci_oracle.py.
+    # (Fisher's z), accuracy in (0, 1) (logit); Satterthwaite df, recomputed by tests/support/ci_oracle.py.
     for name, fn, bounds in (("kappa", cohen_kappa_score, (-1.0, 1.0)),
                              ("accuracy", lambda h, j: float(np.mean(h == j)), (0.0, 1.0))):
         leave = [float(fn(human[users != u], judge[users != u])) for u in ids]

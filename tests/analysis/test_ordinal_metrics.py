@@ -19,7 +19,7 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.panel import scale_estimates, scale_metrics
 from personagap.records import DatasetScale
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
 
 LEVELS = [1, 2, 3, 4, 5]
 
@@ -107,7 +107,7 @@ def test_ci_of_ordinal_metrics_is_the_jackknife_t_of_the_metric_without_each_use
                      for t in tables])
     point = cohen_kappa_score(*_expand(total), labels=list(range(5)), weights="quadratic")
     # weighted_kappa is registered with the range (-inf, 1): the rule builds its interval on the -log(1 - x) scale
-    # with Satterthwaite degrees of freedom (tests/ci_oracle.py), then maps it back.
+    # with Satterthwaite degrees of freedom (tests/support/ci_oracle.py), then maps it back.
     assert est["weighted_kappa"].value == pytest.approx(point)
     assert est["weighted_kappa"].ci == pytest.approx(rule_interval(point, [float(x) for x in loop], (-np.inf, 1.0)))
     assert est["spearman"].value == pytest.approx(spearmanr(human, judge).statistic)

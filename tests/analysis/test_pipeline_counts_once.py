@@ -8,7 +8,7 @@ import pytest
 
 from personagap.analysis.pipeline import pipeline_db
 from personagap.analysis.pipeline_records import PipelineView
-from tests.pipe_store import item, label, write_store
+from tests.support.pipe_store import item, label, write_store
 
 # (user, personalised answer, generic answer, personalised side of the linked pair, human verdict on the task6-like
 # pair in ITS positions (generic A, personalised B), judge j on the task6-like pair, judge j on the linked pair)

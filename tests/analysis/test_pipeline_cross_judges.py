@@ -8,7 +8,7 @@ import pytest
 
 from personagap.analysis.pipeline import pipeline_db
 from personagap.analysis.pipeline_records import PipelineView
-from tests.pipe_store import item, label, write_store
+from tests.support.pipe_store import item, label, write_store
 
 # Per attribute: (user, human relevance or None, LLM a, LLM b, LLM c or None: c did not label it).
 S2 = {"x1": ("u1", "yes", "yes", "yes", "yes"), "x2": ("u1", "no", "yes", "no", "yes"),

@@ -11,7 +11,7 @@ from scipy.stats import norm
 
 from personagap.analysis.pipeline import labels_needed, pipeline_db
 from personagap.analysis.pipeline_records import PipelineView
-from tests.pipe_store import item, label, write_store
+from tests.support.pipe_store import item, label, write_store
 
 # Stage 1: human reference per extracted attribute (None: no verdict), and verifier v1's verdicts.
 S1 = {"a1": ("u1", "bad", "bad"), "a2": ("u1", "ok", "bad"), "a3": ("u1", "unsure", "ok"),

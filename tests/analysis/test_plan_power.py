@@ -7,14 +7,14 @@ with its kappa CI by the one CI rule, must reach the target about as often as th
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from personagap.analysis.agreement import estimate
 from personagap.analysis.budget import kappa_budget, variance_ratios
+from tests.support.paths import REPO
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(REPO))
 from benchmarks.calibration_generators import generators  # noqa: E402
 
 TARGET = 0.07

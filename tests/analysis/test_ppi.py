@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from personagap.analysis.aggregated import estimate_rows_from_counts, frame_counts
 from personagap.analysis.estimates import MIN_LABELLED_USERS, estimate_rows
 from personagap.analysis.ppi import ppi_lambda, ppi_per_user, ppi_stat, ppi_variance
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
 
 # Seven users; per user the human labels of the items humans labelled (y), the judge's labels of those (f) and of
 # the items only the judge labelled (g). Made-up labels.
@@ -97,7 +97,7 @@ def test_interval_is_leave_one_user_out_with_lambda_retuned() -> None:
     assert row["ppi"] == pytest.approx(point, abs=1e-6)
     # PPI++ estimates a rate: estimate_rows passes it the bounds (0, 1) (analysis/estimates.py RATE), so the interval
     # is built on the logit scale, with a t quantile on Satterthwaite degrees of freedom of the leave-one-out
-    # deviations (tests/ci_oracle.py).
+    # deviations (tests/support/ci_oracle.py).
     assert 0.0 < point < 1.0 and all(0.0 < x < 1.0 for x in theta)
     assert row["ppi_ci"] == pytest.approx(list(rule_interval(point, theta, (0.0, 1.0))), abs=1e-5)
 

@@ -23,7 +23,7 @@ from personagap.analysis.diagnosis import diagnose_db
 from personagap.cli import cli
 from personagap.records import Item, Label
 from personagap.store import ImportBatch, write_batch
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
 
 YN = {False: "no", True: "yes"}
 RUN = "test-issue-11"
@@ -247,7 +247,7 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
     gap = d.stage("relevance").gap
     assert gap is not None and gap.n_users == users
     # Independent recomputation: sklearn kappas with one user left out at a time, the SAME user left out for the
-    # humans and the judge, then the rule's interval of those leave-one-out values (tests/ci_oracle.py): on the
+    # humans and the judge, then the rule's interval of those leave-one-out values (tests/support/ci_oracle.py): on the
     # scale of the figure's range, with a t quantile on Satterthwaite degrees of freedom.
     rows = _query(db, "SELECT i.user_id, l.item_id, l.rater, l.label FROM labels l JOIN items i USING (item_id)")
     labels: dict[str, dict[str, str]] = {}

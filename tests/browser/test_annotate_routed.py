@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from personagap.dashboard.annotate import ORDERS
-from tests.browser_helpers import (
+from tests.support.browser_helpers import (
     SCREENSHOTS,
     browser,
     require_browser,
@@ -21,8 +21,7 @@ from tests.browser_helpers import (
     serve_dashboard,
     wait_rendered,
 )
-from tests.route_store import DATASET
-from tests.test_route_annotate import routed_store
+from tests.support.route_store import DATASET, routed_store
 
 pytestmark = pytest.mark.browser
 NAME = "Browser Router"

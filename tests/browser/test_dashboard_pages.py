@@ -19,7 +19,7 @@ import duckdb
 import pytest
 
 from personagap.dashboard import queries
-from tests.browser_helpers import (
+from tests.support.browser_helpers import (
     SCREENSHOTS,
     browser,
     require_browser,

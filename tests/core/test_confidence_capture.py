@@ -11,7 +11,7 @@ import pytest
 from personagap.analysis.confidence_report import target_for
 from personagap.confidence import as_probability, confidence_meta, read_confidence, scale_bounds
 from personagap.human_data.prism import certainty_scale, load_prism
-from tests import release_builders
+from tests.support import release_builders
 
 
 @pytest.mark.parametrize(("value", "scale", "expected"), [

@@ -1,6 +1,6 @@
 """The confidence, repeats and jury options wired into the CLI (issue 23), end to end over real HTTP.
 
-A loopback OpenAI-compatible server (tests/conf_llm_server.py) answers `personagap judge response`; the whole path
+A loopback OpenAI-compatible server (tests/support/openai_server.py) answers `personagap judge response`; the whole path
 runs through click, the stage's judge function, the runner and the store.
 """
 
@@ -21,9 +21,8 @@ from personagap.cli import cli
 from personagap.judges.base import get_judge, rater_name
 from personagap.judges.repeats import majority_rater
 from personagap.store import opened
-from tests import release_builders
-from tests.conf_llm_server import ConfidenceServer
-from tests.llm_server import last_user_message
+from tests.support import release_builders
+from tests.support.openai_server import ConfidenceServer, last_user_message
 
 MODEL = "openai/scripted"
 

@@ -20,8 +20,9 @@ from streamlit.testing.v1 import AppTest
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.cli import cli
 from personagap.sample_pipeline import DATASET as PIPELINE_DATASET
+from tests.support.paths import REPO
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 DASHBOARD_PAGES = ("page_overview.py", "page_stage1.py", "page_stage2.py", "page_stage3.py", "page_agreement.py",
                    "page_disagreements.py", "page_runs.py", "page_annotate.py")
 CI = re.compile(r"\[-?\d+\.\d+, -?\d+\.\d+")

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from personagap.cli import cli
-from tests.test_malformed_inputs import assert_one_line
+from tests.support.cli_checks import assert_one_line
 
 _HEADER = 3 * 4096
 """DuckDB's file header: the main header and two database headers of 4 KiB each; blocks follow."""

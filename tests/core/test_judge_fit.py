@@ -13,7 +13,7 @@ from personagap.judges import get_judge
 from personagap.judges.base import JUDGES, fits, judges_for
 from personagap.judges.optimize import OptimizeError, dataset_classes
 from personagap.store import opened
-from tests.test_malformed_inputs import assert_one_line
+from tests.support.cli_checks import assert_one_line
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from personagap.judges.trained import sidecar_path
 from personagap.labels_api import import_labels
 from personagap.stages import trained_judging
 from personagap.stages.trained import ModelFileError, open_model
-from tests.byo_data import team_rows, write_rows
+from tests.support.byo_data import team_rows, write_rows
 
 
 def _pairs_without_profile(tmp_path: Path) -> str:

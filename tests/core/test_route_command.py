@@ -16,7 +16,7 @@ from personagap.dashboard import annotate
 from personagap.store import opened
 from personagap.store.route_audit import load_audit
 from personagap.store.routing import route_items
-from tests.route_store import CHEAP, DATASET, JUDGE, cheap_items, route_db
+from tests.support.route_store import CHEAP, DATASET, JUDGE, cheap_items, route_db
 
 ROUTE = ["route", "--stage", "relevance", "--dataset", DATASET, "--judge", JUDGE]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import textwrap
@@ -18,8 +17,12 @@ from streamlit.testing.v1 import AppTest
 from personagap.analysis.comparable import BLIND, SHOWN_LLM
 from personagap.dashboard import annotate
 from personagap.records import Label
+from tests.support.apptest import button as _button
+from tests.support.apptest import page_text as _text
+from tests.support.apptest import served_item as _served
+from tests.support.paths import REPO
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 
 
 # --------------------------------------------------------------------------- queue orders (pure)
@@ -172,17 +175,6 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _text(at: AppTest) -> str:
-    parts = [e.value for kind in ("title", "markdown", "caption", "info", "warning", "error", "success", "subheader")
-             for e in getattr(at, kind)]
-    parts += [m.label + " " + str(m.value) for m in at.metric]
-    return "\n".join(str(p) for p in parts)
-
-
-def _button(at: AppTest, label: str):
-    return next(b for b in at.button if b.label == label)
-
-
 def _start(db: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     monkeypatch.setenv("PERSONAGAP_DB", str(db))
     at = AppTest.from_file(str(APP), default_timeout=180).run()
@@ -194,11 +186,6 @@ def _start(db: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     at.selectbox(key="annotate_order").set_value("random").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
-
-
-def _served(at: AppTest) -> str:
-    """The id of the item on screen (its caption ends in "item ID")."""
-    return next(m.group(1) for c in at.caption if (m := re.search(r"item ([0-9a-f]{8,})$", str(c.value))))
 
 
 def _label_one(at: AppTest, choice: str) -> None:

@@ -12,23 +12,13 @@ from streamlit.testing.v1 import AppTest
 from personagap.commands.route import route
 from personagap.dashboard import annotate
 from personagap.store import opened
-from tests.route_store import DATASET, JUDGE, route_db
-from tests.test_annotate import APP, _button, _served, _text
+from tests.support.apptest import button as _button
+from tests.support.apptest import page_text as _text
+from tests.support.apptest import served_item as _served
+from tests.support.paths import APP
+from tests.support.route_store import DATASET, JUDGE, route_db, routed_store
 
 LABELS = 3
-
-
-def routed_store(path: Path) -> tuple[Path, list[str]]:
-    """A routed store (target accuracy 0.9 splits the items) and the routed item ids.
-
-    The split method: 12 users are too few for the guaranteed threshold to keep anything at 0.9, and the queue,
-    not the threshold, is under test here.
-    """
-    db, _ = route_db(path, users=12)
-    route(str(db), "relevance", DATASET, JUDGE, target_accuracy=0.9, method="split")
-    routed = annotate.routed_items(db, "relevance", DATASET)
-    assert routed  # the test needs some routed items
-    return db, routed
 
 
 def _left(text: str) -> int:

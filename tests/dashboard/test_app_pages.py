@@ -12,8 +12,9 @@ from streamlit.testing.v1 import AppTest
 from personagap import store
 from personagap.analysis.diagnosis import diagnose_db
 from personagap.dashboard import queries
+from tests.support.paths import REPO
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 PAGES = {
     "page_overview.py": "Overview",
     "page_stage1.py": "Stage 1",

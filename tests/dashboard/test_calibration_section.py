@@ -10,8 +10,9 @@ from streamlit.testing.v1 import AppTest
 
 from personagap.dashboard import confidence
 from personagap.dashboard.display import md
+from tests.support.paths import REPO
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 
 
 @pytest.fixture(scope="module")

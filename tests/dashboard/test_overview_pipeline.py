@@ -16,10 +16,11 @@ from personagap.analysis.pipeline import pipeline_db
 from personagap.analysis.pipeline_records import PipelineView
 from personagap.analysis.pipeline_text import TITLE, figure
 from personagap.dashboard.explore import OVER_PERSONALISED
-from tests.pipe_store import write_store
-from tests.test_pipe_planted import _planted
+from tests.support.paths import REPO
+from tests.support.pipe_store import write_store
+from tests.support.planted_pipeline import planted as _planted
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,7 @@ def test_warm_up_keeps_the_row_counts_and_skips_streamlits_repl_check(sample_db:
 
 
 def _descendants(pid: int) -> list[int]:
-    from tests.test_dashboard_serve import _children
+    from tests.support.processes import children as _children
 
     found = []
     for child in _children(pid):
@@ -88,8 +88,8 @@ def test_sigterm_leaves_no_prefetch_process_behind(sample_db: str) -> None:
     import sys
     import time
 
-    from tests.browser_helpers import free_port, wait_healthy
-    from tests.test_dashboard_serve import _alive
+    from tests.support.browser_helpers import free_port, wait_healthy
+    from tests.support.processes import alive as _alive
 
     port = free_port()
     cli = [str(Path(sys.executable).parent / "personagap")]
@@ -137,7 +137,7 @@ def test_the_child_ends_when_the_server_is_killed(sample_db: str, tmp_path: Path
 
     import duckdb
 
-    from tests.test_dashboard_serve import _alive
+    from tests.support.processes import alive as _alive
 
     db = str(tmp_path / "killed.duckdb")
     Path(db).write_bytes(Path(sample_db).read_bytes())
@@ -183,7 +183,7 @@ def _view_sent(sample_db: str, db: Path, hold: float) -> list[int]:
 def test_the_child_holds_the_diagnosis_back_until_a_page_asks(sample_db: str, tmp_path: Path) -> None:
     import time
 
-    from tests.test_dashboard_serve import _alive
+    from tests.support.processes import alive as _alive
 
     db = tmp_path / "held.duckdb"
     [child] = _view_sent(sample_db, db, hold=600)
@@ -198,7 +198,7 @@ def test_the_child_holds_the_diagnosis_back_until_a_page_asks(sample_db: str, tm
 def test_the_child_computes_the_diagnosis_anyway_once_the_hold_has_passed(sample_db: str, tmp_path: Path) -> None:
     import time
 
-    from tests.test_dashboard_serve import _alive
+    from tests.support.processes import alive as _alive
 
     db = tmp_path / "unasked.duckdb"
     children = _view_sent(sample_db, db, hold=0.5)

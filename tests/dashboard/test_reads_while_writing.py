@@ -13,8 +13,9 @@ from streamlit.testing.v1 import AppTest
 from personagap.analysis.diagnosis import diagnose_db
 from personagap.dashboard import queries
 from personagap.store import opened
+from tests.support.paths import REPO
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 BATCHES, PER_BATCH = 30, 50
 
 WRITER = textwrap.dedent("""

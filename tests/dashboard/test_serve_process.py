@@ -10,34 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from tests.browser_helpers import free_port, wait_healthy
+from tests.support.browser_helpers import free_port, wait_healthy
+from tests.support.processes import alive as _alive
+from tests.support.processes import children as _children
 
 CLI = [str(Path(sys.executable).parent / "personagap")]
-
-
-def _children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (from /proc: no psutil needed)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Field 4 (after the parenthesised command, which may contain spaces) is the parent pid.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(entry.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
+from tests.support.paths import REPO
+
+DOC = REPO / "docs" / "formats.md"
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 

@@ -19,11 +19,15 @@ from streamlit.testing.v1 import AppTest
 
 from personagap.cli import cli
 from personagap.labels_api import import_labels
-from tests.test_resp_stage3 import FACTS, QUALITY, TONE, judge_pairs, single_rows
-from tests.test_scale_end_to_end import TRI, _aligned, _reference, _rows
+from tests.support.ordinal_rows import TRI
+from tests.support.ordinal_rows import aligned as _aligned
+from tests.support.ordinal_rows import majority_reference as _reference
+from tests.support.ordinal_rows import make_rows as _rows
+from tests.support.paths import REPO
+from tests.support.response_rows import FACTS, QUALITY, TONE, judge_pairs, single_rows
 
 RESAMPLES = "50"
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+APP = REPO / "dashboard" / "app.py"
 SINGLE = {"team-tone": TONE, "team-facts": FACTS, "team-quality": QUALITY}
 
 

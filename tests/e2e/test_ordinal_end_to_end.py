@@ -9,7 +9,6 @@ human reference by the project's majority rule (the unique most frequent blind l
 from __future__ import annotations
 
 import json
-from collections import Counter
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -24,41 +23,13 @@ from sklearn.metrics import cohen_kappa_score
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.api import import_labels
 from personagap.cli import cli
+from tests.support.ordinal_rows import TRI
+from tests.support.ordinal_rows import aligned as _aligned
+from tests.support.ordinal_rows import majority_reference as _reference
+from tests.support.ordinal_rows import make_rows as _rows
 
 RESAMPLES = "50"
-TRI = ("yes", "no", "maybe")
 LEVELS = ("1", "2", "3", "4", "5")
-
-
-def _rows(categories: tuple[str, ...], humans: list[str], judges: list[str], n_users: int, per_user: int,
-          seed: int, item_column: str) -> pd.DataFrame:
-    """Humans who mostly agree on a hidden truth and judges who follow it less often (deterministic)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for u in range(n_users):
-        for k in range(per_user):
-            item, truth = f"u{u}-{k}", int(rng.integers(len(categories)))
-            for rater, agree, kind in [(h, 0.75, "human") for h in humans] + [(j, 0.55, "llm") for j in judges]:
-                pick = truth if rng.random() < agree else int(np.clip(truth + rng.choice([-1, 1]), 0,
-                                                                      len(categories) - 1))
-                rows.append({"item_id": item, "user_id": f"user{u}", "rater": rater, "rater_kind": kind,
-                             "label": categories[pick], item_column: f"text of {item}"})
-    return pd.DataFrame(rows)
-
-
-def _reference(rows: pd.DataFrame) -> dict[str, str]:
-    out = {}
-    for item, g in rows[rows["rater_kind"] == "human"].groupby("item_id"):
-        counts = Counter(g["label"]).most_common()
-        if len(counts) == 1 or counts[0][1] > counts[1][1]:
-            out[str(item)] = counts[0][0]
-    return out
-
-
-def _aligned(rows: pd.DataFrame, rater: str, reference: dict[str, str]) -> tuple[list[str], list[str]]:
-    mine = rows[rows["rater"] == rater].set_index("item_id")["label"]
-    items = [i for i in mine.index if i in reference]
-    return [reference[i] for i in items], [mine[i] for i in items]
 
 
 def _cli_json(*args: str) -> Any:

@@ -13,8 +13,9 @@ from personagap.human_data.extraction import load_extraction
 from personagap.human_data.laps import load_laps
 from personagap.sample_extraction import sample_extraction_rows, write_sample_extraction
 from personagap.stages.extraction import import_extraction, import_laps
+from tests.support.paths import FIXTURES
 
-BAD = Path(__file__).parent / "fixtures" / "extraction_bad"
+BAD = FIXTURES / "extraction_bad"
 EXPECTED = json.loads((BAD / "expected.json").read_text())
 
 

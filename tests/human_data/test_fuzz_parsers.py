@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from personagap.human_data._jsonl import DataError, parse_json, read_jsonl
-from personagap.human_data.extraction import load_extraction
-from personagap.human_data.laps import load_laps
-from personagap.human_data.personafeedback import load_personafeedback
-from personagap.human_data.prism import load_prism
-from personagap.human_data.recenter import load_recenter
-from personagap.human_data.usr import load_usr
 from personagap.store import write_batch
-from tests.release_builders import IMPORTERS, encode, write_release
+from tests.support.release_builders import IMPORTERS, LOADERS, encode, write_release
 
-LOADERS: dict[str, Callable[[Path], Any]] = {
-    "recenter": load_recenter, "prism": load_prism, "usr": load_usr, "personafeedback": load_personafeedback,
-    "laps": load_laps, "extraction": load_extraction,
-}
 # FUZZ_EXAMPLES=500 for a longer hunt; the default keeps the suite fast.
 FAST = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "25")), deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -1,6 +1,6 @@
 """`import labels`: a team's own labels for every stage, end to end, and every malformed file as one line.
 
-The label files are made up for these tests (tests/byo_data.py), in the three formats: several human
+The label files are made up for these tests (tests/support/byo_data.py), in the three formats: several human
 annotators and one LLM per item. Expected figures are recomputed here from the rows the test wrote
 (scikit-learn's kappa on the test's own majority), never copied from the code under test.
 """
@@ -8,7 +8,6 @@ annotators and one LLM per item. Expected figures are recomputed here from the r
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,13 @@ import duckdb
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from sklearn.metrics import cohen_kappa_score
 
 from personagap.cli import cli
 from personagap.human_data import DataError
 from personagap.human_data.label_format import RATER_KINDS
 from personagap.labels_api import dataset_origins, import_labels, load_labels
-from tests.byo_data import HUMANS, LLM, team_rows, write_rows
-from tests.llm_server import ScriptedOpenAIServer
+from tests.support.byo_data import HUMANS, LLM, expected_vs_majority, team_rows, write_rows
+from tests.support.openai_server import ScriptedOpenAIServer
 
 RESAMPLES = "50"
 
@@ -37,24 +35,6 @@ def ok_json(*args: str) -> Any:
     result = run(*args, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
-
-
-def expected_vs_majority(rows: list[dict[str, Any]], normalise: Any = str) -> tuple[int, float]:
-    """(n, Cohen's kappa) of the LLM against the strict human majority, from the written rows."""
-    humans: dict[str, list[str]] = {}
-    llm: dict[str, str] = {}
-    for r in rows:
-        label = normalise(r["label"])
-        if r.get("rater_kind") == "llm":
-            llm[r["item_id"]] = label
-        else:
-            humans.setdefault(r["item_id"], []).append(label)
-    pairs = []
-    for item, votes in humans.items():
-        top = Counter(votes).most_common()
-        if len(top) == 1 or top[0][1] > top[1][1]:
-            pairs.append((top[0][0], llm[item]))
-    return len(pairs), float(cohen_kappa_score([p[0] for p in pairs], [p[1] for p in pairs]))
 
 
 def test_relevance_jsonl_end_to_end(tmp_path: Path) -> None:

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from personagap.cli import cli
 from personagap.linking import INPUT_CONDITIONS
+from tests.support.paths import REPO
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
+DOC = REPO / "docs" / "formats.md"
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 STAGE_OF = {"pipe_extraction.jsonl": "extraction", "pipe_relevance.jsonl": "relevance",
             "pipe_answers.csv": "response"}

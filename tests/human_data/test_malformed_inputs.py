@@ -1,6 +1,6 @@
 """Every importer, fed a corpus of malformed inputs through the CLI: one line, exit 2, nothing changed.
 
-Each case starts from a tiny valid release (tests/release_builders.py, invented text), breaks one
+Each case starts from a tiny valid release (tests/support/release_builders.py, invented text), breaks one
 thing, and runs ``personagap import ...`` against a database that already holds all six valid
 releases. It must exit 2 with exactly one line on stderr that names the file (and the line and
 field where that applies), print no traceback, and leave every table exactly as it was (row
@@ -9,7 +9,6 @@ counts and a checksum of every row).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -19,45 +18,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from click.testing import CliRunner
 
-from personagap.cli import cli
 from personagap.human_data import DataError
-from personagap.store import TABLES
-from tests.release_builders import ATTRS, IMPORTERS, encode, write_release
+from tests.support.cli_checks import assert_one_line, run_import, snapshot
+from tests.support.release_builders import ATTRS, IMPORTERS, encode, write_release
 
 Mutation = Callable[[Path], None]
-
-
-def run_import(command: str, path: Path, db: Path) -> tuple[int, str, str, BaseException | None]:
-    result = CliRunner().invoke(cli, ["import", command, str(path), "--db", str(db)])
-    return result.exit_code, result.stdout, result.stderr, result.exception
-
-
-def snapshot(db: Path) -> dict[str, tuple[int, str]]:
-    """Row count and a checksum of every row of every table."""
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        out = {}
-        for table in TABLES:
-            rows = con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
-            out[table] = (len(rows), hashlib.sha256(repr(rows).encode()).hexdigest())
-        return out
-    finally:
-        con.close()
-
-
-def assert_one_line(code: int, stdout: str, stderr: str, exc: BaseException | None, *expected: str) -> str:
-    """Exit 2, one line on stderr holding every ``expected`` text, no traceback; returns the line."""
-    assert code == 2, (code, stdout, stderr, exc)
-    assert isinstance(exc, SystemExit), exc  # anything else escaped run_or_exit as a traceback
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stdout + stderr
-    for text in expected:
-        assert text in lines[0], (text, lines[0])
-    assert len(lines[0]) < 800, len(lines[0])  # echoed values are cut
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -386,7 +352,7 @@ def test_pilot_tie_and_converted_rows_on_the_fixture(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["missing", "symlink_loop"])
 def test_top_level_path_that_is_not_there(name: str, kind: str, tmp_path: Path) -> None:
     """The library entry points (the CLI's click check aside) name a missing or looping release path."""
-    from tests.test_fuzz_parsers import LOADERS
+    from tests.support.release_builders import LOADERS
 
     target = tmp_path / "release"
     if kind == "symlink_loop":

@@ -15,8 +15,9 @@ from personagap.api import import_recenter
 from personagap.human_data import DataError, load_recenter
 from personagap.human_data.recenter import PILOT, STAGE2
 from personagap.records import item_id
+from tests.support.paths import FIXTURES
 
-BAD = Path(__file__).parent / "fixtures" / "recenter_bad"
+BAD = FIXTURES / "recenter_bad"
 EXPECTED_ERRORS = json.loads((BAD / "expected.json").read_text())
 
 

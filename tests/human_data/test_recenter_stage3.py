@@ -19,8 +19,8 @@ from personagap.datasets import dataset_records
 from personagap.human_data import DataError, load_recenter
 from personagap.human_data.recenter import PIPELINE_RATER, STAGE2, STAGE3
 from personagap.linking import attribute_id
-from tests.release_builders import recenter as tiny_recenter
-from tests.release_builders import write_release
+from tests.support.release_builders import recenter as tiny_recenter
+from tests.support.release_builders import write_release
 
 MODES = {"attributes": "pipeline", "gt_attributes": "oracle"}
 FILE = re.compile(r"^eval_results_task5_(attributes|gt_attributes|no_context)_(.+)\.jsonl$")
@@ -202,7 +202,7 @@ def test_an_llm_judge_runs_on_the_condition_pairs(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from personagap.cli import cli
-    from tests.llm_server import ScriptedOpenAIServer
+    from tests.support.openai_server import ScriptedOpenAIServer
 
     root = _tiny(tmp_path)
     db = str(tmp_path / "db.duckdb")

@@ -19,7 +19,7 @@ from personagap.cli import cli
 from personagap.human_data.recenter import PIPELINE_RATER, STAGE2
 from personagap.stages.response import import_prism
 from personagap.store import ImportBatch, write_batch
-from tests.release_builders import IMPORTERS, write_release
+from tests.support.release_builders import IMPORTERS, write_release
 
 LLM = "gpt-5.4"
 

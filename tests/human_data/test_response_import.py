@@ -19,8 +19,9 @@ from personagap.human_data.personafeedback import load_personafeedback
 from personagap.human_data.prism import load_prism
 from personagap.human_data.usr import load_usr
 from personagap.stages import response as stage
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = FIXTURES
 BAD = FIXTURES / "response_bad"
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from personagap.judges.runner import LMConfig
 from personagap.stages.extraction import import_laps, judge_extraction, report_extraction
-from tests.llm_server import ScriptedOpenAIServer, last_user_message
+from tests.support.openai_server import ScriptedOpenAIServer, last_user_message
 
 _USER_TURN = re.compile(r"^\[(s\d+t\d+)\] User: (.*)$", re.MULTILINE)
 

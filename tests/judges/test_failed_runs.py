@@ -9,7 +9,7 @@ import duckdb
 from click.testing import CliRunner
 
 from personagap.cli import cli
-from tests.llm_server import ScriptedOpenAIServer
+from tests.support.openai_server import ScriptedOpenAIServer
 
 N = 6
 

@@ -1,6 +1,6 @@
 """LLM judges' confidence over real HTTP (issue 23): verbalised, and from the answer tokens' log-probabilities.
 
-A loopback OpenAI-compatible server (tests/conf_llm_server.py) answers; the whole path runs: LiteLLM, DSPy's
+A loopback OpenAI-compatible server (tests/support/openai_server.py) answers; the whole path runs: LiteLLM, DSPy's
 adapter, the judge's parser, the runner, the store. The rule tested: an answer whose label parses keeps its label
 when its confidence does not parse, and the confidence's failure is recorded in the label's meta.
 """
@@ -18,9 +18,8 @@ from personagap.judges.base import Judge, get_judge, rater_name
 from personagap.judges.confidence import answer_probability, program_for
 from personagap.judges.lm import LMConfig
 from personagap.store import opened
-from tests import release_builders
-from tests.conf_llm_server import ConfidenceServer
-from tests.llm_server import last_user_message
+from tests.support import release_builders
+from tests.support.openai_server import ConfidenceServer, last_user_message
 
 P_ANSWER = 0.8
 

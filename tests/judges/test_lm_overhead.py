@@ -14,7 +14,7 @@ from personagap.judges.lm_overhead import adapter_for, memoize_pricing_lookup
 from personagap.judges.runner import LMConfig, run_judge, token_prices
 from personagap.records import Item
 from personagap.store import ImportBatch, write_batch
-from tests.llm_server import ScriptedOpenAIServer
+from tests.support.openai_server import ScriptedOpenAIServer
 
 
 @pytest.mark.parametrize("kind", ["json", "chat"])

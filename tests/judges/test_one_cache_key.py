@@ -16,8 +16,8 @@ from personagap import api
 from personagap.judges import get_judge
 from personagap.judges.optimize import OptimizeSettings, load_examples, optimize
 from personagap.judges.runner import LMConfig
-from tests.db_cut import keep_first_users
-from tests.demo_llm_server import DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
+from tests.support.db_cut import keep_first_users
+from tests.support.demo_judge import DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
 JUDGE = "relevance-per-attribute"
 SETTINGS = OptimizeSettings(stage="relevance", judge=JUDGE, n_users=5, budget=12, candidates=1, n_resamples=50,

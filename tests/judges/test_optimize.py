@@ -1,6 +1,6 @@
 """`personagap optimize` against a demo-sensitive loopback server, on the real Re-Centering stage-2 data.
 
-The server (tests/demo_llm_server.py) answers YES to everything without demonstrations and copies the
+The server (tests/support/demo_judge.py) answers YES to everything without demonstrations and copies the
 label of the nearest demonstration when there are some, so these tests fail if the optimised program does
 not carry its demos, if test users' items reach the optimiser or the selection, or if the reload loses them.
 """
@@ -41,8 +41,8 @@ from personagap.judges.optimize import (
     table_metric,
 )
 from personagap.judges.runner import LMConfig
-from tests.db_cut import keep_first_users
-from tests.demo_llm_server import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
+from tests.support.db_cut import keep_first_users
+from tests.support.demo_judge import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
 N_USERS = 17
 KEEP_USERS = 17

@@ -1,6 +1,6 @@
 """`personagap optimize response` for the PAIRWISE judge, on real PRISM items, over HTTP.
 
-The loopback judge (tests/demo_llm_server.py) knows which answer each PRISM participant preferred, read here
+The loopback judge (tests/support/demo_judge.py) knows which answer each PRISM participant preferred, read here
 straight from the release file (not through our importer's labels), whichever position the answer is shown in.
 Without demonstrations it names the answer shown first (pure position bias); with demonstrations it copies the
 verdict of the nearest one. Some pairs it always answers with a bare ``[`` (as the release's own judges did).
@@ -29,8 +29,8 @@ from personagap.analysis.comparable import IN_SAMPLE
 from personagap.cli import cli
 from personagap.judges.optimize import OptimizeResult, OptimizeSettings, load_program, optimize, sidecar_path
 from personagap.judges.runner import LMConfig
-from tests.db_cut import keep_first_users
-from tests.demo_llm_server import (
+from tests.support.db_cut import keep_first_users
+from tests.support.demo_judge import (
     PAIRWISE_INSTRUCTION,
     UNPARSEABLE_VERDICT,
     DemoSensitiveModel,

@@ -17,9 +17,8 @@ from personagap.judges.jury import build_jury, jury_vote
 from personagap.judges.lm import LMConfig
 from personagap.judges.repeats import majority_rater, run_repeats
 from personagap.store import label_counts, opened
-from tests import release_builders
-from tests.conf_llm_server import ConfidenceServer
-from tests.llm_server import last_user_message
+from tests.support import release_builders
+from tests.support.openai_server import ConfidenceServer, last_user_message
 
 
 def test_jury_vote_rules_by_hand() -> None:

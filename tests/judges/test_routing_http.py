@@ -2,8 +2,8 @@
 answer; the runner stores it; `personagap route` chooses the threshold, stores the routed items and prints the
 combined estimate -- equal to the estimator's on the data the server answered from.
 
-The server (tests/conf_llm_server.py) answers each attribute with the generator's judge label and certainty, so the
-expected figures are computed from the generated items, never from the store.
+The server (tests/support/openai_server.py) answers each attribute with the generator's judge label and certainty, so
+the expected figures are computed from the generated items, never from the store.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from personagap.dashboard import annotate
 from personagap.judges.base import get_judge, rater_name
 from personagap.judges.lm import LMConfig
 from personagap.labels_api import import_labels
-from tests.conf_llm_server import ConfidenceServer
-from tests.llm_server import last_user_message
-from tests.route_store import DATASET, HUMAN
+from tests.support.openai_server import ConfidenceServer, last_user_message
+from tests.support.route_store import DATASET, HUMAN
 
 MODEL = "openai/scripted"
 PIPELINE = "pipeline"

@@ -24,7 +24,8 @@ from personagap.judges.base import Judge, JudgeTask, Program
 from personagap.judges.relevance import RelevancePerAttribute, relevance_tasks
 from personagap.judges.runner import LMConfig, RunSummary, run_judge
 from personagap.liveness import effective_status
-from tests.llm_server import Reply, ScriptedOpenAIServer, last_user_message
+from tests.support.db_files import HOLDER
+from tests.support.openai_server import Reply, ScriptedOpenAIServer, last_user_message
 
 MODEL = "openai/scripted"
 
@@ -261,20 +262,6 @@ def test_sigkill_loses_at_most_the_calls_in_flight(recenter_db_copy: Path) -> No
     assert all(label is not None for _, label, _, _ in rows)
     assert [status for _, status, _ in _runs(db)] == ["interrupted", "finished"]
     assert not list(db.parent.glob("*.journal"))  # the killed run's journal was stored, then removed
-
-
-HOLDER = textwrap.dedent("""
-    import sys, time, duckdb
-    while True:  # take the file as soon as the judge run's writer lets go of it
-        try:
-            con = duckdb.connect(sys.argv[1])
-            break
-        except duckdb.IOException:
-            time.sleep(0.005)
-    print("LOCKED", flush=True)
-    time.sleep(float(sys.argv[2]))
-    con.close()
-""")
 
 
 def test_locked_database_loses_no_paid_answer(recenter_db_copy: Path) -> None:

@@ -256,7 +256,7 @@ def test_train_relevance_on_imported_team_labels(tmp_path: Path) -> None:
 
     from personagap.analysis.comparable import majority_label
     from personagap.cli import cli
-    from tests.byo_data import HUMANS, team_rows, write_rows
+    from tests.support.byo_data import HUMANS, team_rows, write_rows
 
     rows = team_rows("relevance", n_users=12, per_user=4)
     db = str(tmp_path / "team.duckdb")

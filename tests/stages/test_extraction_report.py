@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from personagap.analysis.extraction import OFFLINE_THRESHOLD, calibrate_threshold, laps_calibration_scores
 from personagap.cli import cli
 from personagap.stages.extraction import import_laps, render_extraction, report_extraction
+from tests.support.paths import FIXTURES
 
-BAD = Path(__file__).parent / "fixtures" / "extraction_bad"
+BAD = FIXTURES / "extraction_bad"
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 The store path (:func:`personagap.stages.extraction.report_extraction`) counts verdicts in DuckDB; the pure path
 (:func:`~personagap.stages.extraction.extraction_report`) counts them from every loaded label. Both must give the
 same report, and its figures must be those computed here directly from the rows: sklearn's kappa, shares, and the
-jackknife-t interval over users (the figure without each user computed here, the interval by tests/ci_oracle.py).
+jackknife-t interval over users (the figure without each user computed here, the interval by
+tests/support/ci_oracle.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from personagap.analysis.ci_rule import MIN_USERS_FOR_CI
 from personagap.labels_api import import_labels
 from personagap.stages import extraction as stage1
 from personagap.store import load_labels, opened
-from tests.ci_oracle import rule_interval
+from tests.support.ci_oracle import rule_interval
 
 SCALE = ["bad", "ok", "unsure"]
 HUMANS = ("h1", "h2", "h3")
@@ -125,7 +126,8 @@ def test_store_path_loads_no_labels(store: tuple[Path, list[dict[str, Any]], lis
 
 def _jackknife(per_user: dict[str, list[Any]], figure: Any, bounds: tuple[float, float]) -> tuple[float, list[float]]:
     # The one CI rule: leave each user out (the figure recomputed here from the rows), then the interval of
-    # tests/ci_oracle.py on the scale of the figure's range (the bounds the report's code passes), Satterthwaite df.
+    # tests/support/ci_oracle.py on the scale of the figure's range (the bounds the report's code passes),
+    # Satterthwaite df.
     everyone = [x for xs in per_user.values() for x in xs]
     theta = [float(figure([x for v, xs in per_user.items() if v != u for x in xs])) for u in per_user]
     point = figure(everyone)

@@ -18,6 +18,7 @@ from sklearn.metrics import (
 )
 
 from personagap.cli import cli
+from tests.support.paths import FIXTURES
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -124,7 +125,7 @@ def test_missing_db_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_bad_release_exits_2_with_location(tmp_path: Path) -> None:
-    bad = Path(__file__).parent / "fixtures/recenter_bad/mistyped_field"
+    bad = FIXTURES / "recenter_bad/mistyped_field"
     result = CliRunner().invoke(cli, ["import", "recenter", str(bad), "--db", str(tmp_path / "x.duckdb")])
     assert result.exit_code == 2
     assert "task5_items.jsonl:1: field 'prompt_index'" in result.output

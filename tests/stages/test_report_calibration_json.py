@@ -78,7 +78,7 @@ def test_without_a_target_the_threshold_aims_at_the_datasets_human_ceiling(tmp_p
 
     from benchmarks.calibration_routing import RoutingWorld
     from personagap.labels_api import import_labels
-    from tests.route_store import DATASET, JUDGE, label_rows
+    from tests.support.route_store import DATASET, JUDGE, label_rows
 
     items = RoutingWorld(human_share=0.8).study(30, np.random.default_rng(7))
     rows = label_rows(items)

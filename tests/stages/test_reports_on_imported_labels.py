@@ -1,6 +1,6 @@
 """Data a team imports with ``import labels`` gets the agreement panel and the alternative-annotator test, per stage.
 
-Made-up team files (tests/byo_data.py, written for the project): three blind human annotators on every item
+Made-up team files (tests/support/byo_data.py, written for the project): three blind human annotators on every item
 (48 items each, above the test's 30-item minimum) and one LLM. The panel's MCC and balanced accuracy are
 recomputed here with scikit-learn on the same (human majority, LLM) item pairs, taken from the rows the test wrote.
 """
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from sklearn.metrics import balanced_accuracy_score, matthews_corrcoef
 
 from personagap.cli import cli
-from tests.byo_data import HUMANS, LLM, team_rows, write_rows
+from tests.support.byo_data import HUMANS, LLM, team_rows, write_rows
 
 RESAMPLES = "60"
 STAGES = {"relevance": ("yes", "no"), "response": ("A", "B", "tie"), "extraction": ("ok", "bad", "unsure")}

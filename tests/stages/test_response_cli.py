@@ -15,7 +15,7 @@ from personagap.cli import cli
 from personagap.commands.response import demo_response
 from personagap.judges.response import NO_PROFILE
 from personagap.stages import response as stage
-from tests.llm_server import ScriptedOpenAIServer, last_user_message
+from tests.support.openai_server import ScriptedOpenAIServer, last_user_message
 
 MODEL = "openai/scripted"
 

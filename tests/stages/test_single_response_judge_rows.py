@@ -32,7 +32,7 @@ from personagap.stages.response_records import SINGLE_KINDS
 from personagap.store import opened, write_batch
 from personagap.store.batch import ImportBatch
 from personagap.store.response_counts import single_human_labels, single_judge_counts, staged
-from tests.test_resp_stage3 import HUMANS, strict_majority
+from tests.support.response_rows import HUMANS, strict_majority
 
 SCALES = {"rated": DatasetScale(kind="ordinal", categories=("1", "2", "3", "4", "5")),
           "tri": DatasetScale(kind="nominal", categories=("bad", "good", "ok"))}

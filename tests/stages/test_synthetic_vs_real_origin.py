@@ -1,6 +1,6 @@
 """Synthetic personas vs real users, side by side: every stage report and ``diagnose`` say which is which.
 
-Two made-up team datasets per stage (tests/byo_data.py, written for the project) are imported with
+Two made-up team datasets per stage (tests/support/byo_data.py, written for the project) are imported with
 ``personagap import labels --origin synthetic`` and ``--origin real``; the same LLM judge labels both. On the
 synthetic one it copies the first annotator (so it looks better there, as judges do on synthetic personas).
 Expected kappas are recomputed here with scikit-learn from the rows the test wrote.
@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from personagap.cli import cli
 from personagap.stages.relevance import render_relevance, report_relevance
-from tests.byo_data import HUMANS, LLM, team_rows, write_rows
-from tests.test_labels_import import expected_vs_majority
+from tests.support.byo_data import HUMANS, LLM, expected_vs_majority, team_rows, write_rows
+from tests.support.paths import REPO
 
 RESAMPLES = "60"
 REAL, SYNTH = "team-real", "team-synth"
@@ -165,7 +165,7 @@ def test_dashboard_stage_page_shows_synthetic_beside_real(tmp_path: Path, monkey
     _, kappa_real = expected_vs_majority(real)
     _, kappa_synth = expected_vs_majority(synth)
     monkeypatch.setenv("PERSONAGAP_DB", db)
-    app = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+    app = REPO / "dashboard" / "app.py"
     at = AppTest.from_file(str(app), default_timeout=120).run()
     at.switch_page("page_stage2.py").run()
     assert not at.exception, [e.value for e in at.exception]

@@ -15,8 +15,9 @@ import pytest
 
 from personagap import store
 from personagap.store import StoreError
-from tests.release_builders import IMPORTERS, write_release
-from tests.test_malformed_inputs import assert_one_line, run_import
+from tests.support.cli_checks import assert_one_line, run_import
+from tests.support.db_files import altered as _altered
+from tests.support.release_builders import IMPORTERS, write_release
 
 PERSONAGAP = Path(sys.executable).parent / "personagap"
 
@@ -43,16 +44,6 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def good_db(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("good") / "good.duckdb"
     assert run_import("recenter", release, db)[0] == 0
-    return db
-
-
-def _altered(good_db: Path, db: Path, *sql: str) -> Path:
-    """A copy of ``good_db`` at ``db`` with ``sql`` run on it."""
-    shutil.copy(good_db, db)
-    con = duckdb.connect(str(db))
-    for statement in sql:
-        con.execute(statement)
-    con.close()
     return db
 
 

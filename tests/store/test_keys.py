@@ -21,9 +21,9 @@ from personagap.api import import_labels, import_recenter
 from personagap.human_data.labels import LabelSpec, Source, load_label_sources
 from personagap.records import LabelRow, Run
 from personagap.store import TABLES, DuplicateKeyError, ImportBatch, StoreError, now, write_batch
-from tests.test_database_files import _altered
-from tests.test_judge_runner import HOLDER
-from tests.test_malformed_inputs import assert_one_line, snapshot
+from tests.support.cli_checks import assert_one_line, snapshot
+from tests.support.db_files import HOLDER
+from tests.support.db_files import altered as _altered
 
 # The version-2 tables exactly as that schema created them (with their primary keys).
 _V2_ITEMS = """CREATE TABLE items (

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from personagap.cli import cli
 from personagap.labels_api import dataset_origins, import_labels, load_labels
-from tests.byo_data import team_rows, write_rows
+from tests.support.byo_data import team_rows, write_rows
 
 STAGES = ("extraction", "relevance", "response")
 

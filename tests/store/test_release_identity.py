@@ -18,7 +18,7 @@ from personagap.api import import_recenter, report_relevance
 from personagap.human_data import recenter, recenter_build
 from personagap.human_data._jsonl import Release, import_run, run_id_for
 from personagap.human_data.recenter import STAGE2
-from tests.release_builders import IMPORTERS, write_release
+from tests.support.release_builders import IMPORTERS, write_release
 
 LLM = "gpt-5.4"
 KEPT = 10

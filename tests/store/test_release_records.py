@@ -14,7 +14,7 @@ from personagap.human_data.recenter import PILOT, STAGE2
 from personagap.records import DEFAULT_QUESTIONS, PAIRWISE_LABELS, DatasetRecord
 from personagap.stages.extraction import import_extraction, import_laps
 from personagap.store import opened, set_meta
-from tests.release_builders import IMPORTERS, write_release
+from tests.support.release_builders import IMPORTERS, write_release
 
 
 def _records(db: Path) -> dict[tuple[str, str], DatasetRecord]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,23 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
         else:
             frame.to_parquet(path, index=False)
     return path
+
+
+def expected_vs_majority(rows: list[dict[str, Any]], normalise: Any = str) -> tuple[int, float]:
+    """(n, Cohen's kappa) of the LLM against the strict human majority, from the written rows."""
+    from sklearn.metrics import cohen_kappa_score
+
+    humans: dict[str, list[str]] = {}
+    llm: dict[str, str] = {}
+    for r in rows:
+        label = normalise(r["label"])
+        if r.get("rater_kind") == "llm":
+            llm[r["item_id"]] = label
+        else:
+            humans.setdefault(r["item_id"], []).append(label)
+    pairs = []
+    for item, votes in humans.items():
+        top = Counter(votes).most_common()
+        if len(top) == 1 or top[0][1] > top[1][1]:
+            pairs.append((top[0][0], llm[item]))
+    return len(pairs), float(cohen_kappa_score([p[0] for p in pairs], [p[1] for p in pairs]))

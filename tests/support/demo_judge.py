@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.llm_server import Reply, ScriptedOpenAIServer
+from tests.support.openai_server import Reply, ScriptedOpenAIServer
 
 STRICT_INSTRUCTION = "Answer NO unless a good answer must be different because of it."
 PAIRWISE_INSTRUCTION = "Judge the answers by the user's profile, never by the order they are shown in."

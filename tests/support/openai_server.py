@@ -1,14 +1,22 @@
-"""A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions API from a script.
+"""The tests' one fake LLM: a real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions API from a script.
 
 Tests point DSPy at it (``api_base=server.base_url``) so the whole LLM path runs
 for real: HTTP, LiteLLM, DSPy's adapter, our parser, the runner, the store. The
 script decides each answer and can inject faults (HTTP 500, 429 with
 Retry-After, answers slower than the client's timeout, unparseable text).
+
+It binds port 0 (a free port per server, so parallel test workers never collide). With ``token_logprob`` it
+also returns token log-probabilities when a request asks for ``logprobs`` (the confidence tests, issue 23): the
+answer text is split into tokens (words, then single other characters) and each token gets the log-probability
+``token_logprob`` gives it; ``with_logprobs=False`` plays a server that ignores the request.
+:class:`ConfidenceServer` is that configuration under its old name; the demo-sensitive judge of the
+``optimize`` tests is a responder for this server (:mod:`tests.support.demo_judge`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -32,6 +40,13 @@ class Reply:
 
 Responder = Callable[[dict[str, Any]], "Reply | str"]
 
+_TOKEN = re.compile(r"\w+|\W")
+
+
+def tokens(text: str) -> list[str]:
+    """How this server splits an answer into tokens (their concatenation is the text)."""
+    return _TOKEN.findall(text)
+
 
 class _Server(ThreadingHTTPServer):
     # The default listen backlog of 5 refuses connections when 32 clients connect at once.
@@ -51,14 +66,19 @@ class ScriptedOpenAIServer:
         responder: Called with the request body (parsed JSON); returns a :class:`Reply`
             or just the assistant text.
         model: The model name to report.
+        token_logprob: The log-probability of each answer token, returned when a request asks for
+            ``logprobs`` (None: never returned).
+        with_logprobs: Whether to return log-probabilities at all when asked.
 
     Use as a context manager; ``base_url`` is ``http://127.0.0.1:PORT/v1`` and
     ``requests`` lists every chat request body received (thread-safe).
     """
 
-    def __init__(self, responder: Responder, model: str = "scripted") -> None:
+    def __init__(self, responder: Responder, model: str = "scripted", *,
+                 token_logprob: Callable[[str], float] | None = None, with_logprobs: bool = True) -> None:
         self.responder = responder
         self.model = model
+        self.token_logprob, self.with_logprobs = token_logprob, with_logprobs
         self.requests: list[dict[str, Any]] = []
         self.headers_seen: list[dict[str, str]] = []
         self.times: list[float] = []
@@ -115,11 +135,16 @@ class ScriptedOpenAIServer:
                     self._send(reply.status, {"error": {"message": f"scripted {reply.status}", "type": "server_error"}},
                                reply.headers)
                     return
+                choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": reply.text}}
+                if body.get("logprobs") and server.token_logprob is not None and server.with_logprobs:
+                    choice["logprobs"] = {"content": [
+                        {"token": t, "logprob": server.token_logprob(t), "bytes": list(t.encode()), "top_logprobs": []}
+                        for t in tokens(reply.text)]}
                 self._send(200, {
                     "id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", server.model),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply.text}}],
+                    "choices": [choice],
                     "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
                               "total_tokens": reply.prompt_tokens + reply.completion_tokens},
                 }, reply.headers)
@@ -138,6 +163,20 @@ class ScriptedOpenAIServer:
                     pass  # the client gave up (timeout test): nothing to answer
 
         return Handler
+
+
+class ConfidenceServer(ScriptedOpenAIServer):
+    """:class:`ScriptedOpenAIServer` that returns token log-probabilities when asked (the confidence tests).
+
+    Args:
+        responder: The answer text for a request body.
+        token_logprob: The log-probability of each token, when the request asks for them.
+        with_logprobs: Whether to return log-probabilities at all when asked.
+    """
+
+    def __init__(self, responder: Callable[[dict[str, Any]], str], token_logprob: Callable[[str], float], *,
+                 with_logprobs: bool = True) -> None:
+        super().__init__(responder, model="confidence", token_logprob=token_logprob, with_logprobs=with_logprobs)
 
 
 def last_user_message(body: dict[str, Any]) -> str:

@@ -7,9 +7,17 @@ returns ``{relative path: rows}``; :func:`write_release` writes JSONL (or JSON f
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from personagap.human_data.extraction import load_extraction
+from personagap.human_data.laps import load_laps
+from personagap.human_data.personafeedback import load_personafeedback
+from personagap.human_data.prism import load_prism
+from personagap.human_data.recenter import load_recenter
+from personagap.human_data.usr import load_usr
 
 ATTRS = ["The user keeps bees.", "The user cycles to work.", "The user speaks Welsh."]
 CONVERTED = " [converted from task2]"
@@ -143,3 +151,10 @@ def write_release(root: Path, files: dict[str, Any]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(encode(rel, rows))
     return root
+
+
+# Each release format's loader, by importer name (the fuzz and malformed-input tests).
+LOADERS: dict[str, Callable[[Path], Any]] = {
+    "recenter": load_recenter, "prism": load_prism, "usr": load_usr, "personafeedback": load_personafeedback,
+    "laps": load_laps, "extraction": load_extraction,
+}

@@ -58,3 +58,19 @@ def route_db(path: Path, *, users: int = 24, human_share: float = 0.6, seed: int
         rows += [dict(r, rater=CHEAP) for r in label_rows(cheap_items(items)) if r["rater"] == JUDGE]
     import_labels(pd.DataFrame(rows), stage="relevance", dataset=DATASET, db=path, categories=["no", "yes"])
     return path, items
+
+
+def routed_store(path: Path) -> tuple[Path, list[str]]:
+    """A routed store (target accuracy 0.9 splits the items) and the routed item ids.
+
+    The split method: 12 users are too few for the guaranteed threshold to keep anything at 0.9, and the queue,
+    not the threshold, is under test here.
+    """
+    from personagap.commands.route import route
+    from personagap.dashboard import annotate
+
+    db, _ = route_db(path, users=12)
+    route(str(db), "relevance", DATASET, JUDGE, target_accuracy=0.9, method="split")
+    routed = annotate.routed_items(db, "relevance", DATASET)
+    assert routed  # the test needs some routed items
+    return db, routed
