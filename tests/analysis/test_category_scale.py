@@ -22,6 +22,7 @@ from personagap.analysis.diagnosis import diagnose
 from personagap.analysis.panel import scale_estimates
 from personagap.analysis.robust import BASE_RATE_JUDGE, panel_rows
 from personagap.cli import cli
+from tests.support.stores import copy_store
 
 RESAMPLES = 100
 FIGURES = ("kappa", "ac1", "pabak", "mcc", "balanced_accuracy")
@@ -102,11 +103,8 @@ def test_scale_estimates_match_the_hand_value_with_an_unused_category() -> None:
 
 
 @pytest.fixture(scope="module")
-def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("prism") / "prism.duckdb"
-    out = CliRunner().invoke(cli, ["import", "prism-judge", str(shared_data / "prism_judge"), "--db", str(db)])
-    assert out.exit_code == 0, out.output
-    return db
+def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_store(prism_release_db, tmp_path_factory.mktemp("prism"))
 
 
 def _cli_json(*args: str) -> dict:

@@ -21,15 +21,12 @@ from personagap.analysis.coverage import Target, choose_threshold, split_users
 from personagap.human_data.prism import parse_file_name
 from personagap.store import opened
 from personagap.store.confidence import confidence_counts
+from tests.support.stores import copy_store
 
 
 @pytest.fixture(scope="module")
-def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from personagap.stages.response import import_prism
-
-    db = tmp_path_factory.mktemp("conf_prism") / "prism.duckdb"
-    import_prism(shared_data / "prism_judge", db)
-    return db
+def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_store(prism_release_db, tmp_path_factory.mktemp("conf_prism"))
 
 
 def _release(shared_data: Path) -> dict[tuple[str, str], pd.DataFrame]:

@@ -14,16 +14,13 @@ from personagap.judges.base import JUDGES, fits, judges_for
 from personagap.judges.optimize import OptimizeError, dataset_classes
 from personagap.store import opened
 from tests.support.cli_checks import assert_one_line
+from tests.support.stores import copy_store
 
 
 @pytest.fixture(scope="module")
-def usr_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def usr_db(usr_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real USR PersonaChat ratings: single responses, 'does it use the persona' yes/no."""
-    from personagap.stages.response import import_usr
-
-    db = tmp_path_factory.mktemp("usr") / "usr.duckdb"
-    import_usr(shared_data / "usr_personachat", db)
-    return db
+    return copy_store(usr_release_db, tmp_path_factory.mktemp("usr"))
 
 
 def _records(db: Path) -> dict[tuple[str, str], object]:

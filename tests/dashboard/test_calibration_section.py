@@ -11,17 +11,14 @@ from streamlit.testing.v1 import AppTest
 from personagap.dashboard import confidence
 from personagap.dashboard.display import md
 from tests.support.paths import REPO
+from tests.support.stores import copy_store
 
 APP = REPO / "dashboard" / "app.py"
 
 
 @pytest.fixture(scope="module")
-def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from personagap.stages.response import import_prism
-
-    db = tmp_path_factory.mktemp("conf_dash") / "prism.duckdb"
-    import_prism(shared_data / "prism_judge", db)
-    return db
+def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_store(prism_release_db, tmp_path_factory.mktemp("conf_dash"))
 
 
 def _stage3(db: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:

@@ -16,17 +16,14 @@ from click.testing import CliRunner
 from personagap.cli import cli
 from personagap.dashboard import annotate
 from personagap.store import load_labels, opened
+from tests.support.stores import copy_store
 
 JUDGE, CONDITION = "command-r-plus", "all-features"
 
 
 @pytest.fixture(scope="module")
-def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from personagap.stages.response import import_prism
-
-    db = tmp_path_factory.mktemp("prism_route") / "prism.duckdb"
-    import_prism(shared_data / "prism_judge", db)
-    return db
+def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_store(prism_release_db, tmp_path_factory.mktemp("prism_route"))
 
 
 def _route(db: Path, *extra: str) -> dict:

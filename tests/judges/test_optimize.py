@@ -43,6 +43,7 @@ from personagap.judges.optimize import (
 from personagap.judges.runner import LMConfig
 from tests.support.db_cut import keep_first_users
 from tests.support.demo_judge import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
+from tests.support.stores import copy_store
 
 N_USERS = 17
 KEEP_USERS = 17
@@ -341,11 +342,8 @@ def test_mipro_finds_the_instruction_the_model_follows(opt_db: Path, data: tuple
         assert result.test["kappa"].after.value > result.test["kappa"].before.value
 
 
-def test_response_persona_use_on_usr(shared_data: Path, tmp_path: Path) -> None:
-    from personagap.stages.response import import_usr
-
-    db = tmp_path / "usr.duckdb"
-    import_usr(shared_data / "usr_personachat", db)
+def test_response_persona_use_on_usr(usr_release_db: Path, tmp_path: Path) -> None:
+    db = copy_store(usr_release_db, tmp_path / "usr.duckdb")
     examples, _, _ = load_examples(db, get_judge("persona-use"))
     oracle = {item_key(e.task.inputs): e.human == "yes" for e in examples}
     starts: dict[str, int] = {}

@@ -110,12 +110,8 @@ def test_synthetic_relevance_cv_cannot_learn_labels_that_only_identify_users() -
 # --------------------------------------------------------------------------- preference on PRISM
 
 @pytest.fixture(scope="module")
-def prism_pairs(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
-    from personagap.stages.response import import_prism
-
-    db = tmp_path_factory.mktemp("cv-prism") / "prism.duckdb"
-    import_prism(shared_data / "prism_judge", db)
-    items = stage.pairwise_items(db, ("prism-judge",))
+def prism_pairs(prism_release_db: Path) -> pd.DataFrame:
+    items = stage.pairwise_items(prism_release_db, ("prism-judge",))
     labelled = items[items["human"].notna() & (items["kind"] == "pairwise")]
     # A subset of questions keeps this fast; every pair of a kept question stays (questions repeat).
     keep = sorted(set(labelled["question"]))[:150]

@@ -20,6 +20,7 @@ from personagap.judges.trained import (
     sidecar_path,
 )
 from personagap.stages import trained as stage
+from tests.support.stores import copy_store
 
 N_RESAMPLES = 50
 
@@ -199,12 +200,8 @@ def test_cli_judge_trained_needs_a_model_path_of_the_right_kind(trained_relevanc
 # --------------------------------------------------------------------------- preference on PRISM
 
 @pytest.fixture(scope="module")
-def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from personagap.stages.response import import_prism
-
-    db = tmp_path_factory.mktemp("prism") / "prism.duckdb"
-    import_prism(shared_data / "prism_judge", db)
-    return db
+def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_store(prism_release_db, tmp_path_factory.mktemp("prism"))
 
 
 def test_preference_cli_trains_grouped_by_question_and_judges(prism_db: Path, tmp_path: Path) -> None:

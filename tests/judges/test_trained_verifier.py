@@ -17,18 +17,16 @@ from personagap.cli import cli
 from personagap.judges import trained as judges_trained
 from personagap.judges.trained import grouped_folds, load_model, sidecar_path
 from personagap.stages import trained as stage
+from tests.support.stores import copy_store
 
 N_RESAMPLES = 50
 
 
 @pytest.fixture(scope="module")
-def laps_verifier(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+def laps_verifier(laps_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     """LAPS imported into a fresh DB and a verifier trained on it through the CLI (once per module)."""
-    from personagap.stages.extraction import import_laps
-
     work = tmp_path_factory.mktemp("verifier")
-    db = work / "laps.duckdb"
-    import_laps(shared_data / "laps", db)
+    db = copy_store(laps_release_db, work / "laps.duckdb")
     model_path = work / "verifier.joblib"
     out = CliRunner().invoke(cli, ["train", "verifier", "--db", str(db), "--out", str(model_path),
                                    "--resamples", str(N_RESAMPLES)])

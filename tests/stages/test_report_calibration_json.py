@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from personagap.cli import cli
+from tests.support.stores import copy_store
 
 CERTAIN = {"command-r-plus [all-features]", "command-r-plus [key-features]", "command-r-plus [no-profile]",
            "gpt-4o [key-features]"}
@@ -21,12 +22,8 @@ CERTAIN = {"command-r-plus [all-features]", "command-r-plus [key-features]", "co
 
 
 @pytest.fixture(scope="module")
-def prism_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from personagap.stages.response import import_prism
-
-    db = tmp_path_factory.mktemp("wire-report") / "prism.duckdb"
-    import_prism(shared_data / "prism_judge", db)
-    return db
+def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_store(prism_release_db, tmp_path_factory.mktemp("wire-report"))
 
 
 def _report(db: Path, *extra: str) -> dict:

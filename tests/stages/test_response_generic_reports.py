@@ -24,6 +24,7 @@ from personagap.datasets import dataset_records
 from personagap.labels_api import import_labels
 from personagap.stages import response as stage
 from tests.support.response_rows import FACTS, HUMANS, JUDGES, QUALITY, TONE, judge_pairs, single_rows
+from tests.support.stores import copy_store
 
 RESAMPLES = "50"
 @pytest.fixture(scope="module")
@@ -116,10 +117,9 @@ def test_zero_one_labels_without_categories_get_their_own_section(tmp_path: Path
     assert "Is this answer right for this user?" in stage.render_response(report).splitlines()
 
 
-def test_usr_questions_and_overall_are_data(shared_data: Path, tmp_path: Path) -> None:
+def test_usr_questions_and_overall_are_data(shared_data: Path, usr_release_db: Path, tmp_path: Path) -> None:
     """USR's questions come from its stored record and aspects; Overall (1-5) is scored as ordinal."""
-    db = tmp_path / "usr.duckdb"
-    stage.import_usr(shared_data / "usr_personachat", db)
+    db = copy_store(usr_release_db, tmp_path / "usr.duckdb")
     with duckdb.connect(str(db), read_only=True) as con:
         record = dataset_records(con)[("response", "usr-personachat")]
     assert record.declared and record.item_kind == "single" and "Uses Knowledge" in record.question
