@@ -131,6 +131,7 @@ def test_anchored_humans_never_give_a_passed_headline() -> None:
     assert "PASSED" not in text and "no verdict: these humans saw an LLM's label first" in text
 
 
+@pytest.mark.slow
 def test_epsilon_sweep_the_guidance_and_the_humans_agreement() -> None:
     humans, judge = _balanced()
     rows = alt_test_rows(_tidy(humans, judge), "d")

@@ -150,6 +150,7 @@ def test_prism_every_face_gives_one_figure_per_judge(prism_db: Path) -> None:
         assert np.array(scores[j]["confusion"], dtype=float)[:, 2].sum() == 0
 
 
+@pytest.mark.slow
 def test_recenter_stage2_every_face_gives_one_figure_per_judge(recenter_db: Path) -> None:
     diag = _cli_json("diagnose", "--db", str(recenter_db))
     report = _cli_json("report", "relevance", "--db", str(recenter_db))

@@ -130,6 +130,7 @@ def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
     assert d.stage("response").best is None
 
 
+@pytest.mark.slow
 def test_cli_diagnose_json_and_text(recenter_db):
     runner = CliRunner()
     out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json", "--resamples", "100"])

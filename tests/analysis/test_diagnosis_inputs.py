@@ -8,6 +8,7 @@ checked here against its definition computed in pandas from every stored label w
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from hypothesis import given
 
 from personagap.store import load_labels
@@ -17,6 +18,7 @@ from tests.support.diagnosis_inputs import STORE_EXAMPLES, expected_inputs, same
 """Hypothesis settings for examples drawn from :func:`stores`: no shrinking, since each example writes a store."""
 
 
+@pytest.mark.slow
 @STORE_EXAMPLES
 @given(stores())
 def test_diagnosis_inputs_equal_their_per_label_definitions(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:

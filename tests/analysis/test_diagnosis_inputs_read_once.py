@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from hypothesis import given
 
 from personagap.analysis import comparable as c
@@ -19,6 +20,7 @@ from personagap.store.aggregates import diagnosis_inputs, item_humans_table, lab
 from tests.support.diagnosis_inputs import STORE_EXAMPLES, expected_inputs, same_frame, stored, stores, write_store
 
 
+@pytest.mark.slow
 @STORE_EXAMPLES
 @given(stores())
 def test_inputs_from_the_judge_counts_equal_their_definitions(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
@@ -53,6 +55,7 @@ def _humans_per_item(frame: pd.DataFrame) -> pd.Series:
     return person.groupby("item_id")["rater"].nunique()
 
 
+@pytest.mark.slow
 @STORE_EXAMPLES
 @given(stores())
 def test_the_shared_item_humans_give_the_same_inputs(store: tuple[pd.DataFrame, pd.DataFrame]) -> None:
@@ -119,6 +122,7 @@ def test_the_item_with_most_humans_is_every_judges_top(tmp_path: Path) -> None:
     assert "i0" in set(alone["item_id"])
 
 
+@pytest.mark.slow
 @STORE_EXAMPLES
 @given(stores())
 def test_the_alt_test_reads_what_its_definition_says_with_the_store_judges(

@@ -175,6 +175,7 @@ def test_stage_difference_is_paired_over_shared_users() -> None:
     assert c.ci == pytest.approx(_jackknife_t(c.difference, [diff(u) for u in union]))
 
 
+@pytest.mark.slow
 def test_null_simulation_small() -> None:
     # Every judge has the same true gap; the stages have 1, 6 and 6 judges. The old rule reported the smallest of
     # six gaps (biased low, so the 1-judge stage came out on top most of the time). Loose bounds: 30 replications.

@@ -87,6 +87,7 @@ def test_ppi_matches_ppi_py_on_synthetic_data() -> None:
     assert row["n_both"] == len(y) and row["n_judge"] == len(y) + len(yhat_u)
 
 
+@pytest.mark.slow
 def test_coverage_with_a_known_truth() -> None:
     # The judge over-calls (apparent rate .2 * .8 + .8 * .3 = .40 against a truth of .20): the naive CI should
     # almost never cover the truth; the corrected ones should, about 95% of the time.

@@ -154,6 +154,7 @@ def label_sets(draw: st.DrawFn) -> tuple[pd.DataFrame, tuple[str, ...]]:
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(label_sets(), st.sampled_from(["blind", "anchored"]))
 def test_every_reference_consumer_sees_the_same_reference(data: tuple[pd.DataFrame, tuple[str, ...]],
@@ -168,6 +169,7 @@ def test_every_reference_consumer_sees_the_same_reference(data: tuple[pd.DataFra
     assert robust["user_id"].to_dict() == users.reindex(expected.index).to_dict()
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(label_sets())
 def test_estimates_and_plan_use_the_reference_items(data: tuple[pd.DataFrame, tuple[str, ...]]) -> None:
@@ -184,6 +186,7 @@ def test_estimates_and_plan_use_the_reference_items(data: tuple[pd.DataFrame, tu
         assert k.n_items == len(own.index.intersection(ref.index))
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example writes a store
 @given(label_sets())
@@ -197,6 +200,7 @@ def test_optimize_sees_the_blind_reference(data: tuple[pd.DataFrame, tuple[str, 
     assert got == expected
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(label_sets(), st.booleans(), st.booleans())
 def test_every_category_consumer_sees_the_same_scale(data: tuple[pd.DataFrame, tuple[str, ...]], ordinal: bool,

@@ -21,6 +21,7 @@ def _json(d: Any, tests: dict[str, Any]) -> str:
     return json.dumps(d.to_json_dict() | {"tests": json_safe(tests)}, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_same_figures_as_computed_apart(recenter_db: Path) -> None:
     view, diag, tests = pipeline_and_diagnosis(recenter_db)
     alone, alone_tests = diagnose_from_store(recenter_db)
@@ -30,6 +31,7 @@ def test_same_figures_as_computed_apart(recenter_db: Path) -> None:
     assert none == {} and lean.to_json_dict() == diagnose_db(recenter_db).to_json_dict()
 
 
+@pytest.mark.slow
 def test_counted_once_and_the_view_first(recenter_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events: list[str] = []
     real_counts, real_diagnose = aggregates.label_counts, diagnosis.diagnose

@@ -107,6 +107,7 @@ def test_smallest_sufficient() -> None:
     assert smallest_sufficient(lambda n: False, 50, lowest=2, highest=1000) is None
 
 
+@pytest.mark.slow
 def test_alt_test_power_on_the_anchored_pilot(relevance: pd.DataFrame) -> None:
     plan = plan_rows(relevance, ["recenter-pilot"], humans="anchored", simulations=SIMS)
     blind = plan_rows(relevance, ["recenter-pilot"], humans="blind", simulations=SIMS)
@@ -158,6 +159,7 @@ def test_bad_input_is_one_line_exit_2(recenter_db: Path, tmp_path: Path) -> None
     assert bad.exit_code == 2 and "halfwidth" in bad.output
 
 
+@pytest.mark.slow
 def test_text_output(recenter_db: Path) -> None:
     out = CliRunner().invoke(cli, ["plan", "--stage", "relevance", "--simulations", "20", "--db", str(recenter_db)])
     assert out.exit_code == 0, out.output

@@ -128,6 +128,7 @@ def _population_rate() -> float:
     return float(p.mean())  # sizes are independent of prevalence: the item weighting cancels
 
 
+@pytest.mark.slow
 def test_coverage_when_whole_users_are_labelled() -> None:
     """The clustered interval covers near 95% where the item-level one (the old ppi_py CI) falls far short."""
     truth, rng = _population_rate(), np.random.default_rng(2024)
@@ -147,6 +148,7 @@ _user = st.tuples(st.lists(st.tuples(st.booleans(), st.booleans()), max_size=6),
                   st.lists(st.booleans(), max_size=6), st.lists(st.booleans(), max_size=3))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_user, min_size=1, max_size=18), st.booleans())
 def test_counts_path_is_the_frame_path(users: list[tuple[list[tuple[bool, bool]], list[bool], list[bool]]],

@@ -85,6 +85,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
 def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, request: pytest.FixtureRequest) -> None:
     db = request.getfixturevalue(store)

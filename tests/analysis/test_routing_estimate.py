@@ -67,6 +67,7 @@ def test_the_estimate_recovers_the_harness_truth_on_a_large_population() -> None
                                                                                         abs=0.015)
 
 
+@pytest.mark.slow
 def test_small_seeded_coverage_run_covers_loosely() -> None:
     table = simulate(20, 60, seed=11, world=RoutingWorld(human_share=0.5))
     assert table["rule"]["with_ci"] >= 50 and table["rule"]["coverage"] >= 0.85

@@ -179,6 +179,7 @@ def test_the_audit_draw_is_seeded_and_independent_of_order() -> None:
         draw_audit(ids, -1, 0)
 
 
+@pytest.mark.slow
 def test_small_harness_run_keeps_the_guarantee_where_the_plain_test_does_not() -> None:
     # The uninformative world: accuracy about 0.78 < 0.8 at every threshold, so any kept set misses the target
     # unless its realised accuracy happens to reach it. Loose bounds: 80 studies (MC SE about 0.03).

@@ -64,6 +64,7 @@ def shared_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 # --------------------------------------------------------------------------- defect 1: in-sample labels
 
+@pytest.mark.slow
 def test_diagnose_json_never_ranks_in_sample_labels(recenter_db_copy: Path) -> None:
     # A trained judge labelling its own training users copies the humans (kappa 1): stored as 'in-sample'.
     ref = _query(recenter_db_copy, "SELECT l.item_id, l.label FROM labels l JOIN items i USING (item_id) "
@@ -82,6 +83,7 @@ def test_diagnose_json_never_ranks_in_sample_labels(recenter_db_copy: Path) -> N
     assert "trained-relevance/v1" not in json.dumps(report)
 
 
+@pytest.mark.slow
 def test_response_report_never_scores_in_sample_labels(shared_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "prism.duckdb"
     db.write_bytes(shared_db.read_bytes())
@@ -104,6 +106,7 @@ def _pilot_items(db: Path) -> list[tuple[str, str, str]]:
                       "AND l.label IS NOT NULL ORDER BY l.item_id")
 
 
+@pytest.mark.slow
 def test_pilot_reports_anchored_labels_apart_and_kinds_apart(recenter_db_copy: Path) -> None:
     rows = _pilot_items(recenter_db_copy)
     rng = np.random.default_rng(0)
@@ -286,6 +289,7 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
     assert best is not None and best.kappa_ci == pytest.approx(jackknife_t(best.kappa, majority_kappa, (-1.0, 1.0)))
 
 
+@pytest.mark.slow
 def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
     data = _json(["diagnose", "--db", str(shared_db), "--json", "--resamples", "100"])
     response = data["stages"][2]
@@ -300,6 +304,7 @@ def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
 
 # --------------------------------------------------------------------------- defect 9: say what a figure rests on
 
+@pytest.mark.slow
 def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: Path) -> None:
     report = _json(["report", "response", "--db", str(shared_db), "--json", "--resamples", "50"])
     assert report["profile_gaps"]
@@ -324,6 +329,7 @@ def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: P
 
 # --------------------------------------------------------------------------- issue 13 panel in every report
 
+@pytest.mark.slow
 def test_response_report_and_diagnosis_carry_the_robust_panel(shared_db: Path) -> None:
     report = _json(["report", "response", "--db", str(shared_db), "--json", "--resamples", "50"])
     pairwise = [j for j in report["judges"] if j["dataset"] == "prism-judge"]
@@ -353,6 +359,7 @@ def test_demo_refuses_an_existing_non_demo_database(recenter_db_copy: Path) -> N
     assert "--force" in help_text and "refused" in help_text
 
 
+@pytest.mark.slow
 def test_demo_replaces_its_own_database_and_force_replaces_others(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("personagap")
     env = {"PATH": str(exe.parent), "HOME": str(tmp_path), "NO_PROXY": "*", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
@@ -370,6 +377,7 @@ def test_demo_replaces_its_own_database_and_force_replaces_others(tmp_path: Path
     assert _is_demo_db(other) and not _is_demo_db(fresh)
 
 
+@pytest.mark.slow
 def test_diagnose_tests_each_best_judge_like_the_stage_report(recenter_db: Path) -> None:
     """`diagnose --json` gives the best judge's alternative-annotator test and corrected estimates, the very rows
     `report relevance --json` holds for that judge (one implementation), blind and anchored humans apart."""

@@ -179,6 +179,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["relevance", "response", "extraction"])
 @pytest.mark.parametrize("weight", ["items", "users"])
 def test_every_figure_row_states_its_estimand(demo_db: Path, stage: str, weight: str) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ def _stores(draw: st.DrawFn) -> tuple[list[tuple[str, str, str, str, str, str, s
     return rows, meta
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
           phases=[Phase.explicit, Phase.reuse, Phase.generate])  # no shrinking: each example writes a store
 @given(_stores())

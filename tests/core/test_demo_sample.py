@@ -52,6 +52,7 @@ def _report(db: Path, stage: str) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow
 def test_demo_says_it_is_sample_data(demo: tuple[Path, str]) -> None:
     _, output = demo
     assert output.startswith("PersonaGap demo on SAMPLE data written for this project (not human judgments")
@@ -68,6 +69,7 @@ def test_every_stage_and_the_diagnosis_print_cis(demo: tuple[Path, str]) -> None
     assert "too few users" not in output
 
 
+@pytest.mark.slow
 def test_every_compared_dataset_has_enough_users(demo: tuple[Path, str]) -> None:
     db, _ = demo
     with duckdb.connect(str(db), read_only=True) as con:
@@ -82,6 +84,7 @@ def test_every_compared_dataset_has_enough_users(demo: tuple[Path, str]) -> None
     assert rows and all(r["n_users"] >= MIN_USERS_FOR_CI and r["kappa_ci"] is not None for r in rows), rows
 
 
+@pytest.mark.slow
 def test_sample_llms_over_select_and_figures_are_not_degenerate(demo: tuple[Path, str]) -> None:
     db, _ = demo
     relevance = _report(db, "relevance")
@@ -159,6 +162,7 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+@pytest.mark.slow
 def test_sample_text_is_not_copied_from_the_real_data(shared_data: Path, tmp_path: Path) -> None:
     """No sentence of four or more words in the written sample files occurs in the real releases."""
     from personagap.sample_data import write_sample_release
@@ -184,6 +188,7 @@ def test_sample_text_is_not_copied_from_the_real_data(shared_data: Path, tmp_pat
     assert not sorted(s for s in sentences if s in real)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", DASHBOARD_PAGES)
 def test_every_dashboard_page_renders_the_demo_database(demo: tuple[Path, str], page: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:

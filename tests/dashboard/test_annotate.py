@@ -200,6 +200,7 @@ def _label_one(at: AppTest, choice: str) -> None:
     _button(at, "Next item →").click().run()
 
 
+@pytest.mark.slow
 def test_annotate_page_while_a_writer_holds_the_file_stores_every_label_exactly_once(
         recenter_db_copy: Path, monkeypatch: pytest.MonkeyPatch):
     db = recenter_db_copy
@@ -240,6 +241,7 @@ def test_annotate_page_while_a_writer_holds_the_file_stores_every_label_exactly_
     assert int(metrics["Human labels"].replace(",", "")) == humans_before + submitted
 
 
+@pytest.mark.slow
 def test_queue_never_serves_an_item_twice_and_the_reveal_label_is_apart(recenter_db_copy: Path,
                                                                        monkeypatch: pytest.MonkeyPatch):
     db = recenter_db_copy
@@ -274,6 +276,7 @@ def test_spooled_entries_are_plain_json_lines(tmp_path: Path):
     assert annotate.spool_path(db).parent == tmp_path
 
 
+@pytest.mark.slow
 def test_the_page_shows_a_label_as_pending_while_the_file_is_held_then_writes_it(
         recenter_db_copy: Path, monkeypatch: pytest.MonkeyPatch):
     db = recenter_db_copy

@@ -15,6 +15,8 @@ from personagap.dashboard import queries
 from tests.support.paths import REPO
 
 APP = REPO / "dashboard" / "app.py"
+
+pytestmark = pytest.mark.slow  # every page under AppTest, on the real release: minutes together
 PAGES = {
     "page_overview.py": "Overview",
     "page_stage1.py": "Stage 1",
@@ -350,6 +352,7 @@ def test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings(
     assert llm and all(_same(r["ac1_ci"], by_judge[(r["dataset"], r["judge"])].ac1_ci) for r in llm)
 
 
+@pytest.mark.slow
 def test_stage3_page_shows_the_panel_figures_of_a_full_reload(recenter_prism_db: Path,
                                                              monkeypatch: pytest.MonkeyPatch):
     at = _open(recenter_prism_db, "page_stage3.py", monkeypatch)

@@ -33,6 +33,7 @@ def _markdown(at: AppTest) -> str:
     return "\n".join(str(e.value) for kind in ("markdown", "subheader", "caption") for e in getattr(at, kind))
 
 
+@pytest.mark.slow
 def test_calibration_section_shows_every_judge_with_a_certainty(prism_db: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     at = _stage3(prism_db, monkeypatch)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.diagnosis import diagnose_db
 from personagap.analysis.pipeline import pipeline_db
 from personagap.dashboard import overview, prefetch
 
 
+@pytest.mark.slow
 def test_overview_adopts_the_prefetched_view(recenter_db: Path, tmp_path: Path) -> None:
     db = str(shutil.copy(recenter_db, tmp_path / "p.duckdb"))
     prefetch.start(db)
@@ -25,6 +28,7 @@ def test_overview_adopts_the_prefetched_view(recenter_db: Path, tmp_path: Path) 
     assert prefetch.take(db, DEFAULT_RESAMPLES, DEFAULT_SEED) is None  # taken once
 
 
+@pytest.mark.slow
 def test_other_settings_or_a_changed_file_are_not_served(recenter_db: Path, tmp_path: Path) -> None:
     db = str(shutil.copy(recenter_db, tmp_path / "q.duckdb"))
     prefetch.start(db)

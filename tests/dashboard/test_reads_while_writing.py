@@ -8,6 +8,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from personagap.analysis.diagnosis import diagnose_db
@@ -35,6 +36,7 @@ WRITER = textwrap.dedent("""
 """).format(batches=BATCHES)
 
 
+@pytest.mark.slow
 def test_dashboard_reads_while_a_writer_commits_batches(recenter_db_copy: Path, monkeypatch):
     db = recenter_db_copy
     with opened(db, read_only=True) as con:

@@ -82,6 +82,7 @@ def test_invalid_turn_id_fails_the_whole_history(laps_val_db: Path):
     assert report.extractors[0].units_complete == 0 and report.matching == []
 
 
+@pytest.mark.slow
 def test_llm_matcher_live_feeds_precision_recall_and_skips_incomplete_units(laps_val_db: Path):
     """Stage 1's LLM matcher end to end: extract, then match every (attribute, gold) pair over HTTP.
 

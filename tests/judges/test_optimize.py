@@ -107,6 +107,7 @@ def _users_seen(seen: list[Seen], user_of: dict[str, str]) -> tuple[set[str], se
     return asked, shown
 
 
+@pytest.mark.slow
 def test_demo_sensitive_judge_improves_on_test_users(run: Run) -> None:
     assert run.result.test_users == MIN_USERS_FOR_CI
     kappa = run.result.test["kappa"]
@@ -175,6 +176,7 @@ def test_saved_program_carries_its_demos(run: Run, data: tuple[dict[str, str], d
     assert len(seen.demos) == len(demos) and all(lab in ("yes", "no") for lab in seen.demo_labels)
 
 
+@pytest.mark.slow
 def test_judging_with_the_program_stores_in_sample_labels(run: Run, tmp_path: Path) -> None:
     db = tmp_path / "judge.duckdb"
     shutil.copy(run.db, db)

@@ -77,6 +77,7 @@ class FaultyScript:
         return _good(body)
 
 
+@pytest.mark.slow
 def test_faults_then_rerun_then_cached_rerun(recenter_db_copy: Path) -> None:
     db = recenter_db_copy
     script = FaultyScript()
@@ -173,6 +174,7 @@ def _runs(db: Path) -> list[tuple[str, str, dict]]:
     return [(run_id, status, json.loads(params)) for run_id, status, params in rows]
 
 
+@pytest.mark.slow
 def test_cache_key_covers_everything_that_can_change_an_answer(recenter_db_copy: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Judged by what was sent: a setting is in the key iff changing it makes the server receive requests."""
@@ -233,6 +235,7 @@ class _WithInstructions(RelevancePerAttribute):
         return Program(self.signature.with_instructions(_INSTRUCTIONS))
 
 
+@pytest.mark.slow
 def test_sigkill_loses_at_most_the_calls_in_flight(recenter_db_copy: Path) -> None:
     """A SIGKILLed run costs at most `concurrency` calls asked again on resume; its row stops saying running."""
     db, total, concurrency = recenter_db_copy, 240, 4
@@ -264,6 +267,7 @@ def test_sigkill_loses_at_most_the_calls_in_flight(recenter_db_copy: Path) -> No
     assert not list(db.parent.glob("*.journal"))  # the killed run's journal was stored, then removed
 
 
+@pytest.mark.slow
 def test_locked_database_loses_no_paid_answer(recenter_db_copy: Path) -> None:
     """Another process holds the database past the store's lock wait: every answer the server sent is stored."""
     db, total = recenter_db_copy, 400  # ~3 s of calls: the lock surely comes before the last one
@@ -302,6 +306,7 @@ SQL_WHEN_FREE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_failed_write_stops_the_run_at_once_and_keeps_its_answers(recenter_db_copy: Path) -> None:
     """A write that cannot succeed (not a lock) stops new calls at once; the next run stores what was paid."""
     db, total, concurrency = recenter_db_copy, 800, 4  # ~6 s of calls if nothing stopped them
@@ -335,6 +340,7 @@ def test_failed_write_stops_the_run_at_once_and_keeps_its_answers(recenter_db_co
     assert not list(db.parent.glob("*.journal"))
 
 
+@pytest.mark.slow
 def test_api_key_is_used_but_never_stored_or_printed(recenter_db_copy: Path, tmp_path: Path) -> None:
     sentinel = "sk-SENTINEL-7f3a9c"
     exe = Path(sys.executable).with_name("personagap")

@@ -56,6 +56,7 @@ def relevance_run(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -
     return db, work / "rel.joblib", stage.train_relevance(db, work / "rel.joblib", n_resamples=N_RESAMPLES)
 
 
+@pytest.mark.slow
 def test_relevance_cv_holds_out_whole_users_and_fits_on_train_users_only(relevance_run) -> None:  # type: ignore[no-untyped-def]
     db, model_path, result = relevance_run
     items = stage.relevance_items(db, ("recenter-stage2",))

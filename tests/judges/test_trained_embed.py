@@ -45,6 +45,7 @@ def run_python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
                                             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
 
 
+@pytest.mark.slow
 def test_default_paths_never_import_torch() -> None:
     code = textwrap.dedent("""
         import sys
@@ -63,6 +64,7 @@ def test_default_paths_never_import_torch() -> None:
     assert "HEAVY []" in out.stdout
 
 
+@pytest.mark.slow
 def test_missing_extra_is_one_clear_line_naming_it(tmp_path: Path) -> None:
     cli_run = run_python(BLOCK_EXTRA + "from personagap.cli import main; sys.argv[0] = 'personagap'; main()",
                          "train", "relevance", "--features", "embed", "--db", str(tmp_path / "x.duckdb"),
@@ -83,6 +85,7 @@ def test_missing_extra_is_one_clear_line_naming_it(tmp_path: Path) -> None:
     assert "MISSING" in library.stdout and "personagap[embed]" in library.stdout
 
 
+@pytest.mark.slow
 @needs_extra
 def test_encoder_vectors_are_unit_length_and_independent_of_the_batch() -> None:
     texts = ["The user enjoys cooking Italian food.", "How do I make fresh pasta?", "The user is a nurse."]
@@ -95,6 +98,7 @@ def test_encoder_vectors_are_unit_length_and_independent_of_the_batch() -> None:
     assert together[0] @ together[1] > together[2] @ together[1]
 
 
+@pytest.mark.slow
 @needs_extra
 def test_embed_cli_trains_a_separate_rater_with_grouped_cv_and_judges(recenter_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "db.duckdb"

@@ -61,6 +61,7 @@ def trained_relevance(recenter_db: Path, tmp_path_factory: pytest.TempPathFactor
     return db, work / "rel.joblib", result
 
 
+@pytest.mark.slow
 def test_relevance_cv_is_grouped_by_user_and_stored_as_a_trained_rater(trained_relevance) -> None:  # type: ignore[no-untyped-def]
     db, model_path, result = trained_relevance
     items = stage.relevance_items(db, ("recenter-stage2",))
@@ -204,6 +205,7 @@ def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -
     return copy_store(prism_release_db, tmp_path_factory.mktemp("prism"))
 
 
+@pytest.mark.slow
 def test_preference_cli_trains_grouped_by_question_and_judges(prism_db: Path, tmp_path: Path) -> None:
     db = tmp_path / "prism.duckdb"
     shutil.copy(prism_db, db)

@@ -34,6 +34,7 @@ def laps_verifier(laps_release_db: Path, tmp_path_factory: pytest.TempPathFactor
     return db, model_path, out.output
 
 
+@pytest.mark.slow
 def test_cli_training_reports_its_data_cv_and_val(laps_verifier: tuple[Path, Path, str]) -> None:
     _, model_path, output = laps_verifier
     assert "LAPS gold preferences" in output and "other users' preference values on the same topic" in output

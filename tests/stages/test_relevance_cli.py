@@ -131,6 +131,7 @@ def test_bad_release_exits_2_with_location(tmp_path: Path) -> None:
     assert "task5_items.jsonl:1: field 'prompt_index'" in result.output
 
 
+@pytest.mark.slow
 def test_demo_runs_offline_as_installed_console_script(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("personagap")
     out = subprocess.run([str(exe), "demo", "--db", str(tmp_path / "demo.duckdb")], capture_output=True, text=True,

@@ -76,6 +76,7 @@ def full_db(recenter_db_copy: Path, shared_data: Path, tmp_path: Path) -> Path:
     return recenter_db_copy
 
 
+@pytest.mark.slow
 def test_round_trip_gives_identical_reports(full_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "export"
     result = invoke("export", "--db", str(full_db), "--out", str(out))

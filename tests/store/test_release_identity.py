@@ -62,6 +62,7 @@ def moved_copy(shared_data: Path, tmp_path: Path) -> tuple[Path, int]:
     return root, _cut(root / "stage2" / "llm_relevance" / f"{LLM}.jsonl", KEPT)
 
 
+@pytest.mark.slow
 def test_reimport_from_another_folder_replaces_the_release(shared_data: Path, moved_copy: tuple[Path, int],
                                                           tmp_path: Path) -> None:
     copy, short = moved_copy
@@ -81,6 +82,7 @@ def test_reimport_from_another_folder_replaces_the_release(shared_data: Path, mo
     assert again.written["runs"].inserted == 0
 
 
+@pytest.mark.slow
 def test_store_written_with_path_identities_follows_a_moved_release(
         shared_data: Path, moved_copy: tuple[Path, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A store written before releases had identities (runs named by absolute path) is migrated by the import."""
