@@ -117,6 +117,7 @@ def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
 def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, request: pytest.FixtureRequest) -> None:
     """diagnose's best-judge alternative-annotator test and corrected rate: the same rows without every label."""

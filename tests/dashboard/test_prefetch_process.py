@@ -26,6 +26,7 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(db)
 
 
+@pytest.mark.slow
 def test_the_child_sends_the_view_and_the_diagnosis_the_page_computes(sample_db: str) -> None:
     prefetch.start(sample_db)
     early = prefetch.view(sample_db)
@@ -81,6 +82,7 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_no_prefetch_process_behind(sample_db: str) -> None:
     import os
     import signal

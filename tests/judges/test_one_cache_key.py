@@ -42,6 +42,7 @@ def _plain(seen: list[Seen]) -> list[str]:
     return [item_key(s.inputs) for s in seen if s.label_field == "answer" and not s.demos]
 
 
+@pytest.mark.slow
 def test_optimize_reuses_the_answers_a_judge_run_paid_for(small_db: Path, tmp_path: Path) -> None:
     with DemoSensitiveServer(DemoSensitiveModel(_oracle(small_db))) as server:
         lm = LMConfig(model="openai/demo-share", api_base=server.base_url)
@@ -56,6 +57,7 @@ def test_optimize_reuses_the_answers_a_judge_run_paid_for(small_db: Path, tmp_pa
     assert result.cache_hits >= result.plan.items["dev"] + result.plan.items["test"]
 
 
+@pytest.mark.slow
 def test_a_judge_run_reuses_the_answers_optimize_paid_for(small_db: Path, tmp_path: Path) -> None:
     with DemoSensitiveServer(DemoSensitiveModel(_oracle(small_db))) as server:
         lm = LMConfig(model="openai/demo-share", api_base=server.base_url)

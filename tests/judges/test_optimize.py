@@ -124,6 +124,7 @@ def test_demo_sensitive_judge_improves_on_test_users(run: Run) -> None:
     assert "test users only" in text and "after - before" in text
 
 
+@pytest.mark.slow
 def test_no_test_user_in_train_or_dev(run: Run) -> None:
     meta = json.loads(sidecar_path(run.program).read_text())
     train, dev, test = (set(meta["users"][k]) for k in ("train", "dev", "test"))
@@ -151,6 +152,7 @@ def test_selection_never_touched_test_data(run: Run) -> None:
     assert run.result.calls["optimise"] == run.phase_start["dev"] - run.phase_start["optimise"]
 
 
+@pytest.mark.slow
 def test_saved_program_carries_its_demos(run: Run, data: tuple[dict[str, str], dict[str, bool]]) -> None:
     import dspy
 
@@ -206,6 +208,7 @@ def _counted_run(db: Path, oracle: dict[str, bool], settings: OptimizeSettings,
     return result, starts
 
 
+@pytest.mark.slow
 def test_budget_caps_the_optimiser_calls(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                          tmp_path: Path) -> None:
     result, starts = _counted_run(opt_db, data[1], _settings(budget=2, candidates=3), tmp_path / "p.json")
@@ -213,6 +216,7 @@ def test_budget_caps_the_optimiser_calls(opt_db: Path, data: tuple[dict[str, str
     assert result.budget_exhausted
 
 
+@pytest.mark.slow
 def test_rerun_answers_from_the_cache(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                       tmp_path: Path) -> None:
     _, oracle = data
@@ -322,6 +326,7 @@ def test_simba_stays_within_budget(opt_db: Path, data: tuple[dict[str, str], dic
     assert load_program(tmp_path / "s.json").meta["optimizer"] == "simba"
 
 
+@pytest.mark.slow
 def test_mipro_finds_the_instruction_the_model_follows(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                                        tmp_path: Path) -> None:
     pytest.importorskip("optuna")

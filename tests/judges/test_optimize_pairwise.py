@@ -247,6 +247,7 @@ def _cli(*args: str) -> Any:
     return CliRunner().invoke(cli, list(args))
 
 
+@pytest.mark.slow
 def test_cli_optimize_then_judge_then_report(prism_db: Path, truth: Truth, tmp_path: Path) -> None:
     """optimize response -> judge response --program -> report response --json, all over HTTP and the CLI."""
     db = tmp_path / "cli.duckdb"

@@ -94,6 +94,7 @@ def stage_report_judges(db: Path) -> dict[str, object]:
             if j.dataset == "recenter-stage2"}
 
 
+@pytest.mark.slow
 def test_relevance_threshold_matches_training_base_rate(trained_relevance) -> None:  # type: ignore[no-untyped-def]
     db, model_path, _ = trained_relevance
     model = load_model(model_path, "relevance")

@@ -46,6 +46,7 @@ def test_cli_training_reports_its_data_cv_and_val(laps_verifier: tuple[Path, Pat
     assert 1.9 * meta["n_positive"] < meta["n_train"] <= 2 * meta["n_positive"]  # one negative per positive
 
 
+@pytest.mark.slow
 def test_pairs_are_seeded_and_negatives_come_from_other_users(laps_verifier: tuple[Path, Path, str]) -> None:
     db, _, _ = laps_verifier
     pairs = stage.verifier_pairs(db)

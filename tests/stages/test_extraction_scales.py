@@ -49,6 +49,7 @@ def test_report_takes_each_dataset_scale_from_dataset_records(demo_db: Path, mon
     assert read != pure_own  # the scale handed in is the one scored over
 
 
+@pytest.mark.slow
 def test_pure_report_without_records_infers_the_readers_scale(demo_db: Path) -> None:
     with opened(demo_db, read_only=True) as con:
         items, labels = extraction.load_items(con), load_labels(con, stage="extraction")

@@ -66,6 +66,7 @@ def _in_ci(value: float, ci: list[float]) -> bool:
     return ci[0] is not None and ci[0] <= value + 1e-9 and value - 1e-9 <= ci[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stage", ["relevance", "response", "extraction"])
 def test_report_shows_synthetic_beside_real(tmp_path: Path, stage: str) -> None:
     db, real, synth = _import(tmp_path, stage)
@@ -115,6 +116,7 @@ def test_no_side_by_side_without_both_origins(tmp_path: Path) -> None:
     assert "Synthetic personas vs real users" not in render_relevance(report)
 
 
+@pytest.mark.slow
 def test_diagnose_labels_origins_and_says_when_the_best_judge_is_synthetic(tmp_path: Path) -> None:
     db, real, synth = _import(tmp_path, "relevance")
     diagnosis = json.loads(_cli("diagnose", "--db", db, "--resamples", RESAMPLES, "--json"))

@@ -63,6 +63,7 @@ def test_new_databases_have_no_key_index_on_items_and_labels(tmp_path: Path) -> 
     assert {"meta", "runs", "users", "prompts", "attributes", "judge_cache"} <= keyed
 
 
+@pytest.mark.slow
 def test_real_imports_and_reimports_leave_every_key_once(recenter_db_copy: Path, shared_data: Path) -> None:
     db = recenter_db_copy
     before = snapshot(db)
@@ -98,6 +99,7 @@ def test_a_batch_holding_a_key_twice_is_refused_and_writes_nothing(recenter_db_c
     assert snapshot(db) == before
 
 
+@pytest.mark.slow
 def test_a_version_2_database_loses_its_key_indexes_and_keeps_its_rows(recenter_db: Path, tmp_path: Path,
                                                                          shared_data: Path) -> None:
     db = tmp_path / "v2.duckdb"
@@ -147,6 +149,7 @@ def test_a_label_import_waits_for_a_database_another_process_holds(recenter_db_c
     assert summary.written["labels"].inserted == 2
 
 
+@pytest.mark.slow
 def test_a_staged_import_gives_up_on_a_file_held_too_long_and_changes_nothing(recenter_db_copy: Path) -> None:
     db = recenter_db_copy
     before = snapshot(db)

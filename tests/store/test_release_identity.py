@@ -104,6 +104,7 @@ def test_store_written_with_path_identities_follows_a_moved_release(
     assert _count(db, "SELECT count(*) FROM runs WHERE json_extract_string(parameters, '$.release') IS NULL", []) == 0
 
 
+@pytest.mark.slow
 def test_file_missing_from_the_moved_copy_goes(shared_data: Path, moved_copy: tuple[Path, int],
                                               tmp_path: Path) -> None:
     copy, _ = moved_copy
