@@ -27,12 +27,14 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
 from personagap.analysis.codes import sorted_codes
-from personagap.analysis.comparable import Reference, judge_display
+from personagap.analysis.comparable import judge_display
 from personagap.analysis.estimates import estimate_row, human_rate_from_users
-from personagap.analysis.panel import as_scale, extras_rows, on_scale
+from personagap.analysis.panel import extras_rows
 from personagap.analysis.robust import human_reference, judge_labels
 from personagap.records import DatasetScale
+from personagap.scales import as_scale, on_scale
 from personagap.store.aggregates import item_humans_table, multi_human_labels
+from personagap.vocabulary import HumanSet
 
 JUDGE_KEYS: list[str] = ["rater", "rater_kind", "condition"]
 """What one judge row is: a rater of one kind under one condition (judge kinds are never merged)."""
@@ -90,13 +92,14 @@ def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resample
 
 
 def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dataset: str, *, positive: str,
-                              humans: Reference = "blind", n_resamples: int = DEFAULT_RESAMPLES,
+                              humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES,
                               seed: int = DEFAULT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
-    """:func:`personagap.analysis.estimates.estimate_rows` of one dataset, from the store's counts.
+    """The corrected-rate estimate rows of one dataset (every comparable judge), from the store's counts.
 
-    The same rows: the per-user counts follow from the counts alone, and both paths compute every figure from
-    them with one function (:func:`personagap.analysis.estimates.estimate_row`); per-user sums are integer
-    counts, so the figures are identical whatever order the rows come in.
+    The one production path of these rows (the per-label twin it replaced is a test oracle, ``tests/oracles.py``):
+    the per-user counts follow from the counts alone, and every figure is computed from them with one function
+    (:func:`personagap.analysis.estimates.estimate_row`); per-user sums are integer counts, so the figures do not
+    depend on the order the rows come in.
 
     Args:
         judges: The judge counts of :func:`personagap.store.aggregates.label_counts`, rows of the dataset
@@ -124,7 +127,7 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
         hpos = _is(rows["human"], positive) & has_ref
         cols = [n * jpos, n, n * (has_ref & jpos & hpos), n * (has_ref & ~jpos & hpos),
                 n * (has_ref & jpos & ~hpos), n * (has_ref & ~jpos & ~hpos)]
-        # Users of the judge's items and of the reference's, in sorted id order (as user_counts).
+        # Users of the judge's items and of the reference's, in sorted id order (estimate_row's user order).
         ids, index = sorted_codes(pd.concat([rows["user_id"], reference["user_id"]]).astype(str))
         mine = index[:len(rows)]
         counts = cast(FloatArray, np.column_stack([np.bincount(mine, weights=c, minlength=len(ids)) for c in cols]))
@@ -135,12 +138,15 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
     return out
 
 
-def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind") -> tuple[pd.DataFrame, pd.DataFrame]:
+def frame_counts(labels: pd.DataFrame, dataset: str, humans: HumanSet = "blind") -> tuple[pd.DataFrame, pd.DataFrame]:
     """The counts of :func:`personagap.store.aggregates.label_counts`, from a frame of labels already in memory.
 
+    Kept in the package (the one pandas form of those counts) because ``plan`` on a frame
+    (:mod:`personagap.analysis.budget`) has labels and no store; reports never call it.
+
     The reference and the judges' labels are :func:`~personagap.analysis.robust.human_reference` and
-    :func:`~personagap.analysis.robust.judge_labels` of the dataset (what the per-label estimates read), so a
-    report built from a frame and one built from the store compute their estimates from the same counts.
+    :func:`~personagap.analysis.robust.judge_labels` of the dataset, so figures built from a frame and from the
+    store are computed from the same counts.
 
     Args:
         labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
@@ -168,11 +174,11 @@ def frame_counts(labels: pd.DataFrame, dataset: str, humans: Reference = "blind"
 
 
 def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
-                 counts: Mapping[Reference, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
+                 counts: Mapping[HumanSet, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
                  scales: Mapping[str, DatasetScale], item_humans: str | None = None,
                  judges: Mapping[str, pd.DataFrame] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """:func:`personagap.analysis.panel.report_extras` from the store: the same rows, never every label.
+    """A report's ``alt_test`` and ``estimates`` lists from the store, never every label.
 
     The alternative-annotator test reads the labels of items several humans labelled (and, per judge, the one
     item that says why the test does not apply); the corrected estimates are computed from counts.
@@ -202,7 +208,7 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
                                           judges=None if judges is None else judges.get(ds))
         return read[ds]
 
-    def of(ds: str, humans: Reference) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def of(ds: str, humans: HumanSet) -> tuple[pd.DataFrame, pd.DataFrame]:
         judges, reference = counts[humans]
         return judges[judges["dataset"] == ds], reference[reference["dataset"] == ds]
 

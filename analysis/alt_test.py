@@ -49,7 +49,8 @@ from personagap.analysis.alt_test_stats import (
     one_sided_p,
     one_sided_p_rows,
 )
-from personagap.analysis.robust import HumanSet, individual_humans, judge_labels
+from personagap.analysis.robust import individual_humans, judge_labels
+from personagap.vocabulary import HumanSet
 
 __all__ = [
     "CLUSTER_UNIT_ITEM", "CLUSTER_UNIT_USER", "CONSTANT_JUDGE", "DEFAULT_EPSILON", "DEFAULT_Q", "EPSILON_GUIDANCE",

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from personagap.analysis.arrays import FloatArray
+from personagap.text import NOT_AVAILABLE, number
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
@@ -326,6 +327,22 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
     if bounds is not None:
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
     return Estimate(point, (lo, hi), n, 0, effective_users=df + 1.0)
+
+
+def ci_cell(ci: list[float] | None, n_users: int | None = None, *, missing: str = NOT_AVAILABLE) -> str:
+    """A CI as a table cell: ``[lo, hi]``; empty without one; ``(too few users)`` below the CI rule's minimum.
+
+    Args:
+        ci: The stored ``[lo, hi]`` pair, or None.
+        n_users: The users behind it, when the row keeps them (the one CI rule: no CI below
+            :data:`MIN_USERS_FOR_CI` users).
+        missing: The text of an absent bound.
+    """
+    if ci is None:
+        return ""
+    if n_users is not None and n_users < MIN_USERS_FOR_CI:
+        return "(too few users)"
+    return f"[{number(ci[0], 2, missing=missing)}, {number(ci[1], 2, missing=missing)}]"
 
 
 def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,

@@ -1,7 +1,9 @@
 """The one rule that decides which stored labels may be compared with humans, and how.
 
-Every report, ``personagap diagnose`` and the dashboard take their labels through this module (the
-pandas mask for frames, the SQL predicates for queries), so they cannot disagree about what counts.
+Every report, ``personagap diagnose`` and the dashboard take their labels through this module (the SQL
+predicates for queries, the pandas masks for frames), so they cannot disagree about what counts. An individual
+person's label (a vote, never a stored majority) is :func:`individual_human_sql` / :func:`individual_human_mask`,
+written once here.
 
 A label has a rater kind and a condition (the protocol it was given under). The rule:
 
@@ -22,10 +24,11 @@ A label has a rater kind and a condition (the protocol it was given under). The 
 Majorities follow one rule, :func:`majority_label`: the unique most frequent label among the
 humans of an item; a tie (e.g. two "yes", two "no") is *undecided* and gives no reference.
 
-The human reference of an item (:func:`reference_labels` for frames, :func:`reference_sql` for queries,
-the only two implementations; every report, ``diagnose``, the dashboard, the panel, alt-test, estimates,
-``plan``, ``optimize`` and Annotate read it through them). Blind and anchored references are built apart
-with the same steps and never mixed:
+The human reference of an item is :func:`reference_sql` (every report, ``diagnose``, the dashboard, ``plan`` and
+``optimize`` read it from the store through it). :func:`reference_labels` is the same rule for labels already in
+memory with no store query to run it (the trained judges' training frames, the dashboard's pilot page, the
+per-label test oracles); the tests hold the two equal. Blind and anchored references are built apart with the
+same steps and never mixed:
 
 1. **A stored majority stands.** When the item has ``human_majority`` rows of that protocol and they all
    give the same label, that label is the reference. A stored majority summarises voters whose own labels
@@ -54,6 +57,13 @@ from typing import Literal
 
 import pandas as pd
 
+# The vocabularies (defined in personagap.vocabulary), re-exported: the rule's users read them here too.
+from personagap.vocabulary import HUMAN_KINDS as HUMAN_KINDS
+from personagap.vocabulary import JUDGE_KINDS as JUDGE_KINDS
+from personagap.vocabulary import SYSTEM_KINDS as SYSTEM_KINDS
+from personagap.vocabulary import YES_NO as YES_NO
+from personagap.vocabulary import HumanSet
+
 BLIND = ""
 """The standard, blind condition: no judge label was shown before this label was given."""
 SHOWN_LLM = "shown-llm"
@@ -72,13 +82,6 @@ after the reveal, then its task-3 copy): one vote per person. The three-way rati
 answers another question than yes/no and is never a vote."""
 IN_SAMPLE = "in-sample"
 """A trained/optimised judge's label on an item of its own training users: stored, never compared."""
-
-HUMAN_KINDS: tuple[str, ...] = ("human", "human_majority")
-JUDGE_KINDS: tuple[str, ...] = ("llm", "trained", "baseline")
-"""Rater kinds that are judges. Kept apart in every grouping: an LLM, a trained model, a trivial baseline."""
-SYSTEM_KINDS: tuple[str, ...] = ("system",)
-"""Rater kinds that are a pipeline's own outputs stored as labels (e.g. the attributes a release's pipeline selected
-for a prompt): a system under evaluation, scored against people in the pipeline view, never a judge or a reference."""
 
 Role = Literal["blind_human", "anchored_human", "judge", "excluded", "system", "other"]
 
@@ -149,6 +152,33 @@ def anchored_human_sql(alias: str = "l") -> str:
     return f"({alias}.rater_kind IN ({_sql_list(HUMAN_KINDS)}) AND {alias}.condition IN ({_sql_list(ANCHORED)}))"
 
 
+def individual_human_sql(which: HumanSet = "blind", alias: str = "l") -> str:
+    """SQL predicate (static text): an individual person's label (kind ``human``) of protocol ``which``.
+
+    The one definition of "an individual human vote" (blind: the individual blind human vote): a stored
+    ``human_majority`` summarises voters the store does not hold and is never one person's label. Callers add
+    ``label IS NOT NULL`` where failures must go; the anchored three-way rating answers another question and
+    callers that count votes leave it out too (:data:`SHOWN_LLM_RATING`).
+
+    Args:
+        which: ``blind`` or ``anchored`` (:func:`blind_human_sql` / :func:`anchored_human_sql`).
+        alias: The labels table's alias.
+    """
+    protocol = blind_human_sql(alias) if which == "blind" else anchored_human_sql(alias)
+    return f"({protocol} AND {alias}.rater_kind = 'human')"
+
+
+def blind_vote_sql(alias: str = "l") -> str:
+    """SQL predicate (static text): an individual blind human vote, :func:`individual_human_sql` of ``blind``."""
+    return individual_human_sql("blind", alias)
+
+
+def individual_human_mask(labels: pd.DataFrame, which: HumanSet = "blind") -> pd.Series:
+    """Rows of ``labels`` that :func:`individual_human_sql` selects (the pandas form, for in-memory frames)."""
+    protocol = blind_human_mask(labels) if which == "blind" else anchored_human_mask(labels)
+    return protocol & (labels["rater_kind"] == "human")
+
+
 def comparable_judge_sql(alias: str = "l") -> str:
     """SQL predicate (static text) selecting judge labels comparable with humans of table alias ``alias``."""
     return f"({alias}.rater_kind IN ({_sql_list(JUDGE_KINDS)}) AND {alias}.condition <> '{IN_SAMPLE}')"
@@ -188,11 +218,11 @@ def judge_display_sql(alias: str = "l") -> str:
             f"ELSE {alias}.rater || ' [' || {alias}.condition || ']' END)")
 
 
-Reference = Literal["blind", "anchored"]
+def reference_labels(labels: pd.DataFrame, which: HumanSet = "blind") -> pd.Series:
+    """Per item, the human reference label under the rule in this module's docstring, from a frame in memory.
 
-
-def reference_labels(labels: pd.DataFrame, which: Reference = "blind") -> pd.Series:
-    """Per item, the human reference label under the rule in this module's docstring.
+    The pandas form of :func:`reference_sql`, kept for callers that hold labels and no store (see the module
+    docstring); reports read the reference from the store.
 
     Args:
         labels: Frame with ``item_id``, ``rater_kind``, ``condition``, ``label`` (failures may be present;
@@ -246,7 +276,7 @@ def one_vote_per_rater(rows: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop_duplicates(["item_id", "rater"]).drop(columns="_rank")
 
 
-def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
+def reference_sql(which: HumanSet = "blind", alias: str = "l") -> str:
     """CTEs (static text, ending in ``reference(item_id, human)``) computing the reference in SQL.
 
     The same rule as :func:`reference_labels`: the stored majority where the item's stored majority rows
@@ -267,7 +297,7 @@ def reference_sql(which: Reference = "blind", alias: str = "l") -> str:
         -- Hash aggregates, not windows (half the time at 10^7 labels): a rater's first label in protocol order.
         SELECT {alias}.item_id, arg_min({alias}.label, {order}) AS label
         FROM labels {alias} ANTI JOIN ref_major USING (item_id)
-        WHERE {humans} AND {alias}.rater_kind = 'human' AND {alias}.label IS NOT NULL
+        WHERE {individual_human_sql(which, alias)} AND {alias}.label IS NOT NULL
           AND {alias}.condition <> '{SHOWN_LLM_RATING}'
         GROUP BY {alias}.item_id, {alias}.rater
     ),
@@ -303,8 +333,6 @@ def majority_label(votes: Iterable[str]) -> str | None:
     return counts[0][0]
 
 
-YES_NO: tuple[str, str] = ("no", "yes")
-"""The yes/no scale, in code order (``no`` = 0, ``yes`` = 1)."""
 OTHER_CATEGORY = "__other__"
 """Stands in for the unseen rest of a scale of which only one category is known (keeps tables 2x2)."""
 

@@ -1,8 +1,8 @@
 """One diagnosis, two faces: which pipeline stage's automated evaluation is furthest from humans.
 
 The dashboard's Overview and ``personagap diagnose`` both call :func:`diagnose`, a
-pure function over small DataFrames that SQL aggregates out of the store (see
-:func:`load_inputs`). Working from per-user confusion counts instead of raw labels
+pure function over small DataFrames that SQL aggregates out of the store, through the one entry
+:func:`personagap.analysis.diagnosis_store.diagnose_store`. Working from per-user confusion counts instead of raw labels
 keeps it fast at a million stored labels: the database does the counting, and every
 interval is the one CI rule (:func:`personagap.analysis.agreement.cluster_estimate`) on
 per-user tables.
@@ -28,7 +28,6 @@ stage whose judged dataset has no multi-human ceiling is reported as unranked.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -68,6 +67,7 @@ from personagap.analysis.diagnosis_records import (
     STAGE_TITLES,
     STAGES,
     CeilingGap,
+    DatasetBest,
     Diagnosis,
     HumanCeiling,
     JudgeScore,
@@ -76,17 +76,27 @@ from personagap.analysis.diagnosis_records import (
     StageDiagnosis,
     finite,
 )
-from personagap.analysis.diagnosis_text import next_steps, render_diagnosis, stage_message, stage_notes, verdict_text
+from personagap.analysis.diagnosis_text import (
+    ceiling_reason,
+    human_counts_by_dataset,
+    next_steps,
+    no_gap_reason,
+    render_diagnosis,
+    stage_message,
+    stage_notes,
+    verdict_text,
+)
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import REAL, tag_origins
-from personagap.analysis.panel import as_scale, panel_values, scale_metrics
+from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.datasets import dataset_records
 from personagap.records import DatasetScale
-from personagap.store.aggregates import diagnosis_inputs
+from personagap.scales import as_scale
 
 __all__ = ["JUDGE_KINDS", "MIN_ITEMS_FOR_RANKING", "MIN_PAIR_OVERLAP", "STAGES", "STAGE_TITLES", "CeilingGap",
            "Diagnosis", "HumanCeiling", "JudgeScore", "SelectedGap", "StageComparison", "StageDiagnosis",
-           "dataset_scales", "declared_categories", "diagnose", "diagnose_db", "human_ceiling", "judge_score",
-           "load_inputs", "render_diagnosis", "stage_declared", "stage_scales"]
+           "dataset_scales", "declared_categories", "diagnose", "human_ceiling", "judge_score",
+           "render_diagnosis", "stage_declared", "stage_scales"]
 
 # Static SQL (built from comparable.py's constants only, never user input): per item, the blind human reference.
 REFERENCE_SQL = reference_sql("blind")
@@ -97,23 +107,7 @@ ANCHORED_SQL = anchored_human_sql("l")
 
 
 
-# --------------------------------------------------------------------------- loading (SQL)
-
-def load_inputs(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Aggregate what :func:`diagnose` needs out of an open store connection.
-
-    The counting happens in DuckDB (:func:`personagap.store.aggregates.diagnosis_inputs`); which labels count
-    comes from :mod:`personagap.analysis.comparable` (blind reference, comparable judges).
-
-    Args:
-        con: An open (read-only is enough) store connection.
-
-    Returns:
-        ``pairs``, ``failures``, ``humans``, ``inventory``, ``judge_items`` and ``human_counts`` frames and the
-        datasets' ``scales``, as :func:`diagnose` takes them.
-    """
-    return {**diagnosis_inputs(con), "scales": dataset_scales(con)}
-
+# --------------------------------------------------------------------------- the datasets' scales
 
 def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
     """(stage, dataset) -> the dataset's scale, from its record (:func:`personagap.datasets.dataset_records`)."""
@@ -168,21 +162,6 @@ def _as_scale_rows(pairs: pd.DataFrame) -> pd.DataFrame:
     human = pd.DataFrame({"rater_kind": "human", "condition": "", "label": pairs["human"].astype(str)})
     judge = pd.DataFrame({"rater_kind": "llm", "condition": "", "label": pairs["label"].astype(str)})
     return pd.concat([human, judge], ignore_index=True)
-
-
-def diagnose_db(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Diagnosis:
-    """Build the diagnosis from a database file, opened read-only for one short batch of queries.
-
-    Raises:
-        personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.
-    """
-    from personagap.labels_api import dataset_origins
-    from personagap.store import opened
-
-    with opened(db, read_only=True) as con:
-        inputs = load_inputs(con)
-        origins = dataset_origins(con)
-    return diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=origins)
 
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,
@@ -346,13 +325,46 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
     by_ds = {c.dataset: c for c in ceilings}
     ceiling = (by_ds.get(ranked_ds) if ranked_ds is not None  # never another dataset's ceiling beside its judges
                else max(ceilings, key=lambda c: (c.n_items, c.n_pairs)) if ceilings else None)
-    tag_origins([judges, ceilings, gaps, selected], origins)
+    datasets = _datasets(stage, judges, ceilings, gaps, counts, scales, min_items)
+    tag_origins([judges, ceilings, gaps, selected, datasets], origins)
     return StageDiagnosis(
         stage=stage, title=STAGE_TITLES[stage], status=status, message=stage_message(status, stage, best, ceiling),
         n_items=n_items, n_labels=int(row["n_labels"]) if row is not None else 0, n_human_labels=n_human,
         n_judge_labels=n_judge, judges=judges, best=best, worst=worst, ceiling=ceiling, ceilings=ceilings,
         gaps=gaps, gap=gap, selected_gap=selected, notes=notes + stage_notes(stage, judges, ceilings, counts),
+        datasets=datasets,
     ), stat
+
+
+def _datasets(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], gaps: list[CeilingGap],
+              counts: pd.DataFrame, scales: Mapping[tuple[str, str], DatasetScale], min_items: int
+              ) -> list[DatasetBest]:
+    """Per dataset with judges or a ceiling: its own best (and worst) judge, its own ceiling and that judge's gap.
+
+    The best judge is chosen as the stage's is (:func:`_stage`: the highest headline figure, among judges with
+    ``min_items`` items when any has them), but within each dataset, so no dataset is ranked against another.
+    """
+    by_ceiling = {c.dataset: c for c in ceilings}
+    by_counts = human_counts_by_dataset(stage, counts)
+    out = []
+    for ds in sorted({j.dataset for j in judges} | set(by_ceiling)):
+        scored = [j for j in judges if j.dataset == ds and finite(j.headline)]  # judges: best headline first
+        ranked = [j for j in scored if j.n >= min_items] or scored
+        best = ranked[0] if ranked else None
+        scale = scales.get((stage, ds))
+        kind = scale.kind if scale is not None else (best.scale if best is not None and best.scale else "nominal")
+        ceiling = by_ceiling.get(ds)
+        gap = None if best is None else next((g for g in gaps if g.dataset == ds and g.judge == best.judge), None)
+        if ceiling is None:
+            note: str | None = ceiling_reason(ds, by_counts.get(ds), sorted(by_ceiling))
+        elif best is None:
+            note = f"{ds}: no judge is scored against its blind human reference yet."
+        else:
+            note = no_gap_reason(ds, best) if gap is None else None
+        out.append(DatasetBest(stage=stage, dataset=ds, scale=kind, metric=headline_metric(kind),
+                               n_judges=len({j.judge for j in judges if j.dataset == ds}), best=best,
+                               worst=ranked[-1] if len(ranked) > 1 else None, ceiling=ceiling, gap=gap, note=note))
+    return out
 
 
 def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, inventory: pd.DataFrame, *,

@@ -48,8 +48,9 @@ from personagap.analysis.diagnosis_records import (
     SelectedGap,
     StageComparison,
 )
-from personagap.analysis.panel import on_scale
+from personagap.analysis.headline import headline_metric
 from personagap.records import DatasetScale
+from personagap.scales import on_scale
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -188,8 +189,8 @@ def pair_tables(humans: pd.DataFrame, judges: pd.DataFrame | None, scale: Datase
 
 
 def pair_metric(scale: DatasetScale | None) -> str:
-    """The scale's headline pairwise figure: the ceiling and the gap compare like with like."""
-    return "weighted_kappa" if scale is not None and scale.ordinal else "kappa"
+    """The scale's headline figure (:func:`~personagap.analysis.headline.headline_metric`), of ceilings and gaps."""
+    return headline_metric(scale)
 
 
 def _subset(pt: PairTables, member: BoolArray) -> tuple[FloatArray, BoolArray]:

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI, json_safe_dict
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import OriginField
 from personagap.analysis.panel import PanelFields
 
@@ -60,9 +61,22 @@ class JudgeScore(PanelFields, OriginField):
     undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (left out of its CI).")
 
     @property
+    def metric(self) -> str:
+        """The scale's headline figure (:func:`personagap.analysis.headline.headline_metric`) this row leads with."""
+        return "weighted_kappa" if headline_metric(self.scale) == "weighted_kappa" and self.weighted_kappa is not None \
+            else "kappa"
+
+    @property
     def headline(self) -> float:
         """The scale's headline agreement: quadratic-weighted kappa on ordinal scales, else Cohen's kappa."""
-        return self.weighted_kappa if self.scale == "ordinal" and self.weighted_kappa is not None else self.kappa
+        return self.weighted_kappa if self.metric == "weighted_kappa" and self.weighted_kappa is not None \
+            else self.kappa
+
+    @property
+    def headline_ci(self) -> list[float]:
+        """The CI of :attr:`headline`."""
+        return self.weighted_kappa_ci if self.metric == "weighted_kappa" and self.weighted_kappa_ci is not None \
+            else self.kappa_ci
 
 
 class HumanCeiling(OriginField):
@@ -143,6 +157,31 @@ class SelectedGap(OriginField):
                                                             "(then no CI).")
 
 
+class DatasetBest(OriginField):
+    """One dataset of a stage: its own best judge beside its own human ceiling, or why it has none.
+
+    Every figure is the dataset's headline (:mod:`personagap.analysis.headline`): a judge is never shown beside a
+    ceiling of another kind or of another dataset, and datasets are never ranked against each other (the verdict
+    ranks stages on one dataset each, :attr:`StageDiagnosis.selected_gap`).
+    """
+
+    stage: str
+    dataset: str
+    scale: str = Field(description="'nominal', 'ordinal' or 'pairwise' (the dataset's record).")
+    metric: str = Field(description="The scale's headline figure, of the judges, the ceiling and the gap alike: "
+                                    "'kappa', or 'weighted_kappa' on ordinal scales.")
+    n_judges: int = Field(description="Judges scored against the blind human reference on this dataset.")
+    best: JudgeScore | None = Field(description="The judge with the highest headline figure against the blind "
+                                                "human reference (among judges with MIN_ITEMS_FOR_RANKING items, "
+                                                "else all); None without a scored judge.")
+    worst: JudgeScore | None = Field(default=None, description="The lowest, by the same rule; None when the "
+                                                               "dataset has one judge (it would be the best).")
+    ceiling: HumanCeiling | None = Field(default=None, description="This dataset's blind human ceiling.")
+    gap: CeilingGap | None = Field(default=None, description="The best judge's own gap to this ceiling: its mean "
+                                                             "pairwise figure with each blind human vs theirs.")
+    note: str | None = Field(default=None, description="Why there is no ceiling or no gap (one line), else None.")
+
+
 class StageComparison(BaseModel):
     """The difference of two stages' selection-aware gaps, paired over the users they share."""
 
@@ -167,8 +206,10 @@ class StageDiagnosis(BaseModel):
     n_human_labels: int
     n_judge_labels: int
     judges: list[JudgeScore] = Field(description="Sorted by kappa, best first (NaN last).")
-    best: JudgeScore | None
-    worst: JudgeScore | None
+    best: JudgeScore | None = Field(description="The best judge of the stage's ranked dataset only (a design "
+                                                "choice, see diagnosis._ranked_dataset); every dataset's own best "
+                                                "judge is in ``datasets``.")
+    worst: JudgeScore | None = Field(description="The lowest judge of that same dataset (the best when it has one).")
     ceiling: HumanCeiling | None = Field(
         description="The ceiling of the dataset the stage is ranked on (the gap's, else the best judge's); None "
                     "when that dataset has none. Never a ceiling of another dataset: draw it only beside judges "
@@ -181,6 +222,9 @@ class StageDiagnosis(BaseModel):
     selected_gap: SelectedGap | None = Field(default=None, description="The stage's selection-aware best-judge gap "
                                                                        "(what the verdict ranks).")
     notes: list[str] = Field(default_factory=list, description="Why a ceiling or a gap is missing.")
+    datasets: list[DatasetBest] = Field(default_factory=list, description="Per dataset with judges or a ceiling: "
+                                                                          "its own best judge and its own ceiling "
+                                                                          "(datasets are not ranked).")
 
 
 class Diagnosis(BaseModel):

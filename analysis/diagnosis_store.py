@@ -1,21 +1,31 @@
-"""``personagap diagnose`` from the store: the diagnosis and each best judge's rows, from one set of aggregates."""
+"""The one diagnosis of a store, :func:`diagnose_store`: ``diagnose``, the Overview, the demo and the API.
+
+The judges' diagnosis, the pipeline view and each best judge's rows, from one set of DuckDB aggregates.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.comparable import Reference, judge_display
-from personagap.records import DatasetScale, ScaleKind
+from personagap.analysis.comparable import judge_display
+from personagap.records import DatasetScale
+from personagap.scales import stored_scale
 from personagap.store.aggregates import has_anchored_humans, label_counts
+from personagap.vocabulary import HumanSet
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis, JudgeScore
+    from personagap.analysis.pipeline_records import PipelineView
+
+Extras = dict[str, dict[str, list[dict[str, Any]]]]
 
 
 def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,
@@ -32,7 +42,7 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         n_resamples: Bootstrap resamples of the estimates' CIs.
         seed: Bootstrap seed.
         blind_counts: :func:`~personagap.store.aggregates.label_counts` of every stage (blind reference) when the
-            caller has them (:func:`diagnose_from_store`); None: counted here for each best judge's dataset.
+            caller has them (:func:`diagnose_store`); None: counted here for each best judge's dataset.
         item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here).
 
     Returns:
@@ -46,7 +56,7 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         anchored = [ds] if has_anchored_humans(con, s.stage, ds) else []
         positive = "yes" if best.binary else None
         # Counts only where estimates are made (a yes/no best judge), of each reference the rows cover.
-        references: list[Reference] = ["blind", "anchored"] if anchored else ["blind"]
+        references: list[HumanSet] = ["blind", "anchored"] if anchored else ["blind"]
         counts = {which: _of(blind_counts, s.stage, ds) if which == "blind" and blind_counts is not None
                   else label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
@@ -64,7 +74,7 @@ def _scored_scale(judge: JudgeScore) -> DatasetScale:
     # The scale diagnose scored the judge over (its dataset's record): read back from the row, not from the store.
     if judge.scale is None:
         raise ValueError(f"{judge.judge} on {judge.dataset}: the diagnosis row does not say its scale")
-    return DatasetScale(kind=cast(ScaleKind, judge.scale), categories=tuple(judge.categories))
+    return stored_scale(judge.scale, judge.categories)
 
 
 def _of(counts: tuple[pd.DataFrame, pd.DataFrame], stage: str, dataset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -74,29 +84,63 @@ def _of(counts: tuple[pd.DataFrame, pd.DataFrame], stage: str, dataset: str) -> 
             reference[(reference["stage"] == stage) & (reference["dataset"] == dataset)])
 
 
-def diagnose_from_store(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED
-                        ) -> tuple[Diagnosis, dict[str, dict[str, list[dict[str, Any]]]]]:
-    """``personagap diagnose``: the diagnosis and each best judge's rows, from one set of DuckDB aggregates.
+@dataclass(frozen=True)
+class StoreDiagnosis:
+    """What :func:`diagnose_store` returns: the diagnosis, and what was asked for beside it."""
 
-    :func:`personagap.analysis.diagnosis.diagnose_db` and :func:`best_judge_extras` share the per-user counts
-    (:func:`personagap.store.aggregates.label_counts`, counted once): the same figures as the two computed apart.
+    diagnosis: Diagnosis
+    view: PipelineView | None = None
+    """The pipeline view (``view=True`` or ``on_view``), else None."""
+    extras: Extras = field(default_factory=dict)
+    """Stage -> ``{"alt_test": [...], "estimates": [...]}`` of each best judge (``extras=True``), else empty."""
+
+
+def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
+                   on_view: Callable[[PipelineView], None] | None = None, n_resamples: int = DEFAULT_RESAMPLES,
+                   seed: int = DEFAULT_SEED) -> StoreDiagnosis:
+    """The one diagnosis of a store: ``personagap diagnose``, the dashboard's Overview, the demo and the API.
+
+    Every figure comes from per-user counts DuckDB aggregates once (:func:`personagap.store.aggregates.label_counts`
+    against the blind reference): the judges' scores, the ceilings and gaps (:func:`personagap.analysis.diagnosis.
+    diagnose`, pure), and, when asked, the pipeline view (``view``; handed to ``on_view`` as soon as it is ready,
+    before the diagnosis is computed: the dashboard shows it first) and each stage's best judge's
+    alternative-annotator test and corrected rate (``extras``, :func:`best_judge_extras`).
 
     Args:
-        db: The database (opened read-only).
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed.
+        db: The database (opened read-only, for one batch of queries).
+        view: Also the pipeline view (:func:`personagap.analysis.pipeline.pipeline_view`) from the same counts.
+        extras: Also each stage's best judge's alternative-annotator test and corrected rate.
+        on_view: Called with the pipeline view as soon as it is ready (implies ``view``).
+        n_resamples: Resamples of the ordinal ceilings' alpha CI and of the extras' estimates.
+        seed: Seed of the halves of users the best-judge gap is cross-fitted on, and of those resamples.
 
-    Returns:
-        The diagnosis, and stage -> ``{"alt_test": [...], "estimates": [...]}`` of its best judges.
+    Raises:
+        personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.
     """
-    from personagap.analysis.diagnosis import dataset_scales, diagnose
-    from personagap.labels_api import dataset_origins
+    # The store's modules first, and the costly count at once: DuckDB runs it off the interpreter lock while the
+    # dashboard's server imports what it needs (scipy, streamlit); the analysis modules are imported after it.
+    from personagap.analysis.pipeline_sql import reference_table
     from personagap.store import diagnosis_inputs, opened
+    from personagap.store.aggregates import item_humans_table
 
-    with opened(db, read_only=True) as con:
-        counts = label_counts(con, None, "blind")
+    want_view = view or on_view is not None
+    with opened(db, read_only=True) as con, reference_table(con) as reference:
+        # The blind reference once, for the judges' counts here and every query of the pipeline view.
+        counts = label_counts(con, None, "blind", reference_table=reference)
         judges = counts[0]
-        pairs = judges[judges["human"].notna()].drop(columns="judged", errors="ignore").reset_index(drop=True)
-        inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs), "scales": dataset_scales(con)}
-        diagnosis = diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=dataset_origins(con))
-        return diagnosis, best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed, blind_counts=counts)
+        from personagap.analysis.diagnosis import dataset_scales, diagnose
+        from personagap.analysis.pipeline import pipeline_view
+        from personagap.store.dataset_reads import dataset_origins
+
+        seen = pipeline_view(con, judges) if want_view else None
+        if on_view is not None and seen is not None:
+            on_view(seen)
+        pairs = judges[judges["human"].notna()].reset_index(drop=True)
+        # The humans per item once, for the ceiling's items and the alternative-annotator test's.
+        with item_humans_table(con) as humans:
+            inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs, judge_counts=judges, item_humans=humans),
+                                      "scales": dataset_scales(con)}
+            diagnosis = diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=dataset_origins(con))
+            rows = best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed, blind_counts=counts,
+                                     item_humans=humans) if extras else {}
+    return StoreDiagnosis(diagnosis=diagnosis, view=seen, extras=rows)

@@ -6,14 +6,18 @@ Pure text over :mod:`personagap.analysis.diagnosis_records`; which stage the ver
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from personagap.analysis.agreement import ci_text
 from personagap.analysis.diagnosis_records import (
     MIN_ITEMS_FOR_RANKING,
     MIN_PAIR_OVERLAP,
+    MIN_PAIR_USERS,
     STAGES,
     CeilingGap,
+    DatasetBest,
     Diagnosis,
     HumanCeiling,
     JudgeScore,
@@ -22,6 +26,7 @@ from personagap.analysis.diagnosis_records import (
     StageDiagnosis,
     finite,
 )
+from personagap.analysis.headline import NAMES, headline_name
 from personagap.analysis.origins import REAL, where
 from personagap.analysis.panel import panel_lines
 
@@ -34,13 +39,13 @@ def fmt(v: float | None, digits: int = 2) -> str:
 def kappa_text(j: JudgeScore) -> str:
     """A judge's headline agreement with its CI (weighted kappa first on ordinal scales)."""
     kappa = f"kappa {fmt(j.kappa)} {ci_text(ci=j.kappa_ci, n_users=j.n_users, undefined=j.undefined_resamples)}"
-    if j.scale == "ordinal" and j.weighted_kappa is not None:
-        return (f"quadratic-weighted kappa {fmt(j.weighted_kappa)} "
+    if j.metric == "weighted_kappa":
+        return (f"{headline_name(j.metric)} {fmt(j.weighted_kappa)} "
                 f"{ci_text(ci=j.weighted_kappa_ci, n_users=j.n_users)} (ordinal scale; unweighted {kappa})")
     return kappa
 
 
-_METRIC_NAMES = {"kappa": "kappa", "weighted_kappa": "quadratic-weighted kappa"}
+_METRIC_NAMES = NAMES
 
 
 def ceiling_text(c: HumanCeiling) -> str:
@@ -74,12 +79,33 @@ def stage_message(status: str, stage: str, best: JudgeScore | None, ceiling: Hum
             + humans)
 
 
+def ceiling_reason(ds: str, row: Any, others: list[str]) -> str:
+    """Why dataset ``ds`` has no blind human ceiling, in one line (``row``: its human counts, or None)."""
+    blind = int(row.blind_raters) if row is not None else 0
+    anchored = int(row.anchored_raters) if row is not None else 0
+    n_labels = int(row.blind_labels) if row is not None else 0
+    text = (f"{ds}: no human ceiling: that needs two blind humans who labelled at least {MIN_PAIR_OVERLAP} of "
+            f"the same items, and {ds} has too few blind labels ({blind} individual blind annotator"
+            f"{'s' if blind != 1 else ''}, {n_labels} labels)")
+    if anchored and row is not None:
+        text += (f"; the {int(row.anchored_labels)} labels of {anchored} anchored annotators (they saw an LLM "
+                 "label first) are reported apart and are not a ceiling")
+    if others:
+        text += f"; the ceiling of {', '.join(others)} belongs to another dataset and is not used for it"
+    return text + "."
+
+
+def human_counts_by_dataset(stage: str, counts: pd.DataFrame) -> dict[str, Any]:
+    """Dataset -> its row of human counts (``blind_raters``, ``blind_labels``, ...) for one stage."""
+    stage_counts = counts[counts["stage"] == stage] if not counts.empty else counts
+    return {str(r.dataset): r for r in stage_counts.itertuples()} if not stage_counts.empty else {}
+
+
 def stage_notes(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], counts: pd.DataFrame) -> list[str]:
     """Say plainly why a judged dataset has no ceiling, and that another dataset's ceiling is not used."""
     have = {c.dataset for c in ceilings}
+    by_ds = human_counts_by_dataset(stage, counts)
     notes = []
-    stage_counts = counts[counts["stage"] == stage] if not counts.empty else counts
-    by_ds = {str(r.dataset): r for r in stage_counts.itertuples()} if not stage_counts.empty else {}
     for ds in sorted({j.dataset for j in judges} | set(by_ds)):
         if ds in have:
             continue
@@ -88,18 +114,34 @@ def stage_notes(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeilin
         anchored = int(row.anchored_raters) if row is not None else 0
         if blind == 0 and anchored == 0 and ds not in {j.dataset for j in judges}:
             continue
-        n_labels = int(row.blind_labels) if row is not None else 0
-        text = (f"{ds}: no human ceiling: that needs two blind humans who labelled at least {MIN_PAIR_OVERLAP} of "
-                f"the same items, and {ds} has too few blind labels ({blind} individual blind annotator"
-                f"{'s' if blind != 1 else ''}, {n_labels} labels)")
-        if anchored and row is not None:
-            text += (f"; the {int(row.anchored_labels)} labels of {anchored} anchored annotators (they saw an LLM "
-                     "label first) are reported apart and are not a ceiling")
-        others = sorted(have)
-        if others:
-            text += f"; the ceiling of {', '.join(others)} belongs to another dataset and is not used for it"
-        notes.append(text + ".")
+        notes.append(ceiling_reason(ds, row, sorted(have)))
     return notes
+
+
+def no_gap_reason(ds: str, best: JudgeScore) -> str:
+    """Why a dataset with a ceiling has no gap for its best judge, in one line."""
+    return (f"{ds}: no gap to the ceiling for {best.judge}: it shares fewer than {MIN_PAIR_OVERLAP} items over "
+            f"{MIN_PAIR_USERS} users with any of the blind humans who set the ceiling.")
+
+
+def dataset_lines(b: DatasetBest) -> list[str]:
+    """One dataset's block: its best (and worst) judge, its own ceiling and that judge's gap, or why not."""
+    judges = f"{b.n_judges} judge{'s' if b.n_judges != 1 else ''}" if b.n_judges else "no judges"
+    lines = [f"  {where(b.dataset, b.origin)} ({b.scale} scale, headline {headline_name(b.metric)}; {judges}):"]
+    if b.best is not None:
+        lines.append(f"    best judge:  {b.best.judge} ({where(b.dataset, b.origin)}, n={b.best.n}): "
+                     f"{kappa_text(b.best)}")
+        if b.worst is not None:
+            lines.append(f"    worst judge: {b.worst.judge} ({where(b.dataset, b.origin)}, n={b.worst.n}): "
+                         f"{kappa_text(b.worst)}")
+        lines += [f"    robust panel, {line.strip()}" for line in panel_lines([(f"best {b.best.judge}", b.best)])]
+    if b.ceiling is not None:
+        lines.append(f"    human ceiling: {ceiling_text(b.ceiling)}")
+    if b.gap is not None:
+        lines.append(f"    best judge's gap to it: {gap_text(b.gap)}")
+    if b.note:
+        lines.append(f"    note: {b.note}")
+    return lines
 
 
 def stage_name(s: StageDiagnosis) -> str:
@@ -151,6 +193,15 @@ def synthetic_note(stages: list[StageDiagnosis]) -> str:
             "users: compare them with the same judges on real users' data before trusting them.")
 
 
+def ranked_on(s: StageDiagnosis) -> str:
+    """Say that a stage's best judge is the best of one dataset only, when the stage has judges on several."""
+    judged = [b for b in s.datasets if b.best is not None]
+    if len(judged) < 2:
+        return ""
+    return (f" (the dataset the stage is ranked on, of its {len(judged)} judged ones, chosen by design, not by "
+            "figures; each dataset's own best judge is listed apart)")
+
+
 def selected_gap_text(g: SelectedGap) -> str:
     """The selection-aware gap with what it rests on."""
     how = (f"the judge with the smallest gap on one half of the users ({g.chosen[0]}, {g.chosen[1]}), measured on "
@@ -179,7 +230,7 @@ def verdict_text(stages: list[StageDiagnosis], ranking: list[str], comparisons: 
         unranked = (" Not ranked, for want of a selection-aware gap to a blind human ceiling on the dataset their "
                     "judges were scored on (a ceiling is never borrowed from another dataset): "
                     + "; ".join(f"{stage_name(s)}, best judge {s.best.judge} on "
-                                f"{where(s.best.dataset, s.best.origin)}, {kappa_text(s.best)}"
+                                f"{where(s.best.dataset, s.best.origin)}{ranked_on(s)}, {kappa_text(s.best)}"
                                 for s in without if s.best is not None) + ".")
     unranked += synthetic_note(stages)
     if not ranked:
@@ -208,22 +259,19 @@ def render_diagnosis(d: Diagnosis) -> str:
              f"{d.min_users_for_ci} users; halves of users for the best-judge gap seeded {d.seed})", ""]
     for s in d.stages:
         lines.append(f"{s.title}: {s.n_items} items, {s.n_human_labels} human labels, {s.n_judge_labels} judge labels")
-        if s.best is not None and s.worst is not None:
-            lines.append(f"  best judge:  {s.best.judge} ({where(s.best.dataset, s.best.origin)}, n={s.best.n}): "
-                         f"{kappa_text(s.best)}")
-            lines.append(f"  worst judge: {s.worst.judge} ({where(s.worst.dataset, s.worst.origin)}, "
-                         f"n={s.worst.n}): {kappa_text(s.worst)}")
-            lines += [f"  robust panel, {line.strip()}" for line in panel_lines([(f"best {s.best.judge}", s.best)])]
-        for c in s.ceilings:
-            lines.append(f"  human ceiling: {ceiling_text(c)}")
-        if s.gap is not None:
-            lines.append(f"  gap to the ceiling (smallest, chosen on these data): {gap_text(s.gap)}")
+        if len(s.datasets) > 1:
+            lines.append("  Per dataset, each with its own best judge and its own human ceiling (datasets are not "
+                         "ranked against each other):")
+        for b in s.datasets:
+            lines += dataset_lines(b)
+        shown = {b.note for b in s.datasets}
         if s.selected_gap is not None:
             lines.append(f"  best-judge gap, judge chosen on other users: {selected_gap_text(s.selected_gap)}")
         for note in s.notes:
-            lines.append(f"  note: {note}")
-        if s.best is None:
-            lines.append(f"  {s.message}")
+            if note not in shown:
+                lines.append(f"  note: {note}")
+        if s.best is None:  # the status alone: each dataset's ceiling is in its block above
+            lines.append(f"  {stage_message(s.status, s.stage, None, None) if s.datasets else s.message}")
         lines.append("")
     lines.append(d.verdict)
     return "\n".join(lines)

@@ -23,7 +23,8 @@ undefined (no interval then).
 
 The quantity is the share of one label (``positive``, default "yes") among the human reference labels;
 any other label counts as not positive. Human and judge labels are chosen by
-:mod:`personagap.analysis.comparable` (via :mod:`personagap.analysis.robust`'s helpers).
+:mod:`personagap.analysis.comparable`; the rows are computed from the store's counts
+(:func:`personagap.analysis.aggregated.estimate_rows_from_counts`, through :func:`estimate_row` here).
 """
 
 from __future__ import annotations
@@ -34,25 +35,20 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 from pydantic import BaseModel, Field
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     MIN_USERS_FOR_CI,
     Estimate,
     ci_list,
     cluster_estimate,
-    json_safe_dict,
 )
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.ci_rule import MIN_LABELLED_USERS as _MIN_LABELLED_USERS
-from personagap.analysis.codes import sorted_codes
 from personagap.analysis.ppi import labelled_users, ppi_lambda, ppi_per_user, ppi_stat
-from personagap.analysis.robust import HumanSet, JudgeLabels, human_reference, judge_labels
 from personagap.text import number
+from personagap.vocabulary import HumanSet
 
 # The minimum of labelled users is a rule of the one CI rule module; re-exported for this module's callers.
 MIN_LABELLED_USERS = _MIN_LABELLED_USERS
@@ -135,30 +131,6 @@ def _rates(counts: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, Floa
     return naive, se, sp, rogan_gladen(naive, se, sp)
 
 
-def user_counts(judge: pd.Series, human: pd.Series, users: pd.Series,
-                positive: str) -> tuple[FloatArray, npt.NDArray[Any]]:
-    """Per-user counts ``(U, 6)`` behind the naive and Rogan–Gladen estimates, users in sorted id order.
-
-    Args:
-        judge: The judge's label per item id.
-        human: The human reference label per item id.
-        users: User id per item id (covering both).
-        positive: The label whose rate is estimated.
-    """
-    items = judge.index.union(human.index)
-    ids, index = sorted_codes(users.reindex(items).astype(str).to_numpy())
-    j = judge.reindex(items)
-    h = human.reindex(items)
-    jpos, hpos = (j == positive).to_numpy(), (h == positive).to_numpy()
-    jn, hn = j.notna().to_numpy(), h.notna().to_numpy()
-    both = jn & hn
-    cols = [jpos & jn, jn, both & jpos & hpos, both & ~jpos & hpos, both & jpos & ~hpos, both & ~jpos & ~hpos]
-    counts = np.zeros((len(ids), len(cols)))
-    for k, col in enumerate(cols):
-        counts[:, k] = np.bincount(index, weights=col.astype(float), minlength=len(ids))
-    return counts, ids
-
-
 def ppi_user_sums(counts: FloatArray) -> FloatArray:
     """The per-user PPI++ arrays (:func:`personagap.analysis.ppi.ppi_per_user`) of per-user counts ``(U, 6)``.
 
@@ -185,28 +157,6 @@ def human_rate_from_users(per_user: FloatArray, level: float = 0.95) -> Estimate
     if np.asarray(per_user).shape[0] == 0:
         return Estimate(nan, (nan, nan), 0)
     return cluster_estimate(_share, per_user, level=level, bounds=RATE, min_users=MIN_LABELLED_USERS)
-
-
-def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
-               seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
-    """The classical human-only estimate: the share of ``positive`` among the human reference labels.
-
-    Args:
-        reference: :func:`personagap.analysis.robust.human_reference` of one dataset.
-        positive: The label whose rate is estimated.
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
-        level: Confidence level.
-
-    Returns:
-        The estimate with its user-clustered CI (none below the minimum number of users).
-    """
-    del n_resamples, seed
-    y = (reference["label"] == positive).to_numpy(dtype=float)
-    ids, index = sorted_codes(reference["user_id"].astype(str).to_numpy())
-    per_user = np.column_stack([np.bincount(index, weights=y, minlength=len(ids)),
-                                np.bincount(index, minlength=len(ids)).astype(float)])
-    return human_rate_from_users(per_user, level)
 
 
 @dataclass(frozen=True)
@@ -277,30 +227,6 @@ def estimate_row(counts: FloatArray, human: Estimate, *, judge: str, dataset: st
         ci_note="; ".join(n for n in notes if n) or None)
 
 
-def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str, positive: str = "yes",
-                    humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                    level: float = 0.95, human_only: Estimate | None = None) -> EstimateRow:
-    """Naive, Rogan–Gladen, PPI++ and human-only estimates of the human rate of ``positive`` for one judge.
-
-    Args:
-        judge: The judge's labels (:func:`personagap.analysis.robust.judge_labels`).
-        reference: :func:`personagap.analysis.robust.human_reference` of the same dataset.
-        dataset: Dataset key (recorded).
-        positive: The label whose rate is estimated.
-        humans: Which humans the reference came from (recorded).
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
-        level: Confidence level.
-        human_only: :func:`human_rate` of ``reference``, when the caller has it (the same for every judge).
-    """
-    users = pd.concat([judge.users, reference["user_id"]])
-    users = users[~users.index.duplicated()]
-    counts, _ = user_counts(judge.labels, reference["label"], users, positive)
-    human = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
-    return estimate_row(counts, human, judge=judge.judge, dataset=dataset, quantity=f"{positive}_rate",
-                        rater_kind=judge.rater_kind, humans=humans, n_human=len(reference), level=level)
-
-
 def estimate_line(e: Mapping[str, Any]) -> str:
     """One report line for an :class:`EstimateRow` dict: each estimate named by what it is, CIs user-clustered."""
     def fig(key: str) -> str:
@@ -315,65 +241,3 @@ def estimate_line(e: Mapping[str, Any]) -> str:
             f"{fig('ppi')}; human labels only {fig('human_only')} (CIs user-clustered; n human {e['n_human']}, "
             f"n judge {e['n_judge']}, {e.get('n_users', '?')} users, {e.get('n_labelled_users', '?')} with human "
             f"labels){note}")
-
-
-def per_item_hits(labels: pd.Series, target: pd.Series) -> pd.Series:
-    """``"yes"`` where an item's label equals its own target label, else ``"no"``; items without a target dropped.
-
-    For quantities whose positive label differs by item, e.g. "the personalised answer is preferred" when the
-    personalised answer is A on some items and B on others.
-    """
-    kept = labels[labels.index.isin(target.index)]
-    hit = kept.to_numpy(dtype=object) == target.reindex(kept.index).astype(str).to_numpy(dtype=object)
-    return pd.Series(np.where(hit, "yes", "no"), index=kept.index, dtype=object)
-
-
-def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", humans: HumanSet = "blind",
-                  positive_by_item: pd.Series | None = None, quantity: str | None = None,
-                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                  level: float = 0.95) -> list[dict[str, Any]]:
-    """Corrected estimates of the human rate of ``positive`` for every judge of ``dataset`` (report rows).
-
-    Args:
-        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
-        dataset: Dataset key.
-        positive: The label whose human rate is estimated ("yes" for relevance and persona use).
-        humans: Reference from blind (default) or anchored humans.
-        positive_by_item: Instead of one ``positive`` label, the positive label of each item (item id ->
-            label), e.g. the position of the personalised answer: the quantity is then the share of items
-            whose label is their own positive one (stage 3: "humans prefer the personalised answer").
-            Items without an entry are left out.
-        quantity: Name of the quantity in the rows [default: ``<positive>_rate``, or ``hit_rate`` with
-            ``positive_by_item``].
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
-        level: Confidence level.
-
-    Returns:
-        One JSON-safe dict per judge sharing at least one item with the human reference; empty without a
-        reference, without judges, or when nobody ever gave the ``positive`` label. Each estimate is of its
-        own items: naive, Rogan–Gladen and PPI of the items the judge labelled, human-only of every item
-        with a human reference (they differ where a judge covers a subset, e.g. one PRISM file).
-    """
-    frame = labels[labels["dataset"] == dataset]
-    reference = human_reference(frame, humans)
-    judges = list(judge_labels(frame))
-    if positive_by_item is not None:
-        hits = per_item_hits(reference["label"], positive_by_item)
-        reference = pd.DataFrame({"label": hits, "user_id": reference["user_id"].reindex(hits.index)})
-        judges = [replace(j, labels=per_item_hits(j.labels, positive_by_item)) for j in judges]
-        positive, quantity = "yes", quantity or "hit_rate"
-    used = (reference["label"] == positive).any() or any((j.labels == positive).any() for j in judges)
-    if reference.empty or not used:
-        return []  # no reference, or a label this dataset does not use (a "yes" rate of A/B preferences)
-    out = []
-    human = human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
-    for j in judges:
-        if j.labels.index.intersection(reference.index).empty:
-            continue
-        row = judge_estimates(j, reference, dataset=dataset, positive=positive, humans=humans,
-                              n_resamples=n_resamples, seed=seed, level=level, human_only=human)
-        if quantity:
-            row.quantity = quantity
-        out.append(json_safe_dict(row.model_dump()))
-    return out

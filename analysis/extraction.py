@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -46,13 +46,12 @@ from personagap.analysis.agreement import (
     per_cluster_sums,
 )
 from personagap.analysis.arrays import safe_div
-from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 from personagap.records import Item, Stage, item_id
+from personagap.vocabulary import VERIFICATION_LABELS
 
 STAGE: Stage = "extraction"
 
-VERDICTS = ("ok", "bad", "unsure")
 #: Chosen on the LAPS train split (see the module docstring); stated in every report.
 OFFLINE_THRESHOLD = 4 / 7
 _NAN = float("nan")
@@ -402,15 +401,10 @@ def verdict_rates_from_counts(labels: npt.ArrayLike, clusters: npt.ArrayLike,
     n = np.asarray(counts, dtype=float)
     # One pass of per-user sums for the three shares (hits of each verdict, then all verdicts): what ratio() sums
     # for each, with the users in the same sorted order.
-    columns = [(lab == v) * n for v in VERDICTS] + [n]
+    columns = [(lab == v) * n for v in VERIFICATION_LABELS] + [n]
     per, _ = per_cluster_sums(np.column_stack(columns) if n.size else np.zeros((0, len(columns))), clusters)
-    return {v: cluster_estimate(_precision, per[:, [i, len(VERDICTS)]], bounds=(0.0, 1.0))
-            for i, v in enumerate(VERDICTS)}
-
-
-def majority(labels: Iterable[str]) -> str | None:
-    """The verdict of several raters under the one majority rule (:func:`.comparable.majority_label`)."""
-    return majority_label(labels)
+    return {v: cluster_estimate(_precision, per[:, [i, len(VERIFICATION_LABELS)]], bounds=(0.0, 1.0))
+            for i, v in enumerate(VERIFICATION_LABELS)}
 
 
 def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,
@@ -452,7 +446,7 @@ class RaterAgreement:
     pairwise: PairwiseResult | None
 
 
-def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERDICTS,
+def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERIFICATION_LABELS,
                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                     min_overlap: int = 10) -> RaterAgreement:
     """Krippendorff's alpha (nominal), Fleiss' kappa and pairwise Cohen's kappa among raters.

@@ -20,9 +20,14 @@ from personagap.analysis.agreement import Estimate, FloatArray, ci_list
 from personagap.analysis.agreement import estimates as agreement_estimates
 from personagap.analysis.alt_test import DEFAULT_EPSILON, EPSILON_GUIDANCE, Scoring, alt_test_rows
 from personagap.analysis.estimates import estimate_line
-from personagap.analysis.robust import HumanSet
 from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
+
+# The scale coercion (defined in personagap.scales); on_scale re-exported for analysis/budget.py until it imports
+# it from there.
+from personagap.scales import as_scale
+from personagap.scales import on_scale as on_scale
+from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
 """Panel figures with a CI (any number of classes)."""
@@ -89,43 +94,6 @@ def scale_metrics(scale: DatasetScale) -> tuple[str, ...]:
     return ("kappa", "accuracy", *panel_metrics(scale.binary), *(ORDINAL_METRICS if scale.ordinal else ()))
 
 
-def as_scale(scale: DatasetScale | list[str]) -> DatasetScale:
-    """A scale from a :class:`~personagap.records.DatasetScale` or a bare category list (read as nominal)."""
-    return scale if isinstance(scale, DatasetScale) else DatasetScale(kind="nominal", categories=tuple(scale))
-
-
-def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> pd.Series:
-    """Labels as the scale writes its categories: an ordinal ``3.0`` is the level stored as ``3``.
-
-    Args:
-        labels: Labels (any type; compared as text, ordinal ones as numbers).
-        scale: The dataset's scale.
-        strict: Raise on a label that is not on the scale; else it becomes missing (NaN), e.g. to keep only
-            the labels answering the scale's question.
-
-    Raises:
-        ValueError: With ``strict``, a label that is not on the scale (a nominal label outside its categories,
-            or an ordinal label that is no level of it).
-    """
-    text = labels.astype(str)
-    if scale.ordinal:
-        level_of = {v: c for v, c in zip(scale.levels(), scale.categories, strict=True)}
-        text = text.map(lambda v: _level_text(v, level_of))
-    known = text.isin(scale.categories)
-    if strict and not known.all():
-        unknown = sorted(set(text[~known]))[:5]
-        raise ValueError(f"labels {unknown} are not on the {scale.kind} scale {list(scale.categories)}")
-    return text.where(known)
-
-
-def _level_text(text: str, level_of: Mapping[float, str]) -> str:
-    # The level's stored spelling when the text is that number, else the text itself (then off the scale).
-    try:
-        return level_of.get(float(text), text)
-    except ValueError:
-        return text
-
-
 def scale_estimates(human: pd.Series, judge: pd.Series, clusters: pd.Series, scale: DatasetScale | list[str],
                     metrics: tuple[str, ...] | None = None, *, level: float = 0.95) -> dict[str, Estimate]:
     """Registered metrics of a judge against the reference over the dataset's whole scale.
@@ -188,34 +156,6 @@ def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
     return out
 
 
-def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
-                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
-                  scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
-
-    Args:
-        labels: The stage's tidy labels (item_id, rater, rater_kind, condition, label, user_id, dataset).
-        datasets: Datasets to cover (blind humans).
-        positive: The label whose human rate the estimates correct (None: no estimates, e.g. A/B/tie).
-        anchored: Datasets to cover again with anchored humans, reported apart (rows say ``humans``).
-        rate_datasets: Only these get estimates (default: all), e.g. the yes/no ones.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
-        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): the alt-test scores an
-            ordinal dataset by negative RMSE (:func:`alt_test_scoring`), and no rate of ``positive`` is
-            estimated on an ordinal scale or one without that category. Every dataset covered must have one
-            (no silent default: a scale decides how the test scores).
-    """
-    from personagap.analysis.aggregated import frame_counts  # imports this module
-
-    # Estimates from counts, as a report built from the store's aggregates computes them (the same rows as
-    # estimate_rows up to float rounding), so both paths give identical figures.
-    return extras_rows(datasets, alt_labels=lambda ds: labels,
-                       counts=lambda ds, humans: frame_counts(labels, ds, humans), positive=positive,
-                       anchored=anchored, rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed,
-                       scales=scales)
-
-
 def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataFrame],
                 counts: Callable[[str, HumanSet], tuple[pd.DataFrame, pd.DataFrame]], positive: str | None,
                 anchored: Iterable[str] = (), rate_datasets: Iterable[str] | None = None, n_resamples: int,
@@ -233,7 +173,9 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
         rate_datasets: Only these get estimates (default: all).
         n_resamples: Bootstrap resamples.
         seed: Bootstrap seed.
-        scales: Dataset -> its scale, as :func:`report_extras` takes it.
+        scales: Dataset -> its scale (every dataset covered must have one: a scale decides how the test scores;
+            the alt-test scores an ordinal dataset by negative RMSE, :func:`alt_test_scoring`, and no rate of
+            ``positive`` is estimated on an ordinal scale or one without that category).
     """
     from personagap.analysis.aggregated import estimate_rows_from_counts  # imports this module
 

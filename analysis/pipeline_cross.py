@@ -10,39 +10,17 @@ judge) pair's per-user counts are sums over those few rows.
 
 from __future__ import annotations
 
-from typing import cast
-
 import duckdb
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.comparable import comparable_judge_sql
+from personagap.store.pipeline_counts import cross_masks as _masks
 
 MAX_JUDGES = 62
 """Judges one signed 64-bit mask holds (a bit per judge, one spare)."""
 _COLS = ["j_n", "j_pos", "tp", "fn", "fp", "tn"]
 _CELLS = 12
 """Cells of one (user, selector, judge): left out / selected x judge says no / yes x no reference / other / selected."""
-
-
-def _masks(con: duckdb.DuckDBPyConnection, judges: pd.DataFrame, reference: str, selected: str) -> pd.DataFrame:
-    con.register("_cross_judges", judges)
-    try:
-        return cast(pd.DataFrame, con.sql(f"""
-            WITH marks AS (
-                SELECT l.item_id, bit_or(1::BIGINT << j.k) AS seen,
-                       bit_or(CASE WHEN l.label = '{selected}' THEN 1::BIGINT << j.k ELSE 0::BIGINT END) AS yes
-                FROM labels l JOIN _cross_judges j ON j.rater = l.rater AND j.condition = l.condition
-                WHERE {comparable_judge_sql('l')} AND l.label IS NOT NULL
-                GROUP BY l.item_id
-            )
-            SELECT i.dataset, i.user_id, r.human, m.seen, m.yes, count(*) AS n
-            FROM marks m JOIN items i USING (item_id) LEFT JOIN {reference} r USING (item_id)
-            WHERE i.stage = 'relevance'
-            GROUP BY ALL
-        """).to_arrow_table().to_pandas())
-    finally:
-        con.unregister("_cross_judges")
 
 
 def cross_judges(con: duckdb.DuckDBPyConnection, selectors: pd.DataFrame, judges: pd.DataFrame, *, reference: str,

@@ -29,7 +29,6 @@ from personagap.analysis.agreement import (
     per_cluster_sums,
 )
 from personagap.analysis.arrays import safe_div
-from personagap.analysis.comparable import majority_label
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
 
 DECISIVE = ("A", "B")
@@ -265,9 +264,3 @@ def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10, n_resamples: int
     groups = {str(r): "rater" for r in labels["rater"].unique()}
     return pairwise_agreement(labels, groups, min_overlap=min_overlap, n_resamples=n_resamples, seed=seed)
 
-
-def majority(wide: pd.DataFrame) -> pd.Series:
-    """Per item, :func:`~personagap.analysis.comparable.majority_label` of its raters; None where they tie."""
-    def pick(row: pd.Series) -> object:
-        return majority_label(str(v) for v in row.dropna())
-    return wide.apply(pick, axis=1)

@@ -22,16 +22,17 @@ judge class ``j``, as in :mod:`personagap.analysis.agreement`) registered with
 ``estimate(tables, "ac1")`` gives the same user-clustered CI as kappa (the one CI rule,
 :func:`~personagap.analysis.agreement.cluster_estimate`).
 
-The tidy-frame helpers (:func:`human_reference`, :func:`judge_labels`) are shared by
-:mod:`~personagap.analysis.alt_test` and :mod:`~personagap.analysis.estimates`; which labels count is
-decided by :mod:`personagap.analysis.comparable` only.
+The tidy-frame helpers (:func:`individual_humans`, :func:`human_reference`, :func:`judge_labels`) serve callers
+that hold labels in memory: the alternative-annotator test (on the items several humans labelled, read from the
+store), ``plan`` on a frame and :func:`~personagap.analysis.aggregated.frame_counts`; which labels count is decided
+by :mod:`personagap.analysis.comparable` only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,17 +54,16 @@ from personagap.analysis.arrays import safe_div as _div
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
-    anchored_human_mask,
-    blind_human_mask,
     categories_for,
     comparable_judge_mask,
+    individual_human_mask,
     judge_display,
     one_vote_per_rater,
     reference_labels,
 )
 
-HumanSet = Literal["blind", "anchored"]
-"""Which human labels a figure uses: blind (the reference) or anchored (saw an LLM label first)."""
+# Re-exported for analysis/budget.py until it imports it from personagap.vocabulary (its one home).
+from personagap.vocabulary import HumanSet as HumanSet
 
 PANEL_METRICS: tuple[str, ...] = ("ac1", "pabak", "mcc", "balanced_accuracy")
 """Panel figures reported with a CI (``<name>_ci``)."""
@@ -300,8 +300,7 @@ def individual_humans(labels: pd.DataFrame, humans: HumanSet = "blind") -> pd.Da
     Returns:
         Columns ``item_id``, ``rater``, ``label`` (str), ``user_id``.
     """
-    mask = blind_human_mask(labels) if humans == "blind" else anchored_human_mask(labels)
-    rows = labels[mask & labels["label"].notna() & (labels["rater_kind"] == "human")
+    rows = labels[individual_human_mask(labels, humans) & labels["label"].notna()
                   & (labels["condition"] != SHOWN_LLM_RATING)]
     rows = one_vote_per_rater(rows)
     return rows.assign(label=rows["label"].astype(str))[["item_id", "rater", "label", "user_id"]]

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.dashboard_first_render import build  # noqa: E402
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED  # noqa: E402
-from personagap.analysis.diagnosis import diagnose_db  # noqa: E402
+from personagap.analysis.diagnosis_store import diagnose_store  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
 from tests.browser_helpers import browser, find_chromium, serve_dashboard  # noqa: E402
 
@@ -71,7 +71,7 @@ def compare_panel(db: Path, stage: str) -> None:
     from personagap.dashboard.robust_panel import stage_panel
 
     t = time.perf_counter()
-    diagnosis = diagnose_db(db, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)
+    diagnosis = diagnose_store(db, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED).diagnosis
     diag_s = time.perf_counter() - t
     datasets = sorted({j.dataset for j in diagnosis.stage(stage).judges})
     t = time.perf_counter()

@@ -14,9 +14,9 @@ for starting Python and opening the file. Target at 10^7 labels on a 2-core mach
 <= 2 GB per command, <= 5x the floor.
 
 ``diagnose`` computes the pipeline view and the judges' diagnosis together
-(:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis`: one blind reference, one count of the judge
+(:func:`personagap.analysis.diagnosis_store.diagnose_store`: one blind reference, one count of the judge
 labels). ``diagnose-aggregates`` (not run by default) is the judges' diagnosis and its best-judge rows alone
-(:func:`personagap.analysis.aggregated.diagnose_from_store`, no pipeline view): what the pipeline view adds.
+(the same function without ``view``): what the pipeline view adds.
 
 Run: python benchmarks/report_memory.py [--labels 1000000 10000000]
      [--commands diagnose report-relevance report-response report-extraction plan [diagnose-aggregates]]
@@ -51,14 +51,14 @@ STAGE_OF = {"report-response": "response", "report-extraction": "extraction"}
 """The store a command runs on (every other command: the relevance store)."""
 # Per stage: the human's labels (the first is the one the human gives 20% of the time, judges agree ~80%).
 VOCABULARY = {"relevance": ("yes", "no"), "response": ("A", "B", "tie"), "extraction": ("bad", "ok", "unsure")}
-# The judges' diagnosis and its best-judge rows without the pipeline view (analysis.aggregated.diagnose_from_store):
+# The judges' diagnosis and its best-judge rows without the pipeline view (diagnosis_store.diagnose_store):
 # `diagnose --json` minus the view, measured the same way (on demand only: no command runs it).
 DIAGNOSE_FROM_AGGREGATES = [sys.executable, "-c", """
 import json, sys
 from personagap.analysis.agreement import json_safe
-from personagap.analysis.diagnosis_store import diagnose_from_store
-d, tests = diagnose_from_store(sys.argv[1])
-print(json.dumps(d.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}, indent=2))
+from personagap.analysis.diagnosis_store import diagnose_store
+done = diagnose_store(sys.argv[1], extras=True)
+print(json.dumps(done.diagnosis.to_json_dict() | {"best_judge_vs_humans": json_safe(done.extras)}, indent=2))
 """]
 
 FLOOR = """

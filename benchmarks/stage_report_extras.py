@@ -4,7 +4,8 @@ On the store ``dashboard_first_render.py`` builds (100,000 relevance items, 7 LL
 and 3 individual humans on half the items), in process and after the stage's labels are loaded once, times:
 
 * ``reference_labels`` (blind and anchored) of each relevance dataset: the one comparability rule's reference;
-* ``alt_test_rows`` (blind and anchored humans) and ``estimate_rows`` (blind): what ``report_extras`` runs.
+* ``alt_test_rows`` (blind and anchored humans) and the corrected estimates (blind) from the store's counts
+  (``label_counts`` + ``estimate_rows_from_counts``, the reports' one path).
 
 Before/after a change, run it on one store with each checkout and compare (``--save`` writes the times and
 every figure; ``--baseline`` checks that the figures are identical, to the last bit, and prints the ratios)::
@@ -35,13 +36,14 @@ import pandas as pd
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # after PYTHONPATH: an older checkout can be timed
 
+from personagap.analysis.aggregated import estimate_rows_from_counts  # noqa: E402
 from personagap.analysis.alt_test import alt_test_rows  # noqa: E402
 from personagap.analysis.comparable import reference_labels  # noqa: E402
-from personagap.analysis.estimates import estimate_rows  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
 from personagap.store import load_labels  # noqa: E402
+from personagap.store.aggregates import label_counts  # noqa: E402
 
-STEPS = ("reference_labels", "alt_test_rows", "estimate_rows")
+STEPS = ("reference_labels", "alt_test_rows", "estimates_from_counts")
 
 
 def same(a: Any, b: Any) -> bool:
@@ -67,21 +69,27 @@ def measure(db: Path, stage: str) -> tuple[dict[str, float], dict[str, Any]]:
     """Seconds per step (summed over datasets and human sets) and every output, keyed by step and case."""
     with queries.read_only(db) as con:
         labels, load_s = _timed(lambda: load_labels(con, stage=stage))
-    print(f"{len(labels):,} {stage} labels loaded in {load_s:.1f} s")
-    times = dict.fromkeys(STEPS, 0.0)
-    outputs: dict[str, Any] = {}
-    for ds in sorted(set(labels["dataset"])):
-        frame = labels[labels["dataset"] == ds]
-        for which in ("blind", "anchored"):
-            cases: list[tuple[str, Callable[[], Any]]] = [
-                ("reference_labels", partial(reference_labels, frame, which)),
-                ("alt_test_rows", partial(alt_test_rows, labels, ds, humans=which))]
-            if which == "blind":  # report_extras estimates blind rates (anchored only for the pilot)
-                cases.append(("estimate_rows", partial(estimate_rows, labels, ds, positive="yes")))
-            for step, f in cases:
-                out, s = _timed(f)
-                times[step] += s
-                outputs[f"{step} {ds} {which}"] = out
+        print(f"{len(labels):,} {stage} labels loaded in {load_s:.1f} s")
+        times = dict.fromkeys(STEPS, 0.0)
+        outputs: dict[str, Any] = {}
+
+        def estimates(ds: str) -> list[dict[str, Any]]:
+            # The reports' one path: DuckDB's counts, then the rows from them.
+            judges, reference = label_counts(con, stage, "blind", dataset=ds)
+            return estimate_rows_from_counts(judges, reference, ds, positive="yes")
+
+        for ds in sorted(set(labels["dataset"])):
+            frame = labels[labels["dataset"] == ds]
+            for which in ("blind", "anchored"):
+                cases: list[tuple[str, Callable[[], Any]]] = [
+                    ("reference_labels", partial(reference_labels, frame, which)),
+                    ("alt_test_rows", partial(alt_test_rows, labels, ds, humans=which))]
+                if which == "blind":  # the reports estimate blind rates (anchored only for the pilot)
+                    cases.append(("estimates_from_counts", partial(estimates, ds)))
+                for step, f in cases:
+                    out, s = _timed(f)
+                    times[step] += s
+                    outputs[f"{step} {ds} {which}"] = out
     return times, outputs
 
 

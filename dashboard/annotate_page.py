@@ -21,7 +21,8 @@ FLUSH_EVERY_SECONDS = 2.0
 
 @st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Ordering the queue…")
 def _queue(db: str, stage: str, dataset: str, order: str, seed: int, best: str | None) -> pd.DataFrame:
-    items, judge_labels = annotate.queue_inputs(db, stage, dataset)
+    # Only the best judge's certainty is read (order "uncertain"); "" names no judge.
+    items, judge_labels = annotate.queue_inputs(db, stage, dataset, meta_of=best or "")
     routed = annotate.routed_items(db, stage, dataset) if order == "routed" else None
     audit = annotate.audit_items(db, stage, dataset) if order == "audit" else None
     return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed,  # type: ignore[arg-type]

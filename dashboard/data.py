@@ -37,7 +37,7 @@ def db_state(db: str) -> dict[str, int]:
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")
 def _cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
     """The diagnosis of every stage (the Overview's figures), cached; the server's prefetch when it has one."""
-    from personagap.analysis.diagnosis import diagnose_db
+    from personagap.analysis.diagnosis_store import diagnose_store
     from personagap.dashboard import prefetch
 
     # Computed while the server booted (personagap.dashboard.serve, default resamples and seed); only the first
@@ -46,7 +46,7 @@ def _cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
     if isinstance(early, Diagnosis):
         return early
     with access.reading():
-        return diagnose_db(db, n_resamples=n_resamples, seed=seed)
+        return diagnose_store(db, n_resamples=n_resamples, seed=seed).diagnosis
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)

@@ -14,13 +14,17 @@ import streamlit as st
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
 from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.comparable import SYSTEM_KINDS
+from personagap.analysis.diagnosis_records import DatasetBest
+from personagap.analysis.diagnosis_text import stage_message
+from personagap.analysis.headline import headline_name
+from personagap.analysis.origins import where
 from personagap.analysis.pipeline import HEADLINE, STAGE_NAMES, pipeline_db
 from personagap.analysis.pipeline_records import PipelineRow, PipelineView
 from personagap.analysis.pipeline_text import TITLE, figure
 from personagap.dashboard import access, charts, data, prefetch
 from personagap.dashboard.display import ci, ci_phrase, md, num
 from personagap.dashboard.shell import require_data
-from personagap.dashboard.tables import forest_frames, forest_title, judges_table, stage_ceilings
+from personagap.dashboard.tables import forest_frames, forest_title, judges_table
 
 JUDGES_TITLE = "Can your judges tell you? Judge–human agreement per stage"
 _ROWS_SHOWN = 4
@@ -103,34 +107,26 @@ def judges_section(state: dict[str, int]) -> None:
     (st.error if d.worst_stage else st.info)(md(d.verdict))
     st.caption(f"{state['labels']:,} labels on {state['items']:,} items from {state['runs']} runs. "
                f"95% CIs: {CI_METHOD} (none below {MIN_USERS_FOR_CI} users); "
-               "kappa = Cohen's kappa against the blind human reference.")
+               "Every figure is its dataset's headline: quadratic-weighted kappa on an ordinal scale, Cohen's kappa "
+               "otherwise; a judge's figure is against the blind human reference, the ceiling and the gap are "
+               "mean pairwise figures with each blind human.")
     cols = st.columns(len(d.stages))
     for col, s in zip(cols, d.stages, strict=True):
         with col, st.container(border=True):
             marker = " ⚠️ fails most" if s.stage == d.worst_stage else ""
             st.subheader(s.title + marker)
             st.caption(f"{s.n_items:,} items · {s.n_human_labels:,} human labels · {s.n_judge_labels:,} judge labels")
-            if s.best is not None and s.worst is not None:
-                st.metric("Best judge: kappa vs humans", num(s.best.kappa))
-                st.caption(f"{md(s.best.judge)} ({md(s.best.dataset)}), {ci_phrase(s.best.kappa_ci)}, n={s.best.n}")
-                st.metric("Worst judge: kappa vs humans", num(s.worst.kappa))
-                st.caption(f"{md(s.worst.judge)} ({md(s.worst.dataset)}), {ci_phrase(s.worst.kappa_ci)}, "
-                           f"n={s.worst.n}")
-                if s.best.binary:
-                    st.write(f"Over-selection (best judge): **{num(s.best.over_selection)}×** "
-                             f"{ci(s.best.over_selection_ci)} — judge yes {num(s.best.judge_yes_rate)} "
-                             f"vs human yes {num(s.best.human_yes_rate)}")
-            else:
-                st.write(md(s.message))
-            gap = getattr(s, "gap", None)
-            if gap is not None:
-                st.write(f"Gap to the human ceiling (best judge, {md(gap.dataset)}): **{num(gap.gap)}** "
-                         f"{ci(gap.gap_ci)}")
-            for c in stage_ceilings(s):
-                st.write(f"Human ceiling ({md(c.dataset)}): **{num(c.mean_kappa)}** {ci(c.ci)}, the mean pairwise "
-                         f"kappa of {c.n_raters} humans")
-            for note in getattr(s, "notes", None) or []:
-                st.caption(md(note))
+            if s.best is None:
+                st.write(md(stage_message(s.status, s.stage, None, None) if s.datasets else s.message))
+            if len([b for b in s.datasets if b.best is not None]) > 1:
+                st.caption("Each dataset with its own best judge and its own human ceiling: datasets are not ranked "
+                           "against each other.")
+            for b in s.datasets:
+                dataset_card(b)
+            shown = {b.note for b in s.datasets}
+            for note in s.notes:
+                if note not in shown:
+                    st.caption(md(note))
     judges, ceilings = forest_frames(d.stages)
     if not judges.empty:
         st.subheader("Every judge against humans")
@@ -141,6 +137,32 @@ def judges_section(state: dict[str, int]) -> None:
                    "fewer than two humans labelled the same items have none.")
         st.dataframe(judges_table([j for s in d.stages for j in s.judges], full=False), hide_index=True,
                      width="stretch")
+
+
+def dataset_card(b: DatasetBest) -> None:
+    """One dataset in a stage's card: its best judge, its own ceiling and that judge's gap, each of one kind."""
+    name = headline_name(b.metric)
+    st.markdown(f"**{md(where(b.dataset, b.origin))}** · {b.scale} scale · {name}")
+    if b.best is not None:
+        st.metric(f"Best judge: {name} vs the human reference", num(b.best.headline))
+        st.caption(f"{md(b.best.judge)}, {ci_phrase(b.best.headline_ci)}, n={b.best.n}")
+        if b.worst is not None:
+            st.caption(f"Lowest of {b.n_judges} judges: {md(b.worst.judge)} {num(b.worst.headline)}, "
+                       f"{ci_phrase(b.worst.headline_ci)}, n={b.worst.n}")
+        if b.best.binary:
+            st.write(f"Over-selection (best judge): **{num(b.best.over_selection)}×** "
+                     f"{ci(b.best.over_selection_ci)} — judge yes {num(b.best.judge_yes_rate)} "
+                     f"vs human yes {num(b.best.human_yes_rate)}")
+    c = b.ceiling
+    if c is not None:
+        st.write(f"Human ceiling: **{num(c.mean_kappa)}** {ci(c.ci)}, the mean pairwise {name} of {c.n_raters} "
+                 "blind humans")
+    if b.gap is not None:
+        g = b.gap
+        st.write(f"Gap to it: **{num(g.gap)}** {ci(g.gap_ci)} — the best judge's mean pairwise {name} with each "
+                 f"blind human {num(g.judge_kappa)} vs the humans' {num(g.ceiling)}")
+    if b.note:
+        st.caption(md(b.note))
 
 
 _MEASURE = {"rejected_attributes": "rejected by humans", "irrelevant_selected": "selected but irrelevant",

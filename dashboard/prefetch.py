@@ -2,7 +2,7 @@
 
 ``personagap dashboard`` serves the app through :mod:`personagap.dashboard.serve`, which calls :func:`start` before
 anything heavy is imported and before Streamlit opens its port. Both come from one set of per-user counts
-(:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis`), computed in a child process: in a thread of the
+(:func:`personagap.analysis.diagnosis_store.diagnose_store`), computed in a child process: in a thread of the
 server, its pandas work held the interpreter lock against Streamlit's imports, its start-up and the first page's
 files and script run (at 10^6 labels the pipeline view came ~10 s after the prefetch started instead of ~5 s alone).
 The child sends the pipeline view first: the Overview's cache adopts it (:func:`view`) as soon as the page asks,
@@ -82,14 +82,13 @@ def child_main() -> None:
         out.flush()
 
     try:
-        from personagap.analysis.pipeline_first import pipeline_and_diagnosis
+        from personagap.analysis.diagnosis_store import diagnose_store
 
         def on_view(view: Any) -> None:
             send("view", view)
             asked.wait(hold)
 
-        _, result, _ = pipeline_and_diagnosis(db, extras=False, on_view=on_view)
-        send("diagnosis", result)
+        send("diagnosis", diagnose_store(db, on_view=on_view).diagnosis)
     except Exception as exc:  # noqa: BLE001 - sent as text: the exception itself may not pickle
         with contextlib.suppress(OSError):  # the server is gone: nobody to tell
             send("error", f"{type(exc).__name__}: {exc}")

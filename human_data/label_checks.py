@@ -24,6 +24,17 @@ from personagap.human_data.label_rows import item_hash
 from personagap.human_data.label_sources import row_place, variable
 from personagap.linking import ATTRIBUTES_USED, INPUT_CONDITION, INPUT_CONDITIONS, PERSONALIZED
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, ItemKind
+from personagap.store.label_import import (
+    build_items,
+    fills,
+    first_conflict,
+    first_of_each,
+    first_row,
+    item_rows,
+    may_hold_twice,
+    pair_counts,
+    row_value,
+)
 
 
 class Unlocated(Exception):
@@ -38,7 +49,7 @@ def item_kind_of(check: Checker, spec: LabelSpec) -> ItemKind:
     """
     if spec.stage != "response":
         return "verification" if spec.stage == "extraction" else "relevance"
-    pairs, total = check.con.execute("SELECT count(*) FILTER (WHERE is_pair), count(*) FROM temp.it").fetchall()[0]
+    pairs, total = pair_counts(check.con)
     if 0 < pairs < total:
         fewer_pairs = 2 * int(pairs) < int(total)
         hit = check.first("SELECT _file, _row, item_id FROM vl WHERE is_pair = ?", [fewer_pairs])
@@ -73,8 +84,7 @@ class Checker:
         return f"{source.name}:{row_place(source, row)}"
 
     def first(self, sql: str, params: list[Any] | None = None) -> tuple[Any, ...] | None:
-        rows = self.con.execute(sql + " ORDER BY _file, _row LIMIT 1", params or []).fetchall()
-        return rows[0] if rows else None
+        return first_row(self.con, sql, params)
 
 
 def check_rows(check: Checker, spec: LabelSpec) -> None:
@@ -101,8 +111,7 @@ def check_rows(check: Checker, spec: LabelSpec) -> None:
         raise check.error(file, row, PERSONALIZED, "expected A or B: the side holding the personalised answer")
     if problem in (CONFIDENCE, INPUT_CONDITION):
         check.at(file, row)  # raises Unlocated on a row read without its number, before the lookup below
-        (value,) = check.con.execute(f"SELECT {problem} FROM vl WHERE _file = ? AND _row = ?",
-                                     [file, row]).fetchall()[0]
+        value = row_value(check.con, problem, file, row)
         if problem == CONFIDENCE:
             raise check.error(file, row, CONFIDENCE, f"{echo(value)} is not a number (any numeric scale: 0-1, "
                                                      "1-100, ...)")
@@ -129,36 +138,30 @@ def check_items(check: Checker, spec: LabelSpec) -> dict[str, bool]:
     sid = item_hash(variable("pg_dataset"), variable("pg_stage"), "item_id")
     # A column no row fills (a file without context, users that are their items) can hold no conflict: its
     # per-item min/max, string aggregates over every row, are skipped (a third of this step when all are absent).
-    *given, keys = con.execute(f"SELECT bool_or(user_key <> item_id), {', '.join(f'count({c}) > 0' for c in context)}, "
-                               "list(DISTINCT hash(rater, cond)) FROM vl").fetchall()[0]
-    filled = dict(zip(("user_key", *context), (bool(g) for g in given), strict=True))
+    user_differs, given, keys = fills(con, context)
+    filled = dict(zip(("user_key", *context), (user_differs, *given), strict=True))
     values = ["min(user_key) AS user_id" if filled["user_key"] else "item_id AS user_id"]
     values += [f"max({c}) AS {c}" if filled[c] else f"NULL::VARCHAR AS {c}" for c in context]
     conflicts = [f"coalesce(min({c}) <> max({c}), FALSE)" if filled[c] else "FALSE" for c in ("user_key", *context)]
     shape = ("bool_or(is_pair) AS is_pair, bool_or(is_yes_no) AS is_yes_no" if spec.stage == "response"
              else "FALSE AS is_pair, FALSE AS is_yes_no")
-    con.execute(f"""CREATE TEMP TABLE it AS SELECT item_id AS source_id, {sid} AS sid, {', '.join(values)},
+    build_items(con, f"""{sid} AS sid, {', '.join(values)},
         [{', '.join(conflicts)}] AS conflicts, {shape}, min({ROW_ORDER}) AS first_at,
-        {_pair_conflict_sql(spec)} AS pair_conflict, {_maybe_twice_sql(keys or [])} AS maybe_twice
-        FROM vl GROUP BY item_id""")
-    hit = con.execute("SELECT source_id, conflicts, pair_conflict FROM it "
-                      "WHERE list_bool_or(conflicts) OR pair_conflict IS NOT NULL ORDER BY first_at LIMIT 1").fetchall()
+        {_pair_conflict_sql(spec)} AS pair_conflict, {_maybe_twice_sql(keys)} AS maybe_twice""")
+    hit = first_conflict(con)
     if not hit:
         if spec.stage == "extraction":
-            for file, row, text in con.sql(f"SELECT arg_min(_file, {ROW_ORDER}), arg_min(_row, {ROW_ORDER}), "
-                                           "conversation FROM vl "
-                                           "WHERE conversation IS NOT NULL GROUP BY conversation").fetchall():
+            for file, row, text in first_of_each(con, "conversation", ROW_ORDER):
                 parse_conversation(text, lambda msg, f=file, r=row: check.error(f, r, "conversation", msg))
         return filled
-    item, conflicts, pair_conflict = hit[0]
+    item, conflicting, pair_conflict = hit
     if pair_conflict is not None:
         column, message = pair_conflict.split(":", 1)
         file, row = check.first(f"SELECT _file, _row FROM vl WHERE item_id = ? AND {column} IS NOT NULL", [item]) \
             or check.first("SELECT _file, _row FROM vl WHERE item_id = ?", [item]) or (0, 0)
         raise check.error(file, row, column, f"item {echo(item)} {message}")
-    c = ("user_key", *context)[conflicts.index(True)]
-    rows = con.execute(f"SELECT _file, _row, {c} FROM vl WHERE item_id = ? AND {c} IS NOT NULL ORDER BY {ROW_ORDER}",
-                       [item]).fetchall()
+    c = ("user_key", *context)[conflicting.index(True)]
+    rows = item_rows(con, item, c, ROW_ORDER)
     first = rows[0]
     file, row, _ = next(r for r in rows if r[2] != first[2])
     column = "user_id" if c == "user_key" else c
@@ -229,7 +232,7 @@ def check_duplicates(check: Checker) -> None:
     """Refuse a rater labelling the same item twice under one condition (naming both places)."""
     # On the (usual) clean path the per-item grouping that built ``it`` has already looked: an item with
     # fewer distinct (rater, condition) hashes than labels may hold one twice (or two keys share a hash).
-    if not check.con.sql("SELECT coalesce(bool_or(maybe_twice), FALSE) FROM it").fetchall()[0][0]:
+    if not may_hold_twice(check.con):
         return
     hit = check.first(f"""
         SELECT _file, _row, item_id, rater, cond, first_file, first_row FROM (

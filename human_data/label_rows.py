@@ -20,6 +20,7 @@ from personagap.human_data.label_format import (
 from personagap.human_data.label_sources import sql_quote, variable
 from personagap.linking import ATTRIBUTES_USED, PROMPT_ID, SYSTEM
 from personagap.store import TABLES, columns_table
+from personagap.store.label_import import any_value, set_variables, stage_view
 
 
 def item_hash(*parts: str) -> str:
@@ -37,7 +38,7 @@ def build_rows(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequenc
     """
     ds, st = variable("pg_dataset"), variable("pg_stage")
     # Each label's run is its file's: an index into the bound list of run ids, not a join over every label.
-    con.execute("SET VARIABLE pg_run_ids = CAST(? AS VARCHAR[])", [[run_ids[s.name] for s in sources]])
+    set_variables(con, {"pg_run_ids": ([run_ids[s.name] for s in sources], "VARCHAR[]")})
     run_of_file = f"{variable('pg_run_ids')}[_file + 1]"
     prompt_index = ("CASE WHEN prompt IS NULL THEN NULL ELSE "
                     "CAST('0x' || substr(sha256(prompt), 1, 7) AS INTEGER) END")
@@ -70,8 +71,7 @@ def build_rows(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequenc
             FROM temp.it WHERE attribute IS NOT NULL"""
     tables: dict[str, pa.Table | str] = {"prompts": _empty("prompts"), "attributes": _empty("attributes")}
     for table, sql in views.items():
-        con.execute(f"CREATE TEMP VIEW staged_{table} AS {sql}")
-        tables[table] = f"temp.staged_{table}"
+        tables[table] = stage_view(con, table, sql)
     return tables
 
 
@@ -82,7 +82,7 @@ def _empty(table: str) -> pa.Table:
 def _meta_sql(con: duckdb.DuckDBPyConnection) -> str:
     """SQL of a label's meta: its ``confidence`` (a float) and the file's ``confidence_scale``, where given."""
     # Checked once over the column: an import without confidences keeps meta NULL at no per-row cost.
-    if not con.sql(f"SELECT count({CONFIDENCE}) > 0 FROM vl").fetchall()[0][0]:
+    if not any_value(con, CONFIDENCE):
         return "NULL::VARCHAR"
     value = f"TRY_CAST({CONFIDENCE} AS DOUBLE)"
     return (f"CASE WHEN {CONFIDENCE} IS NULL THEN NULL "

@@ -31,6 +31,8 @@ from personagap.linking import (
     PERSONALIZED,
 )
 from personagap.records import PAIRWISE_LABELS, Stage
+from personagap.store.label_import import count_rows, describe, hold_rows, register_arrow, set_variables
+from personagap.vocabulary import RELEVANCE_LABELS
 
 
 def sql_quote(text: str) -> str:
@@ -63,9 +65,8 @@ def bind_values(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequen
         "pg_cat_keys": None if cats is None else [c.lower() for c in cats],
         "pg_cat_values": None if cats is None else list(cats), "pg_cat_numbers": numbers,
         "pg_paths": [str(s.path) if s.path is not None else "" for s in sources]}
-    for name, value in values.items():
-        kind = {"pg_cat_numbers": "DOUBLE[]", "pg_dataset": "VARCHAR", "pg_stage": "VARCHAR"}.get(name, "VARCHAR[]")
-        con.execute(f"SET VARIABLE {name} = CAST(? AS {kind})", [value])
+    kinds = {"pg_cat_numbers": "DOUBLE[]", "pg_dataset": "VARCHAR", "pg_stage": "VARCHAR"}
+    set_variables(con, {name: (value, kinds.get(name, "VARCHAR[]")) for name, value in values.items()})
 
 
 # --------------------------------------------------------------------------- reading
@@ -96,14 +97,12 @@ def source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage
             raise DataError(source.name, None, None,
                             f"a column mixes types Arrow cannot store together: {exc}") from None
         arrow = arrow.append_column("_frame_row", pa.array(range(arrow.num_rows), pa.int64()))
-        con.register(f"_frame_{index}", arrow)
-        base, row = f"SELECT * FROM _frame_{index}", "_frame_row"
+        base, row = f"SELECT * FROM {register_arrow(con, f'_frame_{index}', arrow)}", "_frame_row"
     else:
         base = f"SELECT * FROM read_parquet({_path(index)}, file_row_number=true)"
         row = "file_row_number"
     if source.kind != "csv":
-        types = {str(n): str(k) for n, k, *_ in con.sql(f"DESCRIBE {base}").fetchall()
-                 if n not in ("_frame_row", "file_row_number")}
+        types = {n: k for n, k in describe(con, base) if n not in ("_frame_row", "file_row_number")}
     unknown = [c for c in types if c not in known]
     if unknown:
         raise _unknown_column(source, None, unknown[0], known)
@@ -131,8 +130,8 @@ def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known
     path = _path(index)
     if not _has_content(source):
         raise DataError(source.name, None, None, "the file holds no label rows")
-    keys = [str(r[0]) for r in con.sql(f"DESCRIBE SELECT * FROM read_json({path}, format='newline_delimited', "
-                                       f"sample_size={KEY_SAMPLE}, maximum_depth=1)").fetchall()]
+    keys = [n for n, _ in describe(con, f"SELECT * FROM read_json({path}, format='newline_delimited', "
+                                        f"sample_size={KEY_SAMPLE}, maximum_depth=1)")]
     unknown = [k for k in keys if k not in known]
     if unknown:
         raise _unknown_column(source, _first_row_with(source, unknown[0]), unknown[0], known)
@@ -310,11 +309,11 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
         # Held as Arrow, not as a temporary table: DuckDB fills an Arrow table ~30% faster than its own table
         # storage and scans it in place (zero copy) in each later step; measured 0.35 s of a 1.9 s import.
         # Streamed batch by batch into Arrow: the result is never held twice (a smaller, faster working set).
-        con.register("vl", con.sql(sql).to_arrow_reader(122_880).read_all())
+        hold_rows(con, sql)
     except duckdb.Error as exc:
         for source, query in zip(sources, queries, strict=True):  # which file: read each alone
             try:
-                con.sql(f"SELECT count(*) FROM ({query})").fetchall()
+                count_rows(con, query)
             except duckdb.Error as file_exc:
                 raise read_error(source, file_exc) from None
         raise DataError(sources[0].name if len(sources) == 1 else "(label files)", None, None,
@@ -380,7 +379,8 @@ def _shape_sql(spec: LabelSpec) -> str:
     free = spec.scale == "nominal" and spec.categories is None
     pairish = "bool_and(lower(_lt) IN ('a', 'b', 'tie')) OVER w"
     yes_no = ("bool_and(lower(_lt) IN ('yes', 'no')) OVER w" if free
-              else str(spec.categories is not None and {c.lower() for c in spec.categories} <= {"yes", "no"}).upper())
+              else str(spec.categories is not None
+                       and {c.lower() for c in spec.categories} <= set(RELEVANCE_LABELS)).upper())
     paired = "bool_or(response_a IS NOT NULL OR response_b IS NOT NULL) OVER w"
     single = "bool_or(response IS NOT NULL) OVER w"
     is_pair = f"({paired} OR (NOT {single} AND {pairish}))"

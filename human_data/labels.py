@@ -53,6 +53,7 @@ from personagap.human_data.label_format import (
 )
 from personagap.human_data.label_rows import build_rows
 from personagap.human_data.label_sources import bind_values, materialise, read_error, source_sql
+from personagap.store.label_import import private_connection, rows_per_file
 
 __all__ = ["ASPECTS_PREFIX", "STAGES", "LabelImport", "LabelSpec", "Origin", "RatedAspectSpec", "Scale", "Source",
            "aspects_meta", "load_label_sources", "parse_aspects"]
@@ -93,7 +94,7 @@ def load_label_sources(sources: Sequence[Source], spec: LabelSpec) -> LabelImpor
 
 
 def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> LabelImport:
-    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    con = private_connection()
     try:
         bind_values(con, spec, sources)
         queries = []
@@ -103,7 +104,7 @@ def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> Label
             except duckdb.Error as exc:
                 raise read_error(source, exc) from None
         materialise(con, sources, queries, spec)
-        counts = dict(con.sql("SELECT _file, count(*) FROM vl GROUP BY _file").fetchall())
+        counts = rows_per_file(con)
         for i, source in enumerate(sources):
             if not counts.get(i):
                 raise DataError(source.name, None, None, "the file holds no label rows")

@@ -33,6 +33,7 @@ from personagap.records import (
     item_ids,
 )
 from personagap.store import ImportBatch
+from personagap.vocabulary import VERIFICATION_LABELS
 
 ADAPTER = "recenter"
 STAGE2 = "recenter-stage2"
@@ -45,7 +46,6 @@ PIPELINE_RATER = "recenter-pipeline"
 HUMAN_MAJORITY = "human_majority"
 #: Pilot task-2 ratings; 'none' means the annotator left the default and gives no rating.
 TASK2_RATINGS = ("none", "unnecessary", "forbidden", "optional", "necessary_implicit", "necessary_explicit")
-TASK1_JUDGMENTS = ("ok", "bad", "unsure")
 UNPARSEABLE_LLM = "unparseable: the file records no relevant value"
 JOINED = ("human_majority", "llm")  # the rater kinds whose join coverage an import reports
 CONVERTED_NOTE = "[converted from task2]"
@@ -65,7 +65,7 @@ RECORDS: dict[tuple[Stage, str], tuple[ItemKind, ScaleKind, tuple[str, ...], str
                            "(oracle)? (no human verdict in the release)"),
     ("relevance", PILOT): ("relevance", "nominal", YES_NO, _RELEVANCE_QUESTION + " (The pilot's 3-way task-2 "
                            "rating answers another question and is kept apart, under shown-llm-rating.)"),
-    ("extraction", PILOT): ("verification", "nominal", TASK1_JUDGMENTS,
+    ("extraction", PILOT): ("verification", "nominal", VERIFICATION_LABELS,
                             "Is this attribute, extracted from the user's conversations, supported by them? "
                             "(ok / bad / unsure)"),
 }

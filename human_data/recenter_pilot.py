@@ -25,13 +25,13 @@ from personagap.human_data.recenter_build import (
     CONVERTED_NOTE,
     HUMAN_MAJORITY,
     PILOT,
-    TASK1_JUDGMENTS,
     TASK2_RATINGS,
     Builder,
     jsonl_files,
 )
 from personagap.human_data.recenter_stage2 import load_llm_file
 from personagap.records import User, item_id
+from personagap.vocabulary import VERIFICATION_LABELS
 
 _ANNOTATION_FILE = re.compile(r"^(?P<annotator>.+)_task(?P<task>[123])\.jsonl$")
 
@@ -192,7 +192,7 @@ def _load_task1(path: Path, b: Builder) -> None:
         for position, j in enumerate(row.objects("attr_judgments")):
             iid = item_id(PILOT, "extraction", index, position)
             b.item(iid, PILOT, "extraction", user, position=position)
-            b.label(j, "judgment", iid, annotator, "human", j.choice("judgment", TASK1_JUDGMENTS), run_id,
+            b.label(j, "judgment", iid, annotator, "human", j.choice("judgment", VERIFICATION_LABELS), run_id,
                     reason=j.get("note", str, optional=True) or None)
         count += 1
     if not count:

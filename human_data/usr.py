@@ -31,6 +31,7 @@ from personagap.human_data._jsonl import DataError, Release, Row, cut, parse_jso
 from personagap.human_data.labels import RatedAspectSpec, aspects_meta
 from personagap.human_data.prism import ResponseImport, import_run
 from personagap.records import DatasetRecord, DatasetScale, Item, Label, User, item_id
+from personagap.vocabulary import YES_NO
 
 DATASET = "usr-personachat"
 ADAPTER = "usr"
@@ -59,7 +60,7 @@ QUESTIONS: dict[str, tuple[str, str]] = {
 def usr_meta() -> dict[str, str]:
     """The meta entries the import stores: the dataset's record and the other ratings as rated aspects."""
     record = DatasetRecord(stage="response", dataset=DATASET, item_kind="single",
-                           scale=DatasetScale(kind="nominal", categories=("no", "yes")),
+                           scale=DatasetScale(kind="nominal", categories=YES_NO),
                            question=QUESTIONS[USES_KNOWLEDGE][0], declared=True)
     aspects = [RatedAspectSpec(condition=condition, question=QUESTIONS[key][0], scale=DatasetScale(
         kind="ordinal" if QUESTIONS[key][1] == "ordinal" else "nominal", categories=tuple(map(str, allowed))))

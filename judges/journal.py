@@ -27,6 +27,8 @@ import orjson
 from personagap.liveness import PROCESS_KEY, process_alive
 from personagap.records import Label
 from personagap.store import now, upsert, write_labels
+from personagap.store.atomic import transaction
+from personagap.store.judge_answers import run_parameters
 
 SUFFIX = ".journal"
 
@@ -106,8 +108,8 @@ def recover_journals(con: duckdb.DuckDBPyConnection, db: str | Path) -> dict[str
     for name in sorted(glob.glob(glob.escape(str(db)) + ".judge-*" + SUFFIX)):
         path = Path(name)
         run_id = path.name[len(db.name) + 1:-len(SUFFIX)]
-        row = con.execute("SELECT CAST(parameters AS TEXT) FROM runs WHERE run_id = ?", [run_id]).fetchall()
-        params = orjson.loads(row[0][0]) if row and row[0][0] else {}
+        stored = run_parameters(con, run_id)
+        params = orjson.loads(stored) if stored else {}
         if process_alive(params.get(PROCESS_KEY)) is not False:
             continue
         labels: list[Label] = []
@@ -128,11 +130,6 @@ def store_answers(con: duckdb.DuckDBPyConnection, labels: list[Label], cache_row
     """Write answers' labels and cache rows in one transaction (all or nothing)."""
     # Two tasks with the same inputs (PRISM lists some comparisons in two files) share one answer key: one row.
     cache_rows = list({r["key"]: r for r in cache_rows}.values())
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         write_labels(con, labels)
         upsert(con, "judge_cache", cache_rows)
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise

@@ -24,7 +24,7 @@ import pandas as pd
 from personagap.analysis.comparable import JUDGE_KINDS, majority_label
 from personagap.confidence import UNSTATED, as_probability
 from personagap.records import Label, Run
-from personagap.store import git_sha, now, opened, upsert, write_labels
+from personagap.store import git_sha, now, opened
 
 JuryRule = Literal["majority", "confidence"]
 JURY_RULES: tuple[JuryRule, ...] = ("majority", "confidence")
@@ -102,44 +102,32 @@ def build_jury(db: str | Path, jurors: Sequence[tuple[str, str]], rule: JuryRule
     Raises:
         ValueError: Fewer than two jurors, a juror with no parsed label, or jurors of different kinds.
     """
+    from personagap.store.jury_counts import confidence_values, juror_summary, write_jury
+
     if len(set(jurors)) < 2:
         raise ValueError("a jury needs at least two different jurors")
     with opened(db, read_only=True) as con:
-        rows = con.execute("""
-            SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label,
-                   TRY_CAST(json_extract_string(l.meta, '$.confidence') AS DOUBLE) AS confidence,
-                   json_extract_string(l.meta, '$.confidence_scale') AS scale
-            FROM labels l JOIN (SELECT unnest($raters) AS rater, unnest($conditions) AS condition) j
-                 USING (rater, condition)
-            WHERE l.label IS NOT NULL
-        """, {"raters": [r for r, _ in jurors], "conditions": [c for _, c in jurors]}).df()
-    found = set(zip(rows["rater"], rows["condition"], strict=True))
+        found_rows = juror_summary(con, jurors)
+        values = confidence_values(con, jurors)
+    found = set(zip(found_rows["rater"], found_rows["condition"], strict=True))
     missing = [f"{r} [{c}]" if c else r for r, c in jurors if (r, c) not in found]
     if missing:
         raise ValueError(f"no parsed label of juror(s) {', '.join(missing)}")
-    kinds = set(rows["rater_kind"])
+    kinds = set(found_rows["rater_kind"])
     if len(kinds) != 1 or not kinds <= set(JUDGE_KINDS):
         raise ValueError(f"jurors must be judges of one kind, got {', '.join(sorted(kinds))}")
-    rows["juror"] = rows["rater"] + "|" + rows["condition"]
-    rows["probability"] = [_probability(c, s) for c, s in zip(rows["confidence"], rows["scale"], strict=True)]
+    # The confidence-to-probability rule runs in Python on the distinct stated values only; the vote is SQL's.
+    values["probability"] = [_probability(c, s) for c, s in zip(values["confidence"], values["scale"], strict=True)]
+    values["probability"] = values["probability"].astype(float)
     run = Run(run_id=f"jury-{uuid.uuid4().hex[:12]}", kind="judge",
               source=", ".join(f"{r} [{c}]" if c else r for r, c in jurors),
               rater=rater, git_sha=git_sha(), started_at=now(), finished_at=now(), status="finished",
               parameters={"rule": rule, "jurors": [list(j) for j in jurors]})
-    labels = jury_labels(rows, rule, rater=rater, rater_kind=kinds.pop(), condition=condition, run_id=run.run_id)
     with opened(db) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            # The jury is recomputed whole: an item its jurors no longer label loses its jury label too.
-            con.execute("DELETE FROM labels WHERE rater = ? AND condition = ?", [rater, condition])
-            upsert(con, "runs", [run.model_dump()])
-            write_labels(con, labels)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    undecided = sum(label.label is None for label in labels)
-    return JuryResult(rater=rater, condition=condition, labelled=len(labels) - undecided, undecided=undecided)
+        # The jury is recomputed whole: an item its jurors no longer label loses its jury label too.
+        labelled, undecided = write_jury(con, jurors, rule, values, rater=rater, rater_kind=kinds.pop(),
+                                         condition=condition, run=run.model_dump())
+    return JuryResult(rater=rater, condition=condition, labelled=labelled, undecided=undecided)
 
 
 def _probability(confidence: float, scale: str | None) -> float | None:

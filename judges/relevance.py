@@ -16,6 +16,7 @@ import dspy
 import pandas as pd
 
 from personagap.judges.base import Judge, JudgeTask, Verdict, json_schema_format, normalise_choice, register_judge
+from personagap.vocabulary import YES_NO
 
 _YES_NO = {"yes": "yes", "no": "no"}
 
@@ -55,7 +56,7 @@ class RelevancePerAttribute(Judge):
     name = "relevance-per-attribute"
     version = 1
     item_kind = "relevance"
-    categories = ("no", "yes")
+    categories = YES_NO
     stage = "relevance"
     signature = AttributeRelevance
     answer_field = "answer"
@@ -83,7 +84,7 @@ class RelevanceBatched(Judge):
     name = "relevance-batched"
     version = 1
     item_kind = "relevance"
-    categories = ("no", "yes")
+    categories = YES_NO
     stage = "relevance"
     signature = RelevantSubset
 

@@ -22,6 +22,7 @@ from personagap.judges.runner import run_judge
 from personagap.judges.sampling import as_sample
 from personagap.judges.summary import RunSummary
 from personagap.store import opened
+from personagap.store.judge_answers import parsed_conditions, sample_labels
 
 
 def majority_rater(judge: Judge, model: str, repeats: int, confidence: str = "none") -> str:
@@ -101,17 +102,11 @@ def repeat_runs(db: str | Path, judge: Judge, lm: LMConfig, repeats: int,
 def _conditions(db: str | Path, run_ids: list[str]) -> list[str]:
     # The conditions the samples' runs stored parsed labels under (cached answers are stored under the new run).
     with opened(db, read_only=True) as con:
-        rows = con.execute("SELECT DISTINCT condition FROM labels WHERE run_id IN (SELECT unnest($runs)) "
-                           "AND label IS NOT NULL ORDER BY condition", {"runs": run_ids}).fetchall()
-    return [str(r[0]) for r in rows]
+        return parsed_conditions(con, run_ids)
 
 
 def self_agreement_of(db: str | Path, raters: Sequence[str], condition: str) -> SelfAgreement:
     """:func:`~personagap.analysis.self_agreement.self_agreement` of the stored samples (one rater per sample)."""
     with opened(db, read_only=True) as con:
-        samples = con.execute("""
-            SELECT l.item_id, i.user_id, l.rater AS sample, l.label
-            FROM labels l JOIN items i USING (item_id)
-            WHERE l.rater IN (SELECT unnest($raters)) AND l.condition = $condition AND l.label IS NOT NULL
-        """, {"raters": list(raters), "condition": condition}).df()
+        samples = sample_labels(con, raters, condition)
     return self_agreement(samples, len(raters))

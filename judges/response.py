@@ -23,10 +23,10 @@ import dspy
 import pandas as pd
 
 from personagap.judges.base import Judge, JudgeTask, Verdict, json_schema_format, normalise_choice, register_judge
-from personagap.records import PAIRWISE_LABELS
+from personagap.vocabulary import PAIRWISE_LABELS, RELEVANCE_LABELS, YES_NO
+from personagap.vocabulary import REVERSED as REVERSED
 
 NO_PROFILE = "none (nothing is known about this user)"
-REVERSED = "+reversed"
 _YES_NO = {"yes": "yes", "no": "no", "y": "yes", "n": "no", "true": "yes", "false": "no"}
 _PAIR_PREFIX = re.compile(r"^(?:assistant|answer|response|option)\s+", re.IGNORECASE)
 _PAIR = {"a": "A", "b": "B", "tie": "tie", "c": "tie", "equal": "tie", "draw": "tie", "neither": "tie"}
@@ -116,7 +116,7 @@ class PairwiseJudge(Judge):
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and a verdict in A/B/tie."""
         return json_schema_format({"reason": {"type": "string"},
-                                   "verdict": {"type": "string", "enum": ["A", "B", "tie"]}})
+                                   "verdict": {"type": "string", "enum": list(PAIRWISE_LABELS)}})
 
 
 @register_judge
@@ -126,7 +126,7 @@ class PersonaUseJudge(Judge):
     name = "persona-use"
     version = 1
     item_kind = "single"
-    categories = ("no", "yes")
+    categories = YES_NO
     stage = "response"
     signature = PersonaUse
     answer_field = "uses_persona"
@@ -145,7 +145,7 @@ class PersonaUseJudge(Judge):
     def response_format(self) -> dict[str, Any]:
         """JSON schema forcing a reason and yes/no."""
         return json_schema_format({"reason": {"type": "string"},
-                                   "uses_persona": {"type": "string", "enum": ["yes", "no"]}})
+                                   "uses_persona": {"type": "string", "enum": list(RELEVANCE_LABELS)}})
 
 
 def pairwise_tasks(items: pd.DataFrame, *, profile: bool, seed: int = 0,

@@ -62,6 +62,7 @@ from personagap.judges.summary import RunSummary
 from personagap.liveness import PROCESS_KEY, mark_interrupted_runs, process_marker
 from personagap.records import Label, Run
 from personagap.store import LOCK_MARKERS, StoreError, connect, git_sha, now, opened, upsert
+from personagap.store.judge_answers import cached_answers
 
 # LMConfig and token_prices live in personagap.judges.lm, RunSummary in personagap.judges.summary; they stay
 # importable from here for the stages and commands that import them with run_judge.
@@ -274,7 +275,7 @@ def _store_patiently(write: Callable[[], None], notes: _Notes, count: int, journ
 def _cached(con: Any, keys: list[str]) -> dict[str, tuple[str, dict[str, Any] | None]]:
     if not keys:
         return {}
-    rows = con.execute("SELECT key, raw, usage FROM judge_cache WHERE key IN (SELECT unnest(?))", [keys]).fetchall()
+    rows = cached_answers(con, keys)
     return {k: (r, json.loads(u) if isinstance(u, str) else u) for k, r, u in rows if r is not None}
 
 

@@ -128,7 +128,7 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     """For each stage's best judge: can it replace a human (alternative-annotator test), and its corrected rate.
 
     The same rows as the stage reports' ``alt_test`` and ``estimates`` (one shared implementation,
-    :func:`personagap.analysis.panel.report_extras`), restricted to the judge ``diagnose`` names best, on its
+    :func:`personagap.analysis.panel.extras_rows`), restricted to the judge ``diagnose`` names best, on its
     dataset; blind and anchored humans on separate rows when the dataset has anchored labels.
 
     Args:

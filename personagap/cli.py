@@ -24,26 +24,16 @@ DEMO_META_KEY = "demo"
 
 def _is_demo_db(path: Path) -> bool:
     """True when ``path`` is a PersonaGap database that `personagap demo` wrote."""
-    import duckdb
+    from personagap.store.dataset_reads import file_meta_value
 
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error:
-        return False
-    try:
-        rows = con.execute("SELECT value FROM meta WHERE key = ?", [DEMO_META_KEY]).fetchall()
-    except duckdb.Error:
-        return False
-    finally:
-        con.close()
-    return rows == [("1",)]
+    return file_meta_value(path, DEMO_META_KEY) == [("1",)]
 
 
 def _mark_demo_db(path: Path) -> None:
-    from personagap.store import opened
+    from personagap.store import opened, set_meta
 
     with opened(path) as con:
-        con.execute("INSERT INTO meta VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET value = '1'", [DEMO_META_KEY])
+        set_meta(con, {DEMO_META_KEY: "1"})
 
 
 @cli.command()

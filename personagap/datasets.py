@@ -26,7 +26,7 @@ from typing import Any, cast, get_args
 import duckdb
 import pandas as pd
 
-from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, categories_for, human_labelled_sql
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, categories_for
 from personagap.records import (
     DEFAULT_QUESTIONS,
     PAIRWISE_LABELS,
@@ -36,37 +36,13 @@ from personagap.records import (
     ItemKind,
     Stage,
 )
+from personagap.store.dataset_reads import ITEM_KINDS_SQL as _ITEM_KINDS_SQL  # noqa: F401 - read by tests
+from personagap.store.dataset_reads import PAIRWISE_PAYLOAD_KINDS as PAIRWISE_PAYLOAD_KINDS
+from personagap.store.dataset_reads import SCALE_LABELS_SQL as SCALE_LABELS_SQL
+from personagap.store.dataset_reads import item_kinds, record_entries, unsettled_scale_labels
 
 RECORD_PREFIX = "dataset:"
 """Meta keys of stored dataset records: ``dataset:<stage>:<dataset>``."""
-
-PAIRWISE_PAYLOAD_KINDS: tuple[str, ...] = ("pairwise", "generic_vs_personalized")
-"""Stage-3 payload kinds whose items are two answers to choose between."""
-
-# Per (stage, dataset), its most common item kind (a stage-3 dataset normally holds one kind).
-_ITEM_KINDS_SQL = f"""
-    SELECT stage, dataset, CASE
-        WHEN stage = 'extraction' THEN 'verification'
-        WHEN stage = 'relevance' THEN 'relevance'
-        WHEN payload->>'kind' IN ({", ".join(f"'{k}'" for k in PAIRWISE_PAYLOAD_KINDS)}) THEN 'pairwise'
-        ELSE 'single' END AS item_kind, count(*) AS n
-    FROM items GROUP BY ALL
-"""
-
-
-
-def _scale_labels_sql(source: str) -> str:
-    # ``source``: the labels to look through (a CTE of some of them); the human-labelled test reads them all.
-    return f"""
-    SELECT DISTINCT i.stage, i.dataset, l.rater_kind, l.condition, l.label
-    FROM {source} l JOIN items i USING (item_id)
-    WHERE l.label IS NOT NULL AND {human_labelled_sql("l")}
-"""
-
-
-SCALE_LABELS_SQL = _scale_labels_sql("labels")
-"""Every distinct label per (stage, dataset, rater kind, condition) on human-labelled items: what the
-category rule (:func:`~personagap.analysis.comparable.categories_for`) reads."""
 
 
 def record_key(stage: str, dataset: str) -> str:
@@ -218,10 +194,8 @@ def dataset_records(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Dat
     Args:
         con: An open store connection (read-only is fine).
     """
-    items = con.execute(_ITEM_KINDS_SQL).df()
-    meta = {str(k): str(v) for k, v in con.execute(
-        "SELECT key, value FROM meta WHERE key LIKE 'dataset:%' OR key LIKE 'labels:%' OR key LIKE 'origin:%'"
-    ).fetchall()}
+    items = item_kinds(con)
+    meta = record_entries(con)
     stored, kinds = _stored(meta), _item_kinds(items)
     groups: dict[frozenset[str], set[tuple[str, str]]] = {}
     for pair in set(kinds) | set(stored):
@@ -230,12 +204,7 @@ def dataset_records(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Dat
             groups.setdefault(settled, set()).add(pair)
     parts = [pd.DataFrame(columns=["stage", "dataset", "rater_kind", "condition", "label"])]
     for settled, pairs in groups.items():
-        # The label filter reads the labels table alone, so DuckDB applies it before any join.
-        rows = con.execute(f"""
-            WITH unsettled AS (SELECT * FROM labels WHERE NOT list_contains($settled, label))
-            SELECT * FROM ({_scale_labels_sql("unsettled")})
-            WHERE list_contains($datasets, dataset)
-        """, {"settled": sorted(settled), "datasets": sorted({d for _, d in pairs})}).df()
+        rows = unsettled_scale_labels(con, sorted(settled), sorted({d for _, d in pairs}))
         parts.append(rows[[(st, ds) in pairs for st, ds in zip(rows["stage"], rows["dataset"], strict=True)]])
     return build_records(items, pd.concat(parts, ignore_index=True), meta)
 

@@ -27,14 +27,21 @@ import pyarrow as pa
 from personagap import __version__
 from personagap.human_data._jsonl import DataError
 from personagap.store import SCHEMA_VERSION, TABLES, StoreError, opened, set_meta, upsert
+from personagap.store.atomic import transaction
+from personagap.store.exchange_io import NO_ITEM as NO_ITEM
+from personagap.store.exchange_io import (
+    copy_to_parquet,
+    export_columns,
+    export_rows,
+    parquet_reader,
+    read_parquet_files,
+)
 
 FORMAT = "personagap-export"
 FORMAT_VERSION = 1
 SCHEMA_FILE = "schema.json"
 #: Tables partitioned by their own ``dataset`` column; ``labels`` by its item's dataset.
 PARTITIONED = ("users", "attributes", "prompts", "items", "labels")
-NO_ITEM = "__no_item__"
-"""Partition of labels whose item is not in the store (kept, so that a merge loses nothing)."""
 #: Written in this order on import (items before labels, like every import).
 _ORDER = ("runs", "users", "attributes", "prompts", "items", "labels", "judge_cache")
 _META_SKIP = frozenset({"schema_version"})
@@ -54,16 +61,6 @@ class ExchangeSummary:
         verb = "Exported" if self.action == "export" else "Merged"
         where = f"{self.db} -> {self.folder}" if self.action == "export" else f"{self.folder} -> {self.db}"
         return f"{verb} {where}:\n  " + ", ".join(f"{n} {t}" for t, n in self.rows.items())
-
-
-def _select(table: str) -> tuple[str, list[str]]:
-    """The query exporting ``table`` and its parameters (static SQL: every value is bound)."""
-    cols = ", ".join(f"t.{c}" for c in (("key", "value") if table == "meta" else TABLES[table][0]))
-    if table == "labels":
-        return (f"SELECT {cols}, coalesce(i.dataset, ?) AS dataset FROM labels t "
-                "LEFT JOIN items i USING (item_id) ORDER BY t.item_id, t.rater, t.condition", [NO_ITEM])
-    key = ("key",) if table == "meta" else TABLES[table][1]
-    return f"SELECT {cols} FROM {table} t ORDER BY {', '.join('t.' + k for k in key)}", []
 
 
 def export_store(db: str | Path, out: str | Path) -> ExchangeSummary:
@@ -86,19 +83,13 @@ def export_store(db: str | Path, out: str | Path) -> ExchangeSummary:
     with opened(db, read_only=True) as con:
         folder.mkdir(parents=True, exist_ok=True)
         for table in ("meta", *TABLES):
-            query, params = _select(table)
-            n = int(con.execute(f"SELECT count(*) FROM ({query})", params).fetchall()[0][0])
+            n = export_rows(con, table)
             target = folder / table
             partition = table in PARTITIONED
             if n:
-                options = ("FORMAT parquet, PARTITION_BY (dataset), OVERWRITE_OR_IGNORE true" if partition
-                           else "FORMAT parquet")
-                path = target if partition else target / "data_0.parquet"
                 target.mkdir(exist_ok=True)
-                # The folder is bound, never spliced into the SQL text (a path may hold quotes).
-                con.execute(f"COPY ({query}) TO ? ({options})", [*params, str(path)]).fetchall()
-            columns = [{"name": str(name), "type": str(kind)}
-                       for name, kind, *_ in con.execute(f"DESCRIBE {query}", params).fetchall()]
+                copy_to_parquet(con, table, target if partition else target / "data_0.parquet", partition=partition)
+            columns = [{"name": name, "type": kind} for name, kind in export_columns(con, table)]
             tables[table] = {"path": table, "rows": n, "columns": columns,
                              "key": ["key"] if table == "meta" else list(TABLES[table][1]),
                              "partition_by": "dataset" if partition else None}
@@ -153,11 +144,8 @@ def _read_table(con: duckdb.DuckDBPyConnection, folder: Path, table: str, rows: 
     if not files:
         raise DataError(target, None, None, f"no Parquet files, but schema.json says {rows} rows")
     columns = ("key", "value") if table == "meta" else TABLES[table][0]
-    # Partition values stay text ("2024" is a dataset name, not a number); the store's own columns are inside.
-    source = "read_parquet(?, hive_partitioning = true, hive_types_autocast = false, union_by_name = true)"
     try:
-        # The file list is bound as a parameter: folder and dataset names never become SQL text.
-        arrow = con.sql(f"SELECT {', '.join(columns)} FROM {source}", params=[files]).to_arrow_table()
+        arrow = read_parquet_files(con, files, columns)
     except duckdb.Error as exc:
         raise DataError(target, None, None, f"cannot read: {str(exc).splitlines()[0][:300]}") from None
     if arrow.num_rows != rows:
@@ -181,20 +169,13 @@ def import_export(folder: str | Path, db: str | Path) -> ExchangeSummary:
     path = Path(folder)
     schema = read_schema(path)
     tables: dict[str, int] = {t: int(v["rows"]) for t, v in schema["tables"].items()}
-    with duckdb.connect() as reader:
-        reader.execute("SET autoinstall_known_extensions = false; SET autoload_known_extensions = false")
+    with parquet_reader() as reader:
         data = {t: _read_table(reader, path, t, n) for t, n in tables.items() if n}
-    with opened(db) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for table in _ORDER:
-                if table in data:
-                    upsert(con, table, data[table])
-            if "meta" in data:
-                meta = data["meta"].to_pydict()
-                set_meta(con, {k: v for k, v in zip(meta["key"], meta["value"], strict=True) if k not in _META_SKIP})
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+    with opened(db) as con, transaction(con):
+        for table in _ORDER:
+            if table in data:
+                upsert(con, table, data[table])
+        if "meta" in data:
+            meta = data["meta"].to_pydict()
+            set_meta(con, {k: v for k, v in zip(meta["key"], meta["value"], strict=True) if k not in _META_SKIP})
     return ExchangeSummary("import", str(path), str(db), tables)

@@ -12,12 +12,10 @@ The format (columns, scales, context per stage) is in :mod:`personagap.human_dat
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import orjson
 import pandas as pd
 
@@ -43,11 +41,15 @@ from personagap.store import (
     now,
     opened,
     remove_stale,
+    set_meta,
     upsert_counted,
 )
+from personagap.store.atomic import transaction
+from personagap.store.dataset_reads import DEFAULT_ORIGIN as DEFAULT_ORIGIN
+from personagap.store.dataset_reads import dataset_origins as dataset_origins
+from personagap.store.dataset_reads import tidy_label_rows
 
 ORIGINS: tuple[str, ...] = ("real", "synthetic")
-DEFAULT_ORIGIN = "real"
 #: Order in which an import's tables are written (labels last: they reference items).
 _WRITE_ORDER = ("runs", "users", "attributes", "prompts", "items", "labels")
 #: Staged tables whose keys cannot repeat: load_label_sources refused any (item, rater, condition) given twice,
@@ -153,47 +155,19 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
     tables = dict(result.tables)
     tables["runs"] = columns_table("runs", {c: [r[c] for r in runs] for c in TABLES["runs"][0]})
     summary = WriteSummary()
-    with attached(result.con, db) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for table in _WRITE_ORDER:
-                summary.tables[table] = upsert_counted(con, table, tables[table],
-                                                       IMPORT_RUN_VOLATILE if table == "runs" else frozenset(),
-                                                       keys_checked=table in _UNIQUE_BY_CONSTRUCTION)
-            if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
-                remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
-            # The dataset record (item kind, scale, question, origin) is fixed here, in the import's transaction;
-            # the legacy labels: entry stays for readers of stores written before records existed.
-            set_meta(con, {f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode(),
-                           **record_meta(record)})
-            con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")
-            raise
+    with attached(result.con, db) as con, transaction(con):
+        for table in _WRITE_ORDER:
+            summary.tables[table] = upsert_counted(con, table, tables[table],
+                                                   IMPORT_RUN_VOLATILE if table == "runs" else frozenset(),
+                                                   keys_checked=table in _UNIQUE_BY_CONSTRUCTION)
+        if summary["runs"].inserted < len(runs):  # a run seen before may have left rows it no longer has
+            remove_stale(con, summary, list(result.run_ids.values()), tables["labels"], tables["items"])
+        # The dataset record (item kind, scale, question, origin) is fixed here, in the import's transaction;
+        # the legacy labels: entry stays for readers of stores written before records existed.
+        set_meta(con, {f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode(),
+                       **record_meta(record)})
     return LabelsSummary(db=str(db), stage=spec.stage, dataset=spec.dataset, origin=spec.origin,
                          files=result.files, written=summary, question=record.question)
-
-
-def set_meta(con: duckdb.DuckDBPyConnection, values: dict[str, str]) -> None:
-    """Insert or replace meta entries (within the caller's transaction)."""
-    for key, value in values.items():
-        con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    [key, value]).fetchall()
-
-
-def dataset_origins(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Every dataset in the store -> ``real`` or ``synthetic`` (untagged datasets are ``real``).
-
-    Args:
-        con: An open connection (read-only is fine).
-
-    Returns:
-        Dataset key -> origin, sorted by dataset.
-    """
-    tagged = dict(con.execute("SELECT substr(key, 8), value FROM meta WHERE key LIKE 'origin:%'").fetchall())
-    datasets = [d for (d,) in con.execute("SELECT DISTINCT dataset FROM items ORDER BY dataset").fetchall()]
-    return {d: str(tagged.get(d, DEFAULT_ORIGIN)) for d in sorted(set(datasets) | set(tagged))}
 
 
 #: Columns of :func:`load_labels`, in order.
@@ -221,27 +195,9 @@ def load_labels(db: str | Path, *, stage: Stage | None = None, dataset: str | No
     Returns:
         Columns :data:`TIDY_COLUMNS`.
     """
-    where, params = ["TRUE"], []
-    for col, value in (("i.stage", stage), ("i.dataset", dataset), ("l.rater_kind", rater_kind),
-                       ("l.condition", condition)):
-        if value is not None:
-            where.append(f"{col} = ?")
-            params.append(value)
-    if not include_failures:
-        where.append("l.label IS NOT NULL")
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
-        frame = con.execute(f"""
-            SELECT i.dataset, i.stage, coalesce(i.payload ->> '$.source_id', i.item_id) AS item_id, i.user_id,
-                   l.rater, l.rater_kind, l.condition, l.label, l.reason, l.error, l.run_id, i.attribute,
-                   coalesce(p.prompt_text, i.payload ->> '$.question', i.payload ->> '$.context') AS prompt,
-                   coalesce(i.payload ->> '$.profile', u.profile_text) AS profile,
-                   i.payload ->> '$.answer_a' AS response_a, i.payload ->> '$.answer_b' AS response_b,
-                   i.payload ->> '$.response' AS response, l.item_id AS stored_item_id
-            FROM labels l JOIN items i USING (item_id)
-            LEFT JOIN prompts p ON p.dataset = i.dataset AND p.user_id = i.user_id AND p.prompt_index = i.prompt_index
-            LEFT JOIN users u ON u.dataset = i.dataset AND u.user_id = i.user_id
-            WHERE {' AND '.join(where)}
-            ORDER BY i.dataset, i.stage, item_id, l.rater, l.condition""", params).df()
+        frame = tidy_label_rows(con, stage=stage, dataset=dataset, rater_kind=rater_kind, condition=condition,
+                                include_failures=include_failures)
     frame.insert(2, "origin", frame["dataset"].map(lambda d: origins.get(d, DEFAULT_ORIGIN)))
     return frame[list(TIDY_COLUMNS)]

@@ -19,16 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from personagap.stage_names import Stage as Stage  # re-exported: records name their stage
 
+# The vocabularies live in personagap.vocabulary; re-exported here for the records' users.
+from personagap.vocabulary import PAIRWISE_LABELS as PAIRWISE_LABELS
+from personagap.vocabulary import RELEVANCE_LABELS as RELEVANCE_LABELS
+from personagap.vocabulary import VERIFICATION_LABELS as VERIFICATION_LABELS
+from personagap.vocabulary import RaterKind as RaterKind
+
 if TYPE_CHECKING:
     from hashlib import _Hash
 
-RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline", "system"]
 RunKind = Literal["import", "judge", "train", "annotate"]
-
-#: Label vocabularies per stage. A label outside its vocabulary is a data error.
-RELEVANCE_LABELS = ("yes", "no")
-VERIFICATION_LABELS = ("ok", "bad", "unsure")
-PAIRWISE_LABELS = ("A", "B", "tie")
 
 
 class _Record(BaseModel):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
+from personagap.vocabulary import VERIFICATION_LABELS
 
 _LAPS = [
     {"worker_id": "sample-worker-1", "topic": "movie", "sessions": [{
@@ -128,7 +129,7 @@ _VERDICTS: dict[str, dict[str, tuple[float, float, float]]] = {
 
 
 def _verdict(rng: random.Random, chances: tuple[float, float, float]) -> str:
-    return rng.choices(("ok", "bad", "unsure"), weights=chances)[0]
+    return rng.choices(VERIFICATION_LABELS, weights=chances)[0]
 
 
 def sample_extraction_rows(seed: int = 0) -> list[dict[str, Any]]:

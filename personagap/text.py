@@ -1,14 +1,12 @@
-"""Numbers and intervals as the terminal reports print them: the one formatter beside ``agreement.ci_text``.
+"""Numbers as the terminal reports print them (intervals: :func:`personagap.analysis.ci_rule.ci_cell`).
 
-A report line with a users count says why it has no CI through :func:`personagap.analysis.agreement.ci_text`;
-table cells, where the users column sits beside the figure, use the short :func:`interval`.
+This module sits in the bottom layer and knows no rule; a CI's cell applies the minimum-users rule, so it
+lives beside the rule in :mod:`personagap.analysis.ci_rule`.
 """
 
 from __future__ import annotations
 
 import math
-
-from personagap.analysis.agreement import MIN_USERS_FOR_CI
 
 NOT_AVAILABLE = "n/a"
 NOT_AVAILABLE_PADDED = "  n/a"
@@ -26,20 +24,4 @@ def number(v: float | None, digits: int = 3, *, missing: str = NOT_AVAILABLE) ->
     return missing if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def interval(ci: list[float] | None, n_users: int | None = None, *, missing: str = NOT_AVAILABLE) -> str:
-    """A CI as a table cell: ``[lo, hi]``; empty without one; ``(too few users)`` below the CI rule's minimum.
-
-    Args:
-        ci: The stored ``[lo, hi]`` pair, or None.
-        n_users: The users behind it, when the row keeps them (the one CI rule: no CI below
-            :data:`~personagap.analysis.agreement.MIN_USERS_FOR_CI` users).
-        missing: The text of an absent bound.
-    """
-    if ci is None:
-        return ""
-    if n_users is not None and n_users < MIN_USERS_FOR_CI:
-        return "(too few users)"
-    return f"[{number(ci[0], 2, missing=missing)}, {number(ci[1], 2, missing=missing)}]"
-
-
-__all__ = ["NOT_AVAILABLE", "NOT_AVAILABLE_PADDED", "interval", "number"]
+__all__ = ["NOT_AVAILABLE", "NOT_AVAILABLE_PADDED", "number"]

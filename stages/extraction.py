@@ -1,6 +1,6 @@
 """Stage 1 (attribute extraction): what extractors find, what humans and verifiers accept, how it meets gold.
 
-The report (:func:`extraction_report`, pure) reads stored stage-1 items and labels (kinds in
+The report (:func:`report_extraction`) reads stored stage-1 items and labels (kinds in
 :mod:`personagap.judges.extraction`) and answers:
 
 * **Human-human agreement** on verdicts (ok / bad / unsure, nominal): Krippendorff's alpha,
@@ -15,7 +15,8 @@ The report (:func:`extraction_report`, pure) reads stored stage-1 items and labe
 
 Every CI is the one CI rule (a user-clustered jackknife-t). :func:`report_extraction` computes the report from
 DuckDB's per-(dataset, extractor, rater, user) verdict counts (:func:`extraction_report_from_store`,
-:mod:`personagap.store.extraction_counts`): the figures of the pure report over every label, without loading them.
+:mod:`personagap.store.extraction_counts`), the one path: the per-label computation over every label it replaced
+lives on as a test oracle (``tests/oracles.py``), against which the equivalence tests check it.
 The I/O entry points (:func:`import_laps`, :func:`import_extraction`, :func:`report_extraction`,
 :func:`judge_extraction`) are what the CLI calls; they are plain functions usable from Python.
 
@@ -42,7 +43,6 @@ from personagap.records import DatasetScale
 from personagap.stages.extraction_build import (
     assemble_report,
     complete_units,
-    extraction_report,
     inferred_scales,
     items_frame,
     load_items,
@@ -74,13 +74,13 @@ from personagap.store.extraction_counts import (
 )
 
 if TYPE_CHECKING:
-    from personagap.analysis.robust import HumanSet
     from personagap.human_data.extraction import ExtractionImport
     from personagap.human_data.laps import LapsImport
+    from personagap.vocabulary import HumanSet
 
 __all__ = ["ATTRIBUTE_KINDS", "CALIBRATION_NOTE", "PILOT_EXTRACTOR", "VERIFIER_KINDS", "ExtractionReport",
            "ExtractorRun", "GoldSummary", "HumanAgreement", "MatchRow", "VerdictRow", "VerifierAgreement",
-           "complete_units", "extraction_report", "extraction_report_from_store", "import_extraction", "import_laps",
+           "complete_units", "extraction_report_from_store", "import_extraction", "import_laps",
            "items_frame",
            "judge_extraction", "load_items", "materialise_extractions", "render_extraction", "report_extraction",
            "unit_gold"]
@@ -90,10 +90,9 @@ def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                       seed: int = DEFAULT_SEED, weight: Weight = "items") -> ExtractionReport:
     """Build the stage-1 report from a database (read-only).
 
-    From DuckDB's aggregates (:func:`extraction_report_from_store`): the figures of :func:`extraction_report` over
-    every stored label, without loading the verdicts. Each dataset's scale is its record's
-    (:func:`personagap.datasets.dataset_records`, the one reader). ``weight``: what the verifier rows' table figures
-    weigh equally (``items``, the default, or ``users``).
+    From DuckDB's aggregates (:func:`extraction_report_from_store`), without loading the verdicts. Each dataset's
+    scale is its record's (:func:`personagap.datasets.dataset_records`, the one reader). ``weight``: what the
+    verifier rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.labels_api import dataset_origins
 
@@ -108,7 +107,7 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
                                  seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
                                  scales: Mapping[str, DatasetScale] | None = None,
                                  weight: Weight = "items") -> ExtractionReport:
-    """:func:`extraction_report` from an open store, computed from DuckDB's aggregates (issue 20).
+    """The stage-1 report from an open store, computed from DuckDB's aggregates (issue 20).
 
     Acceptance, verifier-human agreement and the corrected estimates come from per-(dataset, extractor, rater,
     user) verdict counts (:func:`personagap.store.extraction_counts.verdict_counts`); agreement among humans reads

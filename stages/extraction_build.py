@@ -11,8 +11,7 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, ci_list
-from personagap.analysis.comparable import reference_labels, roles
+from personagap.analysis.agreement import ci_list
 from personagap.analysis.extraction import (
     OFFLINE_THRESHOLD,
     judge_vs_reference,
@@ -23,12 +22,11 @@ from personagap.analysis.extraction import (
     verdict_rates_from_counts,
 )
 from personagap.analysis.origins import tag_and_compare
-from personagap.analysis.panel import panel_metrics, panel_values, report_extras
+from personagap.analysis.panel import panel_metrics, panel_values
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.datasets import build_records
 from personagap.records import DatasetScale
 from personagap.stages.extraction_records import (
-    PILOT_EXTRACTOR,
     VERIFIER_KINDS,
     ExtractionReport,
     ExtractorRun,
@@ -56,76 +54,6 @@ def items_frame(rows: Sequence[dict[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
-                      scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> ExtractionReport:
-    """Build the stage-1 report from stored items and labels (pure).
-
-    The verdict figures are computed from the counts :func:`verdict_counts_frame` builds, the ones the store
-    path (:func:`personagap.stages.extraction.report_extraction`) has DuckDB build: the same figures.
-
-    Args:
-        items: Stage-1 items (columns item_id, dataset, user_id, attribute, position, payload),
-            e.g. from :func:`load_items`; passed through :func:`items_frame`.
-        labels: :func:`personagap.store.load_labels` with ``stage='extraction'``.
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed.
-        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
-        scales: Dataset -> its scale, from its record (:func:`personagap.datasets.dataset_records`): the
-            categories a verifier is scored over. A dataset missing from it is read the way the record reader
-            infers one from its labels.
-        weight: What the verifier rows' table figures weigh equally (``items`` or ``users``); the other figures
-            pool items.
-    """
-    items = items_frame(items)
-    kind_of = dict(zip(items["item_id"], items["kind"], strict=True))
-    extractor_of = {i: p.get("extractor", PILOT_EXTRACTOR)
-                    for i, p in zip(items["item_id"], items["payload"], strict=True)}
-    if labels.empty:
-        labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
-                                       "dataset"])
-    # Each dataset's scale is its record's, as diagnose and the panel take it; the reader's rule for the rest.
-    scales = {**inferred_scales(labels), **(scales or {})}
-    # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
-    # protocol (anchored or other-question labels are not stage-1 verdicts).
-    labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
-    labels = labels.assign(kind=labels["item_id"].map(kind_of))
-    verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
-    verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
-    verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
-    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
-                                        scales={ds: scales[ds] for ds in verdict_sets})
-    counts, reference = verdict_counts_frame(verdicts)
-    humans = verdicts[(verdicts["rater_kind"] == "human") & verdicts["label"].notna()]
-    return assemble_report(counts, reference, humans[["dataset", "item_id", "rater", "label", "user_id"]],
-                           scales, alt_test, estimates, items=items, side_labels=labels, n_resamples=n_resamples,
-                           seed=seed, origins=origins, weight=weight)
-
-
-def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The counts of :func:`personagap.store.extraction_counts.verdict_counts`, from verdicts already in memory.
-
-    Args:
-        verdicts: Standard-protocol blind human and comparable judge labels on verdict items, with an
-            ``extractor`` column.
-
-    Returns:
-        Label counts and reference counts, with the columns the store's query gives.
-    """
-    reference = reference_labels(verdicts, "blind")
-    counted = verdicts[((verdicts["rater_kind"] == "human") & verdicts["label"].notna())
-                       | verdicts["rater_kind"].isin(VERIFIER_KINDS)]
-    keys = ["dataset", "extractor", "rater", "rater_kind", "user_id", "human", "label"]
-    counts = (counted.assign(human=counted["item_id"].map(reference))[keys]
-              .groupby(keys, dropna=False, sort=True).size().rename("n").reset_index())
-    with_reference = verdicts.drop_duplicates("item_id")
-    with_reference = with_reference.assign(human=with_reference["item_id"].map(reference))
-    with_reference = with_reference[with_reference["human"].notna()]
-    ref_counts = (with_reference.groupby(["dataset", "user_id", "human"], sort=True).size().rename("n")
-                  .reset_index())
-    return counts, ref_counts
-
-
 def inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
     """Each labelled dataset's scale as :func:`personagap.datasets.build_records` infers it from its labels alone.
 
@@ -149,7 +77,7 @@ def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.Da
     """The stage-1 report from verdict counts (whichever path counted them) and the side items and labels.
 
     Args:
-        counts: Label counts (:func:`verdict_counts_frame`'s or the store's columns).
+        counts: Label counts (:func:`personagap.store.extraction_counts.verdict_counts`' columns).
         reference: Reference counts of the same call.
         humans: Per-item parsed blind human verdicts (``dataset``, ``item_id``, ``rater``, ``label``,
             ``user_id``), at least of every dataset with two or more human raters.

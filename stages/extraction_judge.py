@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from personagap.analysis.extraction import extracted_items
 from personagap.stages.extraction_build import load_items, unit_gold
 from personagap.store import ImportBatch, StoreError, opened, write_batch
+from personagap.store.item_reads import item_labels
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -131,8 +132,7 @@ def materialise_extractions(db: str | Path, rater: str | None = None) -> int:
     """
     with opened(db, read_only=True) as con:
         chunks = load_items(con, kinds=("chunk",))
-        labels = con.execute("SELECT item_id, rater, label FROM labels WHERE item_id IN (SELECT unnest(?))",
-                             [chunks["item_id"].tolist()]).df()
+        labels = item_labels(con, chunks["item_id"].tolist())
     if rater is not None:
         labels = labels[labels["rater"] == rater]
     labels = labels.astype(object).where(labels.notna(), None)

@@ -12,15 +12,13 @@ from personagap.analysis.extraction import OFFLINE_THRESHOLD
 from personagap.analysis.origins import OriginComparison, OriginField
 from personagap.analysis.panel import PanelFields
 from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
+from personagap.vocabulary import ATTRIBUTE_KINDS as ATTRIBUTE_KINDS
 
 if TYPE_CHECKING:
     pass
 
 
 VERIFIER_KINDS = JUDGE_KINDS
-
-
-ATTRIBUTE_KINDS = (None, "extracted")
 
 
 PILOT_EXTRACTOR = "(not released)"

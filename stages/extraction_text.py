@@ -6,19 +6,19 @@ import functools
 from typing import TYPE_CHECKING
 
 from personagap.analysis.agreement import ci_text
-from personagap.analysis.ci_rule import CI_METHOD
+from personagap.analysis.ci_rule import CI_METHOD, ci_cell
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
 from personagap.analysis.weighting import gap_lines, weight_note
 from personagap.stages.extraction_records import ExtractionReport
-from personagap.text import NOT_AVAILABLE_PADDED, interval, number
+from personagap.text import NOT_AVAILABLE_PADDED, number
 
 if TYPE_CHECKING:
     pass
 
 # Right-aligned table columns: an absent figure keeps the column's width.
 _num = functools.partial(number, missing=NOT_AVAILABLE_PADDED)
-_ci = functools.partial(interval, missing=NOT_AVAILABLE_PADDED)
+_ci = functools.partial(ci_cell, missing=NOT_AVAILABLE_PADDED)
 
 
 def render_extraction(report: ExtractionReport, *, categories: bool = True) -> str:

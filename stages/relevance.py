@@ -5,115 +5,59 @@ human reference only; the pilot's agreement among raters is computed from blind 
 annotators gave after seeing an LLM's label (anchored) get their own, labelled section; rater kinds
 (llm, trained, baseline) are separate groups.
 
-The pieces: records (:mod:`.relevance_records`), the per-label path (:mod:`.relevance_labels`), the text view
-(:mod:`.relevance_text`); this module computes the report from the store's aggregates.
+The pieces: records (:mod:`.relevance_records`), the pilot's per-annotator agreement (:mod:`.relevance_labels`), the
+text view (:mod:`.relevance_text`); this module computes the report from the store's aggregates, the one path (the
+per-label report it replaced is a test oracle, ``tests/oracles.py``).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from personagap.analysis.aggregated import JUDGE_KEYS, store_extras, user_tables
+from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
-    ci_list,
 )
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     YES_NO,
-    Reference,
-    judge_display,
 )
-from personagap.analysis.panel import (
-    on_scale,
-    panel_values,
-)
-from personagap.analysis.weighting import Weight, judge_row_figures
+from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
 from personagap.stages.relevance_labels import (
     assemble_report,
     dataset_scale,
     judge_agreements,
+    judge_agreements_from_counts,
     multi_rater_report,
     pilot_reports,
-    relevance_report,
 )
 from personagap.stages.relevance_records import (
     REFERENCE,
     STAGE,
     JudgeAgreement,
     RelevanceReport,
-    judge_metrics,
-    selection_fields,
 )
 from personagap.stages.relevance_text import render_relevance
-from personagap.stages.response_pairwise import reason_kind
 from personagap.store import load_labels
 from personagap.store.aggregates import has_labels, judge_failures, label_counts
+from personagap.vocabulary import HumanSet
 
 __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judge_agreements",
-           "multi_rater_report", "relevance_report", "render_relevance", "report_relevance"]
-
-
-def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
-                                 dataset: str, *, scale: DatasetScale, which: Reference = "blind",
-                                 weight: Weight = "items") -> list[JudgeAgreement]:
-    """:func:`judge_agreements` from the store's counts (:mod:`personagap.store.aggregates`): the same rows.
-
-    Args:
-        counts: The judge counts of :func:`~personagap.store.aggregates.label_counts` (``which`` reference).
-        reference: The reference counts of the same call.
-        failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
-        dataset: Dataset key.
-        scale: The dataset's scale.
-        which: The reference the counts were built with (recorded on each row).
-        weight: What the table figures weigh equally: ``items`` (pooled counts) or ``users``
-            (:mod:`personagap.analysis.weighting`); both weightings' kappa and accuracy are on every row.
-    """
-    counts, failures = counts[counts["dataset"] == dataset], failures[failures["dataset"] == dataset]
-    if on_scale(reference.loc[reference["dataset"] == dataset, "human"], scale, strict=False).dropna().empty:
-        return []
-    # The reference off the scale answers another question: those items count as unmatched, as per label.
-    counts = counts.assign(human=on_scale(counts["human"], scale, strict=False).where(counts["human"].notna()))
-    parsed = dict(tuple(counts.groupby(JUDGE_KEYS, sort=True)))
-    failed = dict(tuple(failures.groupby(JUDGE_KEYS, sort=True)))
-    out = []
-    for key in sorted(set(parsed) | set(failed)):
-        rater, kind, condition = (str(k) for k in key)
-        rows = parsed.get(key, counts.iloc[:0])
-        joined = rows[rows["human"].notna()]
-        fails = failed.get(key, failures.iloc[:0])
-        if joined.empty and fails.empty:
-            continue
-        tables, n_users = user_tables(joined, scale)
-        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
-                                           levels=scale.levels() if scale.ordinal else None)
-        reasons: Counter[str] = Counter()
-        for error, n in zip(fails["error"], fails["n"], strict=True):
-            reasons[reason_kind(error)] += int(n)
-        n_joined = int(joined["n"].sum())
-        out.append(JudgeAgreement(
-            judge=judge_display(rater, condition), dataset=dataset, rater_kind=kind, condition=condition,
-            reference=which, n=n_joined, n_users=n_users, failures=int(fails["n"].sum()),
-            failure_reasons=dict(reasons), unmatched=int(rows["n"].sum()) - n_joined,
-            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
-            **weighting,
-        ))
-    return out
+           "multi_rater_report", "relevance_report_from_store", "render_relevance",
+           "report_relevance"]
 
 
 def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset: str = "recenter-pilot",
                                 n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                                 origins: Mapping[str, str] | None = None,
                                 scales: Mapping[str, DatasetScale], weight: Weight = "items") -> RelevanceReport:
-    """:func:`relevance_report` from an open store, computed from DuckDB's aggregates (issue 20).
+    """The stage-2 report from an open store, computed from DuckDB's aggregates (issue 20): the one path.
 
     Judge rows and corrected estimates come from per-(dataset, judge, condition, user) counts; the
     alternative-annotator test reads only items several humans labelled; the pilot's agreement among raters
@@ -129,7 +73,7 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every dataset with labels.
         weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
     """
-    counts: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = {
+    counts: dict[HumanSet, tuple[pd.DataFrame, pd.DataFrame]] = {
         "blind": label_counts(con, STAGE, "blind")}
     failures = judge_failures(con, STAGE)
     # A dataset without judge labels or a reference gives no row; the pilot's agreement among humans needs neither.
@@ -142,9 +86,15 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     notes: list[str] = []
     if pilot_dataset in datasets:
         counts["anchored"] = label_counts(con, STAGE, "anchored")
+        # The pilot's judge rows from the same counts as every other dataset's (one judge-row path); its labels
+        # are read for the agreement among raters, which needs each annotator's label per item.
+        pilot_judges: dict[HumanSet, list[JudgeAgreement]] = {
+            which: judge_agreements_from_counts(*counts[which], failures, pilot_dataset, scale=scales[pilot_dataset],
+                                                which=which, weight=weight)
+            for which in counts}
         pilot, anchored, notes = pilot_reports(load_labels(con, stage=STAGE, dataset=pilot_dataset), pilot_dataset,
                                                 scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed,
-                                                weight=weight)
+                                                weight=weight, judges=pilot_judges)
     alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,
                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                        rate_datasets=[ds for ds in datasets if scales[ds].categories == YES_NO],
@@ -158,9 +108,8 @@ def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
                      seed: int = DEFAULT_SEED, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic.
 
-    From DuckDB's aggregates (:func:`relevance_report_from_store`): the same figures as :func:`relevance_report`
-    of every stored label, without loading them. ``weight``: what the judge rows' table figures weigh equally
-    (``items``, the default, or ``users``).
+    From DuckDB's aggregates (:func:`relevance_report_from_store`), without loading every label. ``weight``: what
+    the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.datasets import dataset_records
     from personagap.labels_api import dataset_origins

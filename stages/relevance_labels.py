@@ -1,7 +1,8 @@
-"""Stage 2 from every label (pandas): judges vs the human majority, and the pilot's agreement among raters.
+"""Stage 2's pilot from its labels (pandas): per-annotator agreement among raters, and its judges.
 
-The per-label path, the reference the store path (:mod:`personagap.stages.relevance`) is tested against, and
-what the pilot's per-annotator agreement is computed with.
+The pilot's agreement among raters needs every annotator's label per item, so the store path
+(:mod:`personagap.stages.relevance`) reads the pilot dataset's labels (a few thousand) and hands them here. The
+per-label report of every dataset that once lived here is a test oracle (``tests/oracles.py``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from personagap.analysis.aggregated import JUDGE_KEYS, frame_counts, user_tables
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     NAN_ESTIMATE,
     Level,
     ci_list,
@@ -25,27 +25,20 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
-    YES_NO,
-    Reference,
-    anchored_human_mask,
-    blind_human_mask,
     categories_for,
     comparable_judge_mask,
+    individual_human_mask,
     judge_display,
     one_vote_per_rater,
     rater_group,
-    reference_labels,
 )
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pairwise import pairwise_agreement
-from personagap.analysis.panel import (
-    on_scale,
-    panel_values,
-    report_extras,
-    scale_tables,
-)
+from personagap.analysis.panel import panel_values
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
+from personagap.scales import alpha_level, on_scale
 from personagap.stages.relevance_records import (
     ANCHORED_TITLE,
     GroupRow,
@@ -56,15 +49,15 @@ from personagap.stages.relevance_records import (
     selection_fields,
 )
 from personagap.stages.response_pairwise import reason_kind
+from personagap.vocabulary import HumanSet
 
 
-def _humans(frame: pd.DataFrame, which: Reference, scale: DatasetScale) -> pd.DataFrame:
+def _humans(frame: pd.DataFrame, which: HumanSet, scale: DatasetScale) -> pd.DataFrame:
     """Individual human labels of one protocol on the dataset's scale, one per (item, annotator).
 
     The anchored three-way rating answers another question than the scale's and is never one of them.
     """
-    mask = blind_human_mask(frame) if which == "blind" else anchored_human_mask(frame)
-    rows = frame[mask & (frame["rater_kind"] == "human") & (frame["condition"] != SHOWN_LLM_RATING)]
+    rows = frame[individual_human_mask(frame, which) & (frame["condition"] != SHOWN_LLM_RATING)]
     rows = rows.assign(label=on_scale(rows["label"], scale, strict=False))
     return one_vote_per_rater(rows[rows["label"].notna()])
 
@@ -80,9 +73,65 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
     return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
 
 
-def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "blind",
+def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
+                                 dataset: str, *, scale: DatasetScale, which: HumanSet = "blind",
+                                 weight: Weight = "items") -> list[JudgeAgreement]:
+    """Every comparable judge of ``dataset`` against the ``which`` reference, from counts: the one judge-row path.
+
+    The store's counts (:mod:`personagap.store.aggregates`) in the report; a frame's
+    (:func:`judge_agreements`) where a caller holds labels.
+
+    Args:
+        counts: The judge counts of :func:`~personagap.store.aggregates.label_counts` (``which`` reference).
+        reference: The reference counts of the same call.
+        failures: :func:`~personagap.store.aggregates.judge_failures` rows of the stage.
+        dataset: Dataset key.
+        scale: The dataset's scale.
+        which: The reference the counts were built with (recorded on each row).
+        weight: What the table figures weigh equally: ``items`` (pooled counts) or ``users``
+            (:mod:`personagap.analysis.weighting`); both weightings' kappa and accuracy are on every row.
+    """
+    counts, failures = counts[counts["dataset"] == dataset], failures[failures["dataset"] == dataset]
+    if on_scale(reference.loc[reference["dataset"] == dataset, "human"], scale, strict=False).dropna().empty:
+        return []
+    # The reference off the scale answers another question: those items count as unmatched, as per label.
+    counts = counts.assign(human=on_scale(counts["human"], scale, strict=False).where(counts["human"].notna()))
+    parsed = dict(tuple(counts.groupby(JUDGE_KEYS, sort=True)))
+    failed = dict(tuple(failures.groupby(JUDGE_KEYS, sort=True)))
+    out = []
+    for key in sorted(set(parsed) | set(failed)):
+        rater, kind, condition = (str(k) for k in key)
+        rows = parsed.get(key, counts.iloc[:0])
+        joined = rows[rows["human"].notna()]
+        fails = failed.get(key, failures.iloc[:0])
+        if joined.empty and fails.empty:
+            continue
+        tables, n_users = user_tables(joined, scale)
+        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
+                                           levels=scale.levels() if scale.ordinal else None)
+        reasons: Counter[str] = Counter()
+        for error, n in zip(fails["error"], fails["n"], strict=True):
+            reasons[reason_kind(error)] += int(n)
+        n_joined = int(joined["n"].sum())
+        out.append(JudgeAgreement(
+            judge=judge_display(rater, condition), dataset=dataset, rater_kind=kind, condition=condition,
+            reference=which, n=n_joined, n_users=n_users, failures=int(fails["n"].sum()),
+            failure_reasons=dict(reasons), unmatched=int(rows["n"].sum()) - n_joined,
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+            **weighting,
+        ))
+    return out
+
+
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "blind",
                      scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
-    """Compare every comparable judge of ``dataset`` with its human majority, over the dataset's scale.
+    """Every comparable judge of ``dataset`` against its human majority, from labels in memory.
+
+    The frame's counts (:func:`~personagap.analysis.aggregated.frame_counts`, the store's count columns) through
+    :func:`judge_agreements_from_counts`, the one implementation of a judge row. Kept for callers that hold a
+    dataset's labels and no store query of their own (the dashboard's pilot page hands
+    :func:`multi_rater_report` a frame).
 
     Args:
         labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
@@ -93,39 +142,19 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: Reference = "
     """
     frame = labels[labels["dataset"] == dataset]
     scale = scale or dataset_scale(labels, dataset, None)
-    reference = reference_labels(frame, which)
-    reference = on_scale(reference, scale, strict=False).dropna()
-    if reference.empty:
-        return []
-    out = []
-    judges = frame[comparable_judge_mask(frame)]
-    for (rater, kind, condition), rows in judges.groupby(["rater", "rater_kind", "condition"], sort=True):
-        failed = rows[rows["label"].isna()]
-        parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
-        joined = parsed.merge(reference.rename("label_human"), left_on="item_id", right_index=True, how="inner")
-        if joined.empty and failed.empty:
-            continue
-        # A judge whose every answer failed still gets a row: its failures are the finding.
-        tables = scale_tables(joined["label_human"], joined["label"], joined["user_id"], scale)
-        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
-                                           levels=scale.levels() if scale.ordinal else None)
-        reasons = Counter(reason_kind(e) for e in failed["error"])
-        out.append(JudgeAgreement(
-            judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
-            condition=str(condition), reference=which, n=len(joined),
-            n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
-            unmatched=len(parsed) - len(joined),
-            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
-            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
-            **weighting,
-        ))
-    return out
+    counts, reference = frame_counts(frame, dataset, which)
+    failed = frame[comparable_judge_mask(frame) & frame["label"].isna()]
+    failed = failed.assign(condition=failed["condition"].fillna("").astype(str))
+    failures = (failed.groupby(["dataset", *JUDGE_KEYS, "error"], dropna=False).size().rename("n").reset_index()
+                if not failed.empty else pd.DataFrame(columns=["dataset", *JUDGE_KEYS, "error", "n"]))
+    return judge_agreements_from_counts(counts, reference, failures, dataset, scale=scale, which=which,
+                                        weight=weight)
 
 
 
 def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
-                       which: Reference = "blind", scale: DatasetScale | None = None,
-                       weight: Weight = "items") -> MultiRaterReport | None:
+                       which: HumanSet = "blind", scale: DatasetScale | None = None,
+                       weight: Weight = "items", judges: list[JudgeAgreement] | None = None) -> MultiRaterReport | None:
     """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
 
     Args:
@@ -136,6 +165,8 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
         scale: The dataset's scale; None: :func:`dataset_scale`.
         weight: What the judge rows' table figures weigh equally (the agreement among raters pools items).
+        judges: The dataset's judge rows against the ``which`` reference when the caller has them (the report
+            counts them in the store); None: :func:`judge_agreements` of ``labels``.
 
     Returns:
         None when fewer than two humans gave labels of that protocol.
@@ -161,12 +192,12 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     ordinal = scale.levels() if scale.ordinal else None
     result = pairwise_agreement(long[["item_id", "rater", "label", "cluster"]], groups,
                                 n_resamples=n_resamples, seed=seed,
-                                metric="weighted_kappa" if scale.ordinal else "kappa", levels=ordinal)
+                                metric=headline_metric(scale), levels=ordinal)
 
     human_long = long[long["rater"].isin(humans)]
     wide = human_long.pivot(index="item_id", columns="rater", values="label").astype(float)
     cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
-    level: Level = "ordinal" if scale.ordinal else "nominal"
+    level: Level = alpha_level(scale)
     alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level,
                                   n_resamples=n_resamples, seed=seed)
     n_rated = wide.notna().sum(axis=1)
@@ -190,53 +221,23 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
         human_fleiss_ci=ci_list(fleiss), fleiss_items=int(keep.sum()) if modal >= 2 else 0,
         fleiss_raters_per_item=modal, fleiss_users=int(cluster[keep].nunique()) if modal >= 2 else 0,
         matrix=as_dict(result.matrix), overlap=as_dict(result.overlap),
-        judges=judge_agreements(labels, dataset, which=which, scale=scale, weight=weight),
+        judges=judges if judges is not None else judge_agreements(labels, dataset, which=which, scale=scale,
+                                                                  weight=weight),
     )
 
 
-def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                     origins: Mapping[str, str] | None = None,
-                     scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> RelevanceReport:
-    """Build the stage-2 report from stored relevance labels.
-
-    Args:
-        labels: Output of :func:`personagap.store.load_labels` with ``stage='relevance'``.
-        pilot_dataset: The dataset with per-annotator labels for the agreement table.
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed (the same seed gives the same CIs).
-        origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
-            missing from it are real.
-        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
-            scored over it. Datasets missing from it: :func:`dataset_scale`.
-        weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
-
-    Returns:
-        The report; ``judges`` covers every dataset but the pilot.
-    """
-    datasets = sorted(set(labels["dataset"])) if not labels.empty else []
-    scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
-    judges = [j for ds in datasets if ds != pilot_dataset
-              for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
-    pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
-                                             n_resamples=n_resamples, seed=seed, weight=weight)
-                              if pilot_dataset in datasets else (None, None, []))
-    # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
-    alt_test, estimates = report_extras(labels, datasets, positive="yes",
-                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
-                                        rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
-                                        n_resamples=n_resamples, seed=seed, scales=scale_of)
-    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
-                   origins=origins, weight=weight)
-
-
 def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,
-                  seed: int, weight: Weight = "items") -> tuple[MultiRaterReport | None, MultiRaterReport | None,
-                                                              list[str]]:
-    """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart."""
+                  seed: int, weight: Weight = "items", judges: Mapping[HumanSet, list[JudgeAgreement]] | None = None
+                  ) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
+    """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart.
+
+    ``judges``: the pilot's judge rows per reference when the caller counted them (the report, from the store);
+    a reference missing from it: :func:`judge_agreements` of ``labels``.
+    """
     kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale, "weight": weight}
-    pilot = multi_rater_report(labels, pilot_dataset, **kw)
-    anchored = multi_rater_report(labels, pilot_dataset, which="anchored", **kw)
+    given = judges or {}
+    pilot = multi_rater_report(labels, pilot_dataset, judges=given.get("blind"), **kw)
+    anchored = multi_rater_report(labels, pilot_dataset, which="anchored", judges=given.get("anchored"), **kw)
     notes = []
     if pilot is None:
         blind = _humans(labels[labels["dataset"] == pilot_dataset], "blind", scale)

@@ -38,7 +38,7 @@ import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, Reference
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pipeline_sql import reference_table
 from personagap.analysis.weighting import Weight
@@ -58,7 +58,6 @@ from personagap.stages.response_pairwise import (
 from personagap.stages.response_records import (
     GVP_KIND,
     SINGLE_KINDS,
-    YES_NO,
     GenericVsPersonalized,
     HumanBias,
     JudgeResult,
@@ -84,9 +83,11 @@ from personagap.store.response_counts import (
     single_judge_counts,
     single_label_values,
     single_rater_counts,
+    single_reference_counts,
     staged,
     swap_counts,
 )
+from personagap.vocabulary import YES_NO, HumanSet
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig, RunSummary
@@ -223,7 +224,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             if set(singles.values.loc[(singles.values["dataset"] == d) & singles.values["label"].notna(), "label"])
             <= set(YES_NO)]
         # The estimates read the counts of the yes/no datasets only: none, no count (one pass over the labels).
-        counts_for_rates: dict[Reference, tuple[pd.DataFrame, pd.DataFrame]] = (
+        counts_for_rates: dict[HumanSet, tuple[pd.DataFrame, pd.DataFrame]] = (
             {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
@@ -247,6 +248,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             dataset, singles.values)
         js, section = single_dataset(singles.humans[singles.humans["dataset"] == dataset], singles.judges,
                                      singles.raters, single_record, aspects.get(dataset, []),
+                                     reference=singles.reference[singles.reference["dataset"] == dataset],
                                      n_resamples=n_resamples, seed=seed, weight=weight)
         judges += js
         sections += [section] if section is not None else []
@@ -267,13 +269,14 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
 class _SingleReads(NamedTuple):
     """What the report reads of single-response items (:mod:`personagap.store.response_counts`).
 
-    Every label's distinct values, the human labels one a row, and the judges' labels as counts.
+    Every label's distinct values, the human labels one a row, the judges' labels and the reference as counts.
     """
 
     values: pd.DataFrame
     humans: pd.DataFrame
     judges: pd.DataFrame
     raters: pd.DataFrame
+    reference: pd.DataFrame
 
 
 def _single_reads(con: duckdb.DuckDBPyConnection, datasets: list[str]) -> _SingleReads:
@@ -282,7 +285,8 @@ def _single_reads(con: duckdb.DuckDBPyConnection, datasets: list[str]) -> _Singl
     # No judge label, no pass over the labels for the judges against each rater.
     raters = single_rater_counts(con, SINGLE_KINDS) if not judges.empty else judges.iloc[:0].assign(human_rater="")
     return _SingleReads(values=single_label_values(con, SINGLE_KINDS),
-                        humans=single_human_labels(con, SINGLE_KINDS, datasets), judges=judges, raters=raters)
+                        humans=single_human_labels(con, SINGLE_KINDS, datasets), judges=judges, raters=raters,
+                        reference=single_reference_counts(con, SINGLE_KINDS))
 
 
 def judge_response(db: str | Path, judge_name: str, lm: LMConfig, *, profile: bool = True,

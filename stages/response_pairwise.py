@@ -36,7 +36,11 @@ def reason_kind(error: str) -> str:
 
 
 def blind_reference(labels: pd.DataFrame) -> pd.Series:
-    """Per item, the blind human label: comparable.py's reference (stored majority, else the majority rule)."""
+    """Per item, the blind human label: comparable.py's reference (stored majority, else the majority rule).
+
+    For callers holding labels in memory and no store query (the trained judges' training frames); the report reads
+    the reference from the store (:func:`~personagap.store.response_counts.single_reference_counts`).
+    """
     return reference_labels(labels, "blind")
 
 

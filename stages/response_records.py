@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI, json_safe_dict
 from personagap.analysis.comparable import MAJORITY_RULE
-from personagap.analysis.comparable import YES_NO as comparable_yes_no
 from personagap.analysis.origins import OriginComparison, OriginField
 from personagap.analysis.panel import PanelFields
 from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
@@ -25,7 +24,6 @@ SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
 """Payload kinds of single-response items (one answer rated on the dataset's scale)."""
 
 
-YES_NO = list(comparable_yes_no)  # the yes/no scale of comparable.py, as a list
 
 
 class GroupAccuracy(BaseModel):

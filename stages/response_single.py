@@ -16,23 +16,25 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import Estimate, Level, ci_list, json_safe
-from personagap.analysis.comparable import blind_human_mask, judge_display
+from personagap.analysis.comparable import individual_human_mask, judge_display
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import rater_agreement, rater_pairs
 from personagap.analysis.weighting import Weight, judge_row_figures, weighted_estimates
 from personagap.datasets import build_records
 from personagap.human_data.labels import RatedAspectSpec
 from personagap.records import DatasetRecord, DatasetScale
-from personagap.stages.response_pairwise import blind_reference, reason_kind
+from personagap.scales import alpha_level, level_value, on_scale_mask
+from personagap.stages.response_pairwise import reason_kind
 from personagap.stages.response_records import (
     USR_DATASET,
-    YES_NO,
     JudgeResult,
     RatedAspect,
     RaterVsJudge,
     SingleResponseReport,
     UsrReport,
 )
+from personagap.vocabulary import YES_NO
 
 
 def inferred_record(dataset: str, values: pd.DataFrame) -> DatasetRecord:
@@ -51,25 +53,10 @@ def inferred_record(dataset: str, values: pd.DataFrame) -> DatasetRecord:
 def _codes(wide: pd.DataFrame, scale: DatasetScale) -> tuple[pd.DataFrame, list[float], Level]:
     """Items x raters labels as numbers for alpha/Fleiss: ordinal levels by value, categories by position."""
     if scale.ordinal:
-        return (wide.map(lambda v: _level(v)), list(scale.levels()), "ordinal")
+        return (wide.map(lambda v: level_value(v)), list(scale.levels()), alpha_level(scale))
     index = {c: float(i) for i, c in enumerate(scale.categories)}
     return (wide.map(lambda v: index.get(v, np.nan) if isinstance(v, str) else np.nan),
             [float(i) for i in range(len(scale.categories))], "nominal")
-
-
-def _level(value: object) -> float:
-    try:
-        return float(str(value)) if isinstance(value, str) else float("nan")
-    except ValueError:
-        return float("nan")
-
-
-def _on_scale(labels: pd.Series, scale: DatasetScale) -> pd.Series:
-    """Which labels are on the scale (an ordinal label by its value: 3.0 is the level 3)."""
-    if scale.ordinal:
-        levels = set(scale.levels())
-        return labels.map(lambda v: _level(v) in levels)
-    return labels.astype(str).isin(scale.categories)
 
 
 def _rater_agreement(rows: pd.DataFrame, scale: DatasetScale, *, n_resamples: int,
@@ -96,7 +83,8 @@ def _aspects(frame: pd.DataFrame, specs: list[RatedAspectSpec], *, n_resamples: 
 
 
 def _versus_metrics(scale: DatasetScale) -> tuple[str, ...]:
-    return ("accuracy", "kappa", *(("weighted_kappa",) if scale.ordinal else ()))
+    # The headline figure of the scale (kappa, or weighted kappa on ordinal scales) beside accuracy and kappa.
+    return tuple(dict.fromkeys(("accuracy", "kappa", headline_metric(scale))))
 
 
 def _versus(judge: str, rater: str, n: int, est: dict[str, Estimate], weight: Weight) -> RaterVsJudge:
@@ -108,9 +96,9 @@ def _versus(judge: str, rater: str, n: int, est: dict[str, Estimate], weight: We
 
 
 def _kept(values: pd.Series, scale: DatasetScale) -> pd.Series:
-    """Which of the count rows' ``values`` are on the scale: :func:`_on_scale` read on the distinct values only."""
+    """Which of the count rows' ``values`` are on the scale: :func:`on_scale_mask` read on the distinct values only."""
     distinct = pd.Series(values.dropna().unique(), dtype=object)
-    return values.isin(set(distinct[_on_scale(distinct, scale).to_numpy(dtype=bool)]))
+    return values.isin(set(distinct[on_scale_mask(distinct, scale).to_numpy(dtype=bool)]))
 
 
 def _reasons(rows: pd.DataFrame) -> Counter[str]:
@@ -183,7 +171,7 @@ def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord
 
 
 def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord,
-                   aspects: list[RatedAspectSpec], *, n_resamples: int, seed: int,
+                   aspects: list[RatedAspectSpec], *, reference: pd.DataFrame, n_resamples: int, seed: int,
                    weight: Weight = "items") -> tuple[list[JudgeResult], SingleResponseReport | None]:
     """One single-response dataset on its record's scale (any number of categories, or ordinal levels).
 
@@ -196,15 +184,17 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         raters: :func:`~personagap.store.response_counts.single_rater_counts` (any datasets).
         record: The dataset's record.
         aspects: The other questions its raters answered.
+        reference: The dataset's blind reference labels counted
+            (:func:`~personagap.store.response_counts.single_reference_counts`: ``human``, ``n``).
         n_resamples: Recorded (the one CI rule draws no resamples).
         seed: Recorded.
         weight: What the judges' table figures weigh equally (the agreement among raters pools items).
     """
     scale, dataset = record.scale, record.dataset
-    main = humans[blind_human_mask(humans) & (humans["rater_kind"] == "human") & humans["label"].notna()]
+    main = humans[individual_human_mask(humans) & humans["label"].notna()]
     if main.empty:
         return [], None
-    main = main[_on_scale(main["label"], scale)]
+    main = main[on_scale_mask(main["label"], scale)]
     wide, cluster, agree = _rater_agreement(main, scale, n_resamples=n_resamples, seed=seed)
     pairs = rater_pairs(main.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]],
                         n_resamples=n_resamples, seed=seed)
@@ -214,8 +204,11 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
     for r in pairs.matrix.index:
         others = pairs.matrix.loc[r].drop(r).dropna()
         mean_kappa[str(r)] = float(others.mean()) if not others.empty else None
-    ref = blind_reference(humans)
-    ref = ref[_on_scale(ref, scale)] if not ref.empty else ref
+    # The reference from the store's counts (the reference query every judge is scored against), one entry per item:
+    # the rates are shares, so the items' order does not matter.
+    ref = pd.Series(np.repeat(reference["human"].to_numpy(dtype=object), reference["n"].to_numpy(dtype=np.int64)),
+                    dtype=object)
+    ref = ref[on_scale_mask(ref, scale)] if not ref.empty else ref
     judge_results, versus = judge_rows(judges, raters, record, weight)
     section = SingleResponseReport(
         dataset=dataset, question=record.question, scale=scale.kind, categories=list(scale.categories),
@@ -234,7 +227,7 @@ def _rates(labels: pd.Series, scale: DatasetScale) -> dict[str, float]:
     if labels.empty:
         return {}
     if scale.ordinal:
-        values = labels.map(_level)
+        values = labels.map(level_value)
         return {c: float((values == v).mean()) for c, v in zip(scale.categories, scale.levels(), strict=True)}
     text = labels.astype(str)
     return {c: float((text == c).mean()) for c in scale.categories}
@@ -243,7 +236,7 @@ def _rates(labels: pd.Series, scale: DatasetScale) -> dict[str, float]:
 def legacy_usr(sections: list[SingleResponseReport]) -> UsrReport | None:
     """The deprecated ``usr`` view: USR's section, else the first yes/no one (see :class:`UsrReport`)."""
     pick = next((s for s in sections if s.dataset == USR_DATASET), None) or next(
-        (s for s in sections if s.categories == YES_NO), None)
+        (s for s in sections if tuple(s.categories) == YES_NO), None)
     if pick is None:
         return None
     overall = next((a for a in pick.aspects if a.condition == "overall"), None)

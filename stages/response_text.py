@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from personagap.analysis.agreement import ci_text
-from personagap.analysis.ci_rule import CI_METHOD
+from personagap.analysis.ci_rule import CI_METHOD, ci_cell
 from personagap.analysis.comparable import judge_display
+from personagap.analysis.headline import headline_metric, headline_name
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
 from personagap.analysis.weighting import gap_lines, weight_note
+from personagap.scales import alpha_level
 from personagap.stages.response_records import JudgeResult, ResponseReport, SingleResponseReport
-from personagap.text import interval, number
+from personagap.text import number
 
 if TYPE_CHECKING:
     pass
@@ -29,7 +31,7 @@ def render_response(report: ResponseReport) -> str:
         lines += [head, "-" * len(head)]
         for j in pairwise:
             lines.append(f"{j.judge[:43]:<44}{j.dataset[:15]:<16}{j.n:>5}{j.n_users:>6}{j.failures:>5}"
-                         f"{number(j.accuracy):>7}  {interval(j.accuracy_ci, j.n_users):<16}{number(j.kappa, 2):>6}"
+                         f"{number(j.accuracy):>7}  {ci_cell(j.accuracy_ci, j.n_users):<16}{number(j.kappa, 2):>6}"
                          f"{number(j.first_position_rate, 2):>8}"
                          f"{number(j.longer_rate, 2):>7}{number(j.tie_rate, 2):>6}{number(j.always_a_accuracy, 2):>8}"
                          f"{number(j.always_longer_accuracy, 2):>8}")
@@ -48,10 +50,10 @@ def render_response(report: ResponseReport) -> str:
     if report.humans:
         lines += ["", "Humans (the same biases, measured on the human labels):", ""]
         for h in report.humans:
-            pos = (f"1st pos {number(h.first_position_rate, 2)} {interval(h.first_position_ci)}"
+            pos = (f"1st pos {number(h.first_position_rate, 2)} {ci_cell(h.first_position_ci)}"
                    if h.first_position_rate is not None else "1st pos n/a (order not shown to humans)")
             lines.append(f"  {h.dataset}: n {h.n} ({h.n_users} users), {pos}, longer {number(h.longer_rate, 2)} "
-                         f"{interval(h.longer_ci, h.n_users)}, "
+                         f"{ci_cell(h.longer_ci, h.n_users)}, "
                          f"ties {number(h.tie_rate, 2)}; baselines " +
                          ", ".join(f"{k} {number(v, 3)}" for k, v in h.baselines.items()))
     if report.profile_gaps:
@@ -92,28 +94,28 @@ def render_response(report: ResponseReport) -> str:
 
 def _single_lines(s: SingleResponseReport, judges: list[JudgeResult], n_resamples: int) -> list[str]:
     """One single-response dataset's section, titled with its question."""
-    level = "ordinal" if s.scale == "ordinal" else "nominal"
+    level = alpha_level(s.scale)
     lines = ["", s.question,
              f"  {where(s.dataset, s.origin)}: {s.n_items} responses from {s.n_users} users, {s.scale} scale "
              f"{'/'.join(s.categories)}; raters " + ", ".join(f"{r} ({n})" for r, n in s.raters.items()),
-             f"  Among raters: Krippendorff's alpha ({level}) {number(s.alpha)} {interval(s.alpha_ci, s.n_users)}, "
-             f"Fleiss' kappa {number(s.fleiss)} {interval(s.fleiss_ci, s.n_users)}; human reference: "
+             f"  Among raters: Krippendorff's alpha ({level}) {number(s.alpha)} {ci_cell(s.alpha_ci, s.n_users)}, "
+             f"Fleiss' kappa {number(s.fleiss)} {ci_cell(s.fleiss_ci, s.n_users)}; human reference: "
              + ", ".join(f"{c} {number(v, 2)}" for c, v in s.reference_rates.items()),
              "  per rater: " + ", ".join(f"{r} mean kappa with others {number(k, 2)}"
                                          for r, k in s.rater_mean_kappa.items())]
     for a in s.aspects:
         lines.append(f"  Also rated: {a.question} ({a.scale} {'/'.join(a.categories)}): Krippendorff's alpha "
-                     f"{number(a.alpha)} {interval(a.alpha_ci, s.n_users)} on {a.n_items} responses")
+                     f"{number(a.alpha)} {ci_cell(a.alpha_ci, s.n_users)} on {a.n_items} responses")
     if not judges:
         lines.append("  (no judge has labelled these responses yet)")
         return lines
     lines.append("  judges vs the human majority (n items, users, kappa with 95% CI"
-                 + (", quadratic-weighted kappa" if s.scale == "ordinal" else "") + "):")
+                 + (f", {headline_name(head)}" if (head := headline_metric(s.scale)) != "kappa" else "") + "):")
     for j in judges:
-        weighted = (f", weighted kappa {number(j.weighted_kappa)} {interval(j.weighted_kappa_ci, j.n_users)}"
+        weighted = (f", weighted kappa {number(j.weighted_kappa)} {ci_cell(j.weighted_kappa_ci, j.n_users)}"
                     if j.weighted_kappa is not None else "")
         lines.append(f"    {j.judge}: n {j.n}, {j.n_users} users, accuracy {number(j.accuracy)}, "
-                     f"kappa {number(j.kappa)} {interval(j.kappa_ci, j.n_users)}{weighted}, {j.failures} failures")
+                     f"kappa {number(j.kappa)} {ci_cell(j.kappa_ci, j.n_users)}{weighted}, {j.failures} failures")
         if j.undefined_resamples:
             lines.append(f"      kappa undefined without {j.undefined_resamples} of the users (no CI)")
         lines.extend(f"      {figure}: no CI: {why}" for figure, why in j.ci_notes.items())

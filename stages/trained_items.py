@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.comparable import reference_sql
 from personagap.analysis.extraction import normalise_attribute
 from personagap.stages.extraction_build import load_items as extraction_items
 from personagap.stages.response import load_items as response_items
 from personagap.stages.response_pairwise import blind_reference
 from personagap.store import load_labels, opened
+from personagap.store.item_reads import relevance_item_rows
 
 _PAIR_KINDS = ("pairwise", "generic_vs_personalized")
 
@@ -29,16 +29,7 @@ def relevance_items(db: str | Path, datasets: tuple[str, ...] | None = None) -> 
     # majority, or the unique most frequent label of individual blind humans (imported team data has only
     # those); anchored labels and ties never train a model.
     with opened(db, read_only=True) as con:
-        frame = con.execute(f"""
-            WITH {reference_sql()}
-            SELECT i.item_id, i.dataset, i.user_id, i.prompt_index, i.attribute, p.prompt_text,
-                   a.reason, a.confidence, r.human
-            FROM items i JOIN prompts p USING (dataset, user_id, prompt_index)
-            LEFT JOIN attributes a USING (dataset, user_id, attribute)
-            LEFT JOIN reference r ON r.item_id = i.item_id
-            WHERE i.stage = 'relevance' AND p.prompt_text IS NOT NULL AND i.attribute IS NOT NULL
-            ORDER BY i.dataset, i.user_id, i.prompt_index, i.attribute
-        """).df()
+        frame = relevance_item_rows(con)
     if datasets:
         frame = frame[frame["dataset"].isin(datasets)].reset_index(drop=True)
     return frame

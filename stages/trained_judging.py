@@ -28,6 +28,7 @@ from personagap.records import Label, Run
 from personagap.stages.trained_items import pairwise_items, relevance_items
 from personagap.stages.trained_results import TrainedRunSummary
 from personagap.store import StoreError, git_sha, now, opened, upsert, write_labels
+from personagap.store.atomic import transaction
 
 
 class ModelFileError(DataError):
@@ -100,14 +101,9 @@ def store_labels(db: str | Path, spec: TrainedJudgeSpec, rater: str, item_ids: l
                   meta=(meta or {}) | extra or None)
             for i, lab, c, extra in zip(item_ids, labels, conds, own, strict=True)]
     with opened(db) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             upsert(con, "runs", [run.model_dump()])
             write_labels(con, rows)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
     return len(rows), run.run_id
 
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from personagap.analysis.agreement import ci_text
+from personagap.analysis.ci_rule import ci_cell
 from personagap.judges.trained import VERIFIER_NOTE, CrossValidation, TrainedJudgeSpec, TrainedModel
-from personagap.text import interval, number
+from personagap.text import number
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class TrainResult:
         for r in self.rows:
             vals = "".join(f"{number(r.figures.get(c[0]), c[2]):>10}" for c in cols)
             ci = r.cis.get(cols[0][0])
-            lines.append(f"{r.judge[:45]:<46}{r.n:>6}{vals}  {interval(ci)}")
+            lines.append(f"{r.judge[:45]:<46}{r.n:>6}{vals}  {ci_cell(ci)}")
         lines.append(f"  trained* = the trained judge's out-of-fold {cols[0][1]} on exactly that judge's items")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from personagap.analysis.comparable import blind_human_sql, reference_labels
+from personagap.analysis.comparable import reference_sql
 from personagap.api import relevance_items
 from personagap.datasets import dataset_records
 from personagap.judges.base import Judge, JudgeTask, describe_fit, fits
@@ -93,17 +93,17 @@ def split_users(users: Sequence[str], seed: int, fractions: tuple[float, float, 
 
 
 def human_reference(db: str | Path, item_ids: Sequence[str]) -> dict[str, str]:
-    """The human label of each item: :func:`~personagap.analysis.comparable.reference_labels` (the one rule).
+    """The blind human reference of each item: :func:`~personagap.analysis.comparable.reference_sql` (the one rule).
 
-    Items whose humans tie have none; only blind human labels count (the rule's own filter; the query keeps
-    just those rows so the frame stays small).
+    Items whose humans tie have none. DuckDB computes the reference from the store (the reports' query), so
+    ``optimize`` and the reports cannot disagree about an item's human label.
     """
     with opened(db, read_only=True) as con:
-        labels = con.execute(f"""
-            SELECT l.item_id, l.rater, l.rater_kind, l.condition, l.label FROM labels l
-            WHERE {blind_human_sql('l')} AND l.item_id IN (SELECT unnest(?))
-        """, [list(item_ids)]).df()
-    return {str(item): str(label) for item, label in reference_labels(labels).items()}
+        rows = con.execute(f"""
+            WITH {reference_sql("blind")}
+            SELECT item_id, human FROM reference WHERE item_id IN (SELECT unnest(?))
+        """, [list(item_ids)]).fetchall()
+    return {str(item): str(label) for item, label in rows}
 
 
 def dataset_classes(db: str | Path, judge: Judge, datasets: Sequence[str] | None) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from personagap.judges.cache import answer_key, prompt_identity
 from personagap.judges.lm import LMConfig, TokenPrices, response_format_for
 from personagap.judges.optimize.data import BudgetExhausted, base_name
 from personagap.store import now, opened, upsert
+from personagap.store.judge_answers import program_cache_rows
 
 
 @dataclass
@@ -158,17 +159,12 @@ def _response(text: str, model: str) -> Any:
                                  usage={"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}, model=model)
 
 
-CACHE_ROWS_SQL = "FROM judge_cache WHERE model = ? AND (judge = ? OR starts_with(judge, ?)) AND raw IS NOT NULL"
-"""``judge_cache`` rows a run of a judge may reuse: the same model, the base judge's or any of its programs'
-(``base@program``) rows, written by ``judge`` runs or earlier optimisations alike (one key scheme)."""
-
-
 def load_cache(db: str | Path, judge: Judge, model: str) -> dict[str, dict[str, Any]]:
     """Stored answers of this judge (and its programs) and model, by the runner's cache key."""
     name = base_name(judge)
     with opened(db, read_only=True) as con:
-        rows = con.execute(f"SELECT key, raw {CACHE_ROWS_SQL}", [model, name, f"{name}@"]).fetchall()
-    return {str(k): {"raw": str(r), "usage": None} for k, r in rows}
+        rows = program_cache_rows(con, model, name)
+    return {k: {"raw": r, "usage": None} for k, r in rows}
 
 
 def save_cache(db: str | Path, judge: Judge, model: str, entries: Mapping[str, Mapping[str, Any]]) -> None:

@@ -26,7 +26,7 @@ from personagap.judges.optimize.data import (
     split_examples,
     split_users,
 )
-from personagap.judges.optimize.metered import CACHE_ROWS_SQL, Meter, MeteredLM, judge_adapter, load_cache, save_cache
+from personagap.judges.optimize.metered import Meter, MeteredLM, judge_adapter, load_cache, save_cache
 from personagap.judges.optimize.program_io import save_program
 from personagap.judges.optimize.report import (
     OPTIMIZERS,
@@ -48,6 +48,7 @@ from personagap.judges.optimize.scoring import (
     to_dspy,
 )
 from personagap.store import StoreError, opened
+from personagap.store.judge_answers import program_cache_count
 
 
 def plan_run(db: str | Path, settings: OptimizeSettings, lm: LMConfig) -> tuple[Plan, list[Example], Judge]:
@@ -80,8 +81,7 @@ def plan_run(db: str | Path, settings: OptimizeSettings, lm: LMConfig) -> tuple[
                  "test": 2 * len(sides["test"])}
     name = base_name(judge)
     with opened(db, read_only=True) as con:
-        row = con.execute(f"SELECT count(*) {CACHE_ROWS_SQL}", [lm.model, name, f"{name}@"]).fetchone()
-    n_cached = int(row[0]) if row else 0
+        n_cached = program_cache_count(con, lm.model, name)
     prices = token_prices(lm.model)
     est_cost = None
     if prices is not None and sides["dev"]:

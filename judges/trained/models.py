@@ -38,6 +38,7 @@ from personagap.judges.trained.specs import (
     VERIFIER_JUDGE,
     TrainedKind,
 )
+from personagap.vocabulary import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS
 
 # --------------------------------------------------------------------------- the saved model
 
@@ -45,7 +46,8 @@ FIT_COLUMNS = ("user_id", "question", "source_user", "item_id")
 """Columns whose distinct values a fit records (:class:`FitRecord`): who and what the model saw."""
 
 
-LABELS: dict[str, tuple[str, str]] = {"relevance": ("yes", "no"), "preference": ("A", "B"), "verifier": ("ok", "bad")}
+LABELS: dict[str, tuple[str, str]] = {"relevance": RELEVANCE_LABELS, "preference": PAIRWISE_LABELS[:2],
+                                         "verifier": VERIFICATION_LABELS[:2]}
 """Each trained judge kind's (positive, negative) label: its probability is the positive label's."""
 POSITIVE_LABELS: frozenset[str] = frozenset(yes for yes, _ in LABELS.values())
 

@@ -134,16 +134,20 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
 
     First, per stage and system, the share of outputs humans judge failed (rejected attributes, irrelevant
     selections, personalised answers no better than generic), what each judge says (naive and corrected), which
-    stage fails most, the part caused upstream and the over-personalised answers. Then, per stage: the best and
-    worst judge against humans (with 95% CIs), the prevalence-robust panel, the human ceiling of the same dataset
-    and the gap to it; then, for each stage's best judge, the alternative-annotator test (can it replace a
-    human?) and the corrected estimate of the human rate. The dashboard's Overview shows the same diagnosis.
+    stage fails most, the part caused upstream and the over-personalised answers. Then, per stage and dataset:
+    that dataset's best and worst judge against humans (with 95% CIs), the prevalence-robust panel, its own human
+    ceiling and the best judge's gap to it, every figure the scale's headline (weighted kappa on ordinal scales,
+    kappa otherwise; datasets are never ranked against each other); then, for each stage's best judge, the
+    alternative-annotator test (can it replace a human?) and the corrected estimate of the human rate. The
+    dashboard's Overview shows the same diagnosis.
     """
-    from personagap.analysis.pipeline_first import pipeline_and_diagnosis
+    from personagap.analysis.diagnosis_store import diagnose_store
 
     # From DuckDB's aggregates, counted once for the pipeline view and the diagnosis: memory does not grow with
     # the number of labels.
-    view, result, tests = run_or_exit(lambda: pipeline_and_diagnosis(db, n_resamples=resamples, seed=seed))
+    done = run_or_exit(lambda: diagnose_store(db, view=True, extras=True, n_resamples=resamples, seed=seed))
+    result, tests, view = done.diagnosis, done.extras, done.view
+    assert view is not None
     if as_json:
         click.echo(json.dumps(result.to_json_dict() | {"best_judge_vs_humans": json_safe(tests)}
                               | view.to_json_dict(), indent=2))
@@ -178,6 +182,8 @@ def demo_pipeline(workdir: Path, db: Path) -> str:
 @demo_step("Diagnosis — which stage fails")
 def demo_diagnosis(workdir: Path, db: Path) -> str:
     """End the demo with the diagnosis and the command that opens the dashboard on its database."""
-    from personagap.analysis.diagnosis import diagnose_db, render_diagnosis
+    from personagap.analysis.diagnosis import render_diagnosis
+    from personagap.analysis.diagnosis_store import diagnose_store
 
-    return render_diagnosis(diagnose_db(db)) + f"\n\nOpen the dashboard on it:\n  personagap dashboard --db {db}"
+    text = render_diagnosis(diagnose_store(db).diagnosis)
+    return text + f"\n\nOpen the dashboard on it:\n  personagap dashboard --db {db}"

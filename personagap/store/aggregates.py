@@ -17,26 +17,31 @@ import pandas as pd
 
 from personagap.analysis.comparable import (
     SHOWN_LLM_RATING,
-    Reference,
     anchored_human_sql,
     blind_human_sql,
+    blind_vote_sql,
     comparable_judge_sql,
+    individual_human_sql,
     reference_sql,
 )
 from personagap.store.temp_tables import held_table
+from personagap.vocabulary import HumanSet
 
 _JUDGE = comparable_judge_sql("l")
 REFERENCE_SQL = reference_sql("blind")
 JUDGE_SQL = _JUDGE
 BLIND_SQL = blind_human_sql("l")
 ANCHORED_SQL = anchored_human_sql("l")
+# The individual human votes of each protocol: comparable.py's one definition, never rebuilt here.
+BLIND_VOTE_SQL = blind_vote_sql("l")
+ANCHORED_VOTE_SQL = individual_human_sql("anchored", "l")
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None) -> pd.DataFrame:
     # Through Arrow: the same dtypes as .df() without building strings one Python object at a time.
     return cast(pd.DataFrame, con.sql(sql, params=params).to_arrow_table().combine_chunks().to_pandas())
 
 
-def label_counts(con: duckdb.DuckDBPyConnection, stage: str | None, which: Reference = "blind",
+def label_counts(con: duckdb.DuckDBPyConnection, stage: str | None, which: HumanSet = "blind",
                  dataset: str | None = None, *, reference_table: str | None = None
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What a stage report's judge rows and estimates are computed from, counted by DuckDB in one query.
@@ -118,7 +123,7 @@ ITEM_HUMANS = "_item_humans"
 # grouping.
 _PER_ITEM = f"""
         human AS (
-            SELECT l.item_id, l.rater, {blind_human_sql('l')} AS b, {anchored_human_sql('l')} AS a
+            SELECT l.item_id, l.rater, {BLIND_VOTE_SQL} AS b, {ANCHORED_VOTE_SQL} AS a
             FROM labels l WHERE {_PERSON}
         ),
         crowded AS (SELECT item_id FROM human GROUP BY item_id HAVING count(*) >= 2),
@@ -304,8 +309,7 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
     # condition only, so they are constant within a group.
     summary = _rows(con, f"""
         SELECT i.stage, i.dataset, l.rater, l.rater_kind, l.condition, count(*) AS n, count(l.label) AS parsed,
-               {JUDGE_SQL} AS judge, {BLIND_SQL} AND l.rater_kind = 'human' AS blind,
-               {ANCHORED_SQL} AND l.rater_kind = 'human' AS anchored
+               {JUDGE_SQL} AS judge, {BLIND_VOTE_SQL} AS blind, {ANCHORED_VOTE_SQL} AS anchored
         FROM labels l JOIN items i USING (item_id)
         {"" if judge_counts is None else f"WHERE ({JUDGE_SQL} AND l.label IS NOT NULL) IS NOT TRUE"}
         GROUP BY ALL
@@ -321,14 +325,14 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
     # blind human labels and comparable judge labels, read in one query.
     multi_items = (f"SELECT item_id FROM {_table(item_humans)} WHERE blind >= 2" if item_humans is not None else f"""
             SELECT l.item_id FROM labels l
-            WHERE {BLIND_SQL} AND l.rater_kind = 'human' AND l.label IS NOT NULL
+            WHERE {BLIND_VOTE_SQL} AND l.label IS NOT NULL
             GROUP BY l.item_id HAVING count(*) >= 2""")
     multi = _rows(con, f"""
         WITH multi AS ({multi_items})
         SELECT {BLIND_SQL} AS human, i.stage, i.dataset, l.item_id, l.rater, l.rater_kind, l.condition, l.label,
                i.user_id
         FROM labels l JOIN multi USING (item_id) JOIN items i USING (item_id)
-        WHERE l.label IS NOT NULL AND (({BLIND_SQL} AND l.rater_kind = 'human') OR {JUDGE_SQL})
+        WHERE l.label IS NOT NULL AND ({BLIND_VOTE_SQL} OR {JUDGE_SQL})
     """)
     is_human = multi.pop("human").to_numpy(dtype=bool)
     humans = multi.loc[is_human, ["stage", "dataset", "item_id", "rater", "label", "user_id"]].reset_index(drop=True)

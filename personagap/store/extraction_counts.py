@@ -4,7 +4,7 @@
 these small tables, not from every stored label, so its memory does not grow with the number of verdicts
 (issue 20). Which labels count is :mod:`personagap.analysis.comparable`'s rule through its SQL predicates and its
 one reference query; a verdict item is a stage-1 item whose payload kind is missing or ``extracted`` (what
-:func:`personagap.stages.extraction_build.extraction_report` keeps).
+the report's verdicts are).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import duckdb
 import pandas as pd
 
 from personagap.analysis.codes import as_categories
-from personagap.analysis.comparable import blind_human_sql, comparable_judge_sql, reference_sql
+from personagap.analysis.comparable import blind_human_sql, blind_vote_sql, comparable_judge_sql, reference_sql
 
 _KIND = "json_extract_string(payload, '$.kind')"
 # Verdict items of stage 1, each with its extractor (the payload's, else the caller's stand-in name).
@@ -27,7 +27,7 @@ _VERDICT_ITEMS = f"""
     )"""
 # Standard-protocol labels only: blind individual humans (a stored majority enters through the reference alone)
 # and comparable judges (parsed or failed).
-_COUNTED = (f"l.condition = '' AND (({blind_human_sql('l')} AND l.rater_kind = 'human' AND l.label IS NOT NULL) "
+_COUNTED = (f"l.condition = '' AND (({blind_vote_sql('l')} AND l.label IS NOT NULL) "
             f"OR {comparable_judge_sql('l')})")
 
 
@@ -104,7 +104,7 @@ def human_verdicts(con: duckdb.DuckDBPyConnection, datasets: Sequence[str]) -> p
         WITH {_VERDICT_ITEMS}
         SELECT v.dataset, l.item_id, l.rater, l.label, v.user_id
         FROM labels l JOIN verdict_items v USING (item_id)
-        WHERE {_COUNTED} AND l.rater_kind = 'human' AND list_contains($datasets, v.dataset)
+        WHERE {blind_vote_sql('l')} AND l.label IS NOT NULL AND list_contains($datasets, v.dataset)
     """, {"unnamed": "", "datasets": list(datasets)})
 
 

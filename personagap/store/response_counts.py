@@ -26,12 +26,18 @@ import duckdb
 import pandas as pd
 
 from personagap.analysis.codes import as_categories
-from personagap.analysis.comparable import HUMAN_KINDS, blind_human_sql, comparable_judge_sql, human_labelled_sql
+from personagap.analysis.comparable import (
+    HUMAN_KINDS,
+    blind_human_sql,
+    blind_vote_sql,
+    comparable_judge_sql,
+    human_labelled_sql,
+)
+from personagap.vocabulary import REVERSED as REVERSED
 
 STAGE = "response"
 PAIRWISE_KIND = "pairwise"
 GVP_KIND = "generic_vs_personalized"
-REVERSED = "+reversed"
 NO_PROFILE = "no-profile"
 PERSONALIZED = "B"
 """Canonical position of the personalised answer of a generic-vs-personalised pair (the generic one is A)."""
@@ -296,6 +302,22 @@ def single_human_labels(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[s
           "humans": list(HUMAN_KINDS)}).df()
 
 
+def single_reference_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
+    """Per single-response dataset and blind reference label, the number of items with it (inside :func:`staged`).
+
+    The reference is :func:`staged`'s (the one reference query), so a section's reference rates are those of the
+    items every judge is scored against.
+
+    Returns:
+        Columns ``dataset``, ``human``, ``n``.
+    """
+    return _rows(con, f"""
+        SELECT dataset, human, count(*) AS n FROM {_ITEMS}
+        WHERE list_contains($single, kind) AND human IS NOT NULL
+        GROUP BY ALL
+    """, {"single": list(single_kinds)})
+
+
 def single_judge_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[str]) -> pd.DataFrame:
     """Every comparable judge's labels on single-response items against the blind reference (inside :func:`staged`).
 
@@ -332,7 +354,7 @@ def single_rater_counts(con: duckdb.DuckDBPyConnection, single_kinds: Sequence[s
         SELECT s.dataset, l.rater, l.rater_kind, l.condition, s.user_id, h.rater AS human_rater, h.label AS human,
                l.label, count(*) AS n
         FROM labels l JOIN single_items s USING (item_id) JOIN labels h ON h.item_id = l.item_id
-        WHERE {_JUDGE} AND l.label IS NOT NULL AND {blind_human_sql("h")} AND h.rater_kind = $human
+        WHERE {_JUDGE} AND l.label IS NOT NULL AND {blind_vote_sql("h")}
           AND h.label IS NOT NULL
         GROUP BY ALL
-    """, {"single": list(single_kinds), "human": "human"})
+    """, {"single": list(single_kinds)})

@@ -15,9 +15,8 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from personagap.analysis.alt_test import alt_test, indicators
-from personagap.analysis.panel import report_extras
 from personagap.records import DatasetScale
-from personagap.stages.relevance import relevance_report
+from tests.support.oracles import relevance_report, report_extras
 
 # Hand-worked example: annotators a, b, c rate one item 1, 2, 4; the judge says 3.
 # Leave a out (others b, c = 2, 4):

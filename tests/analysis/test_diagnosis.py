@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from personagap.analysis.diagnosis import diagnose, diagnose_db, human_ceiling, judge_score, render_diagnosis
+from personagap.analysis.diagnosis import diagnose, human_ceiling, judge_score, render_diagnosis
+from personagap.analysis.diagnosis_store import diagnose_store
 from personagap.api import report_relevance
 from personagap.cli import cli
 
@@ -107,7 +108,7 @@ def test_human_ceiling_from_individual_humans():
 
 
 def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
-    d = diagnose_db(recenter_db, n_resamples=200)
+    d = diagnose_store(recenter_db, n_resamples=200).diagnosis
     report = report_relevance(recenter_db, n_resamples=200)
     rel = d.stage("relevance")
     by_key = {(j.rater, j.dataset): j for j in rel.judges}

@@ -1,6 +1,6 @@
 """``diagnose`` reads the parsed judge labels once (issue 20): its inputs equal their per-label definitions.
 
-:func:`personagap.analysis.pipeline_first.pipeline_and_diagnosis` hands the judge counts it has already counted
+:func:`personagap.analysis.diagnosis_store.diagnose_store` hands the judge counts it has already counted
 (:func:`personagap.store.aggregates.label_counts`) to :func:`personagap.store.aggregates.diagnosis_inputs`, which
 then reads only the other labels for its summary. The frames must be those of the per-label definitions, as
 without the counts (tests/test_perf_diagnosis_inputs.py).

@@ -10,7 +10,8 @@ import pandas as pd
 import ppi_py
 import pytest
 
-from personagap.analysis.estimates import estimate_rows, rogan_gladen
+from personagap.analysis.estimates import rogan_gladen
+from tests.support.oracles import estimate_rows
 
 TRUTH = 0.2
 

@@ -16,9 +16,10 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI, ci_text
-from personagap.analysis.estimates import MIN_LABELLED_USERS, estimate_rows
+from personagap.analysis.estimates import MIN_LABELLED_USERS
 from personagap.dashboard.render import estimates_table
 from personagap.stages.trained_verifier import auc_estimate as _auc_estimate
+from tests.support.oracles import estimate_rows
 
 _BOOTSTRAP_CIS = ("naive_ci", "rogan_gladen_ci", "human_only_ci")
 

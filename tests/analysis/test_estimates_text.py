@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.estimates import MIN_LABELLED_USERS, estimate_line, estimate_rows
+from personagap.analysis.estimates import MIN_LABELLED_USERS, estimate_line
+from tests.support.oracles import estimate_rows
 
 
 def _labels(n_users: int, labelled_users: int) -> pd.DataFrame:

@@ -24,13 +24,14 @@ from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis import comparable as c
 from personagap.analysis.budget import plan_rows
-from personagap.analysis.estimates import estimate_rows
 from personagap.analysis.robust import human_reference, panel_rows
 from personagap.dashboard import annotate
 from personagap.datasets import SCALE_LABELS_SQL, build_records, record_meta
 from personagap.judges import optimize
 from personagap.records import DatasetRecord, DatasetScale
 from personagap.store import connect, load_labels, upsert
+from personagap.vocabulary import HumanSet
+from tests.support.oracles import estimate_rows
 
 STAGE, DATASET = "relevance", "d"
 _COLUMNS = ["item_id", "rater", "rater_kind", "condition", "label", "user_id"]
@@ -55,7 +56,7 @@ def _store(path: Path, labels: pd.DataFrame, meta: dict[str, str] | None = None)
             con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
 
 
-def _sql_reference(labels: pd.DataFrame, which: c.Reference = "blind") -> pd.Series:
+def _sql_reference(labels: pd.DataFrame, which: HumanSet = "blind") -> pd.Series:
     """The SQL twin run in DuckDB over the same rows."""
     with duckdb.connect() as con:
         con.register("labels", labels[["item_id", "rater", "rater_kind", "condition", "label"]])
@@ -158,7 +159,7 @@ _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Heal
 @_SETTINGS
 @given(label_sets(), st.sampled_from(["blind", "anchored"]))
 def test_every_reference_consumer_sees_the_same_reference(data: tuple[pd.DataFrame, tuple[str, ...]],
-                                                          which: c.Reference) -> None:
+                                                          which: HumanSet) -> None:
     labels, _ = data
     expected = c.reference_labels(labels, which).astype(str).sort_index()
     pd.testing.assert_series_equal(_sql_reference(labels, which), expected, check_names=False,

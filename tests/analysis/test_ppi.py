@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from personagap.analysis.aggregated import estimate_rows_from_counts, frame_counts
-from personagap.analysis.estimates import MIN_LABELLED_USERS, estimate_rows
+from personagap.analysis.estimates import MIN_LABELLED_USERS
 from personagap.analysis.ppi import ppi_lambda, ppi_per_user, ppi_stat, ppi_variance
 from tests.support.ci_oracle import rule_interval
+from tests.support.oracles import estimate_rows
 
 # Seven users; per user the human labels of the items humans labelled (y), the judge's labels of those (f) and of
 # the items only the judge labelled (g). Made-up labels.

@@ -16,9 +16,10 @@ import pytest
 from personagap.analysis.agreement import json_safe
 from personagap.datasets import dataset_records
 from personagap.labels_api import dataset_origins
-from personagap.stages.relevance import relevance_report, report_relevance
+from personagap.stages.relevance import report_relevance
 from personagap.stages.response import import_prism, import_usr
 from personagap.store import load_labels, opened
+from tests.support.oracles import estimate_rows, relevance_report, report_extras
 
 RESAMPLES = 200
 TOLERANCE = 1e-12
@@ -98,7 +99,6 @@ def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, re
 def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
     """The per-label reference path: each best judge's dataset loaded label by label, then report_extras."""
     from personagap.analysis.comparable import anchored_human_mask, judge_display
-    from personagap.analysis.panel import report_extras
 
     out: dict[str, Any] = {}
     with opened(db, read_only=True) as con:
@@ -121,11 +121,10 @@ def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
 def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, request: pytest.FixtureRequest) -> None:
     """diagnose's best-judge alternative-annotator test and corrected rate: the same rows without every label."""
-    from personagap.analysis.diagnosis import diagnose_db
-    from personagap.analysis.diagnosis_store import best_judge_extras
+    from personagap.analysis.diagnosis_store import best_judge_extras, diagnose_store
 
     db = request.getfixturevalue(store)
-    diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
+    diagnosis = diagnose_store(db, n_resamples=RESAMPLES).diagnosis
     old = json_safe(per_label_best_judge_rows(db, diagnosis))
     with opened(db, read_only=True) as con:
         new = json_safe(best_judge_extras(con, diagnosis, n_resamples=RESAMPLES, seed=0))
@@ -137,7 +136,6 @@ def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, re
 def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: pytest.FixtureRequest) -> None:
     """Corrected estimates from DuckDB's counts: estimate_rows' rows (PPI within float rounding of its sums)."""
     from personagap.analysis.aggregated import estimate_rows_from_counts
-    from personagap.analysis.estimates import estimate_rows
     from personagap.store.aggregates import label_counts
 
     db = request.getfixturevalue(store)
@@ -156,15 +154,12 @@ def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: p
 
 
 @pytest.mark.parametrize("store", ["real_db", "demo_db"])
-def test_diagnose_from_store_is_diagnose_and_its_best_judge_rows(store: str, request: pytest.FixtureRequest) -> None:
-    """`diagnose --json` from one set of aggregates: the diagnosis and best-judge rows of the per-label path."""
-    from personagap.analysis.diagnosis import diagnose_db
-    from personagap.analysis.diagnosis_store import diagnose_from_store
+def test_diagnose_store_best_judge_rows_are_the_per_label_rows(store: str, request: pytest.FixtureRequest) -> None:
+    """`diagnose --json`'s best-judge rows from the one entry's shared counts: the per-label path's rows."""
+    from personagap.analysis.diagnosis_store import diagnose_store
 
     db = request.getfixturevalue(store)
-    old_diagnosis = diagnose_db(db, n_resamples=RESAMPLES)
-    old = json_safe(old_diagnosis.to_json_dict() | {"extras": per_label_best_judge_rows(db, old_diagnosis)})
-    diagnosis, extras = diagnose_from_store(db, n_resamples=RESAMPLES, seed=0)
-    new = json_safe(diagnosis.to_json_dict() | {"extras": extras})
-    assert old["stages"][1]["judges"] and old["extras"]
-    assert differences(old, new) == []
+    done = diagnose_store(db, extras=True, n_resamples=RESAMPLES, seed=0)
+    old = json_safe(per_label_best_judge_rows(db, done.diagnosis))
+    assert done.diagnosis.stages[1].judges and old
+    assert differences(old, json_safe(done.extras)) == []

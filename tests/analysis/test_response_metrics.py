@@ -11,6 +11,7 @@ import pytest
 from sklearn.metrics import accuracy_score, cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
+from personagap.analysis.comparable import majority_label
 from personagap.analysis.response import (
     accuracy_gap,
     chose_first,
@@ -19,7 +20,6 @@ from personagap.analysis.response import (
     first_position_rate,
     judge_vs_human,
     longer_rate,
-    majority,
     rater_agreement,
 )
 
@@ -131,7 +131,7 @@ def test_rater_agreement_with_missing_ratings_uses_modal_count_for_fleiss() -> N
 def test_majority_is_the_one_rule_unique_most_frequent_ties_undecided() -> None:
     wide = pd.DataFrame({"a": ["yes", "no", "yes", "A", "A"], "b": ["yes", "yes", None, "A", "A"],
                          "c": ["no", None, None, "B", "B"], "d": [None, None, None, "tie", "B"]})
-    out = majority(wide)
+    out = wide.apply(lambda row: majority_label(str(v) for v in row.dropna()), axis=1)  # the one rule, per item
     # 2-1 -> yes; 1-1 tie -> undecided; one vote -> it; A,A,B,tie -> A (most frequent, no strict majority needed);
     # A,A,B,B -> a 2-2 tie, undecided.
     assert out[0] == "yes" and pd.isna(out[1]) and out[2] == "yes" and out[3] == "A" and pd.isna(out[4])

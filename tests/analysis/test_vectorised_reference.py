@@ -20,8 +20,8 @@ from personagap.analysis import comparable as c
 from personagap.analysis.agreement import json_safe_dict
 from personagap.analysis.alt_test import SCORERS, Indicators, indicators
 from personagap.analysis.codes import as_categories, sorted_codes
-from personagap.analysis.estimates import estimate_rows, judge_estimates
 from personagap.analysis.robust import human_reference, judge_labels
+from tests.support.oracles import estimate_rows, judge_estimates
 
 
 def _loop_indicators(judge: Mapping[str, Any], humans: pd.DataFrame, scoring: str, min_humans: int,

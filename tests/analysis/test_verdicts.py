@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis.comparable import CONVERTED_SHOWN_LLM, IN_SAMPLE
-from personagap.analysis.diagnosis import diagnose_db
+from personagap.analysis.diagnosis_store import diagnose_store
 from personagap.cli import cli
 from personagap.records import Item, Label
 from personagap.store import ImportBatch, write_batch
@@ -210,7 +210,7 @@ def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> No
     # a higher kappa but sits far below humans who agree almost perfectly (gap ~0.3). The old rule named stage 2.
     db = tmp_path / "gap.duckdb"
     _synthetic(db, [("relevance", "rel-ds", 3, 0.15, 0.17), ("response", "resp-ds", 3, 0.01, 0.15)])
-    d = diagnose_db(db, n_resamples=300)
+    d = diagnose_store(db, n_resamples=300).diagnosis
     rel, resp = d.stage("relevance"), d.stage("response")
     assert rel.best is not None and resp.best is not None and rel.best.kappa < resp.best.kappa
     assert rel.gap is not None and resp.gap is not None
@@ -223,7 +223,7 @@ def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> No
 def test_verdict_cannot_tell_when_gap_cis_overlap(tmp_path: Path) -> None:
     db = tmp_path / "tie.duckdb"
     _synthetic(db, [("relevance", "rel-ds", 3, 0.1, 0.2), ("response", "resp-ds", 3, 0.1, 0.2)])
-    d = diagnose_db(db, n_resamples=300)
+    d = diagnose_store(db, n_resamples=300).diagnosis
     assert d.worst_stage is None
     assert d.verdict.startswith("Cannot tell") and "includes 0" in d.verdict
     assert set(d.ranking) == {"relevance", "response"}
@@ -233,7 +233,7 @@ def test_a_ceiling_is_never_borrowed_from_another_dataset(tmp_path: Path) -> Non
     # Stage 3: judges on a dataset with one human per item, and three humans on another dataset (no judge).
     db = tmp_path / "borrow.duckdb"
     _synthetic(db, [("response", "one-human", 1, 0.0, 0.3), ("response", "three-humans", 3, 0.05, None)])
-    d = diagnose_db(db, n_resamples=100)
+    d = diagnose_store(db, n_resamples=100).diagnosis
     s = d.stage("response")
     assert s.best is not None and s.best.dataset == "one-human"
     assert [c.dataset for c in s.ceilings] == ["three-humans"]
@@ -246,7 +246,7 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
     db = tmp_path / "paired.duckdb"
     users, per_user = 12, 10
     _synthetic(db, [("relevance", "ds", 3, 0.1, 0.25)], users=users, per_user=per_user, seed=3)
-    d = diagnose_db(db, seed=5)
+    d = diagnose_store(db, seed=5).diagnosis
     gap = d.stage("relevance").gap
     assert gap is not None and gap.n_users == users
     # Independent recomputation: sklearn kappas with one user left out at a time, the SAME user left out for the

@@ -313,14 +313,14 @@ def test_the_page_shows_a_label_as_pending_while_the_file_is_held_then_writes_it
 
 def test_two_annotators_give_the_dataset_a_human_ceiling_and_their_labels_export(recenter_db_copy: Path,
                                                                                  tmp_path: Path):
-    from personagap.analysis.diagnosis import diagnose_db
+    from personagap.analysis.diagnosis_store import diagnose_store
     from personagap.exchange import export_store
 
     db = recenter_db_copy
     stage, dataset = "relevance", "recenter-stage2"
 
     def ceiling_raters() -> int:
-        d = diagnose_db(db, n_resamples=50)
+        d = diagnose_store(db, n_resamples=50).diagnosis
         found = [c for c in d.stage(stage).ceilings if c.dataset == dataset]
         return found[0].n_raters if found else 0
 

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from personagap import store
-from personagap.analysis.diagnosis import diagnose_db
+from personagap.analysis.diagnosis_store import diagnose_store
 from personagap.dashboard import queries
 from tests.support.paths import REPO
 
@@ -84,7 +84,7 @@ def test_a_file_that_is_not_a_store_shows_an_error_not_a_traceback(tmp_path: Pat
 
 def test_overview_states_the_failing_stage(recenter_db: Path, monkeypatch: pytest.MonkeyPatch):
     at = _open(recenter_db, "page_overview.py", monkeypatch)
-    d = diagnose_db(recenter_db)
+    d = diagnose_store(recenter_db).diagnosis
     # The verdict box: an error when a stage is named, an info box when the CIs cannot tell.
     verdict = (at.error if d.worst_stage else at.info)[0].value
     assert "stage 2 (relevance)" in verdict and "kappa" in verdict
@@ -314,7 +314,7 @@ def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db:
     """Every figure of the stage pages' panel is the one panel_rows gives on the stage's reloaded labels."""
     from personagap.dashboard.robust_panel import dataset_categories, needs_recount, stage_panel
 
-    d = diagnose_db(recenter_prism_db)
+    d = diagnose_store(recenter_prism_db).diagnosis
     datasets = sorted({j.dataset for j in d.stage(stage).judges})
     expected = _full_reload_panel(recenter_prism_db, stage, datasets, d.n_resamples)
     got = stage_panel(recenter_prism_db, d, stage, datasets, n_resamples=d.n_resamples, seed=d.seed)
@@ -338,7 +338,7 @@ def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db:
 def test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings(recenter_db: Path):
     from personagap.dashboard.robust_panel import stage_panel
 
-    d = diagnose_db(recenter_db, n_resamples=200)
+    d = diagnose_store(recenter_db, n_resamples=200).diagnosis
     datasets = sorted({j.dataset for j in d.stage("relevance").judges})
     got = stage_panel(recenter_db, d, "relevance", datasets, n_resamples=1000, seed=0)
     expected = _full_reload_panel(recenter_db, "relevance", datasets, 1000)
@@ -357,7 +357,7 @@ def test_stage3_page_shows_the_panel_figures_of_a_full_reload(recenter_prism_db:
                                                              monkeypatch: pytest.MonkeyPatch):
     at = _open(recenter_prism_db, "page_stage3.py", monkeypatch)
     (table,) = [d.value for d in at.dataframe if "PABAK" in d.value.columns]
-    d = diagnose_db(recenter_prism_db)
+    d = diagnose_store(recenter_prism_db).diagnosis
     datasets = sorted({j.dataset for j in d.stage("response").judges})
     expected = _full_reload_panel(recenter_prism_db, "response", datasets, d.n_resamples)
     assert list(table["judge"]) == [r["judge"] for r in expected]

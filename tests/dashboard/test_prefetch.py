@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-from personagap.analysis.diagnosis import diagnose_db
+from personagap.analysis.diagnosis_store import diagnose_store
 from personagap.analysis.pipeline import pipeline_db
 from personagap.dashboard import overview, prefetch
 
@@ -24,7 +24,7 @@ def test_overview_adopts_the_prefetched_view(recenter_db: Path, tmp_path: Path) 
     assert future.result(timeout=120) == pipeline_db(db)
     assert overview.pipeline(db) is future  # cached
     got = prefetch.take(db, DEFAULT_RESAMPLES, DEFAULT_SEED)
-    assert got is not None and got.to_json_dict() == diagnose_db(db).to_json_dict()
+    assert got is not None and got.to_json_dict() == diagnose_store(db).diagnosis.to_json_dict()
     assert prefetch.take(db, DEFAULT_RESAMPLES, DEFAULT_SEED) is None  # taken once
 
 

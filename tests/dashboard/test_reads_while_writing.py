@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from personagap.analysis.diagnosis import diagnose_db
+from personagap.analysis.diagnosis_store import diagnose_store
 from personagap.dashboard import queries
 from personagap.store import opened
 from tests.support.paths import REPO
@@ -59,7 +59,7 @@ def test_dashboard_reads_while_a_writer_commits_batches(recenter_db_copy: Path, 
             assert set(page["judge"]) <= {"lock-writer"}
             reads += 2
             if reads % 10 == 0:
-                assert diagnose_db(db, n_resamples=20).stage("relevance").best is not None
+                assert diagnose_store(db, n_resamples=20).diagnosis.stage("relevance").best is not None
                 at = AppTest.from_file(str(APP), default_timeout=120)
                 at.run().run()  # the Overview's two runs: the pipeline view, then the judges' part
                 assert not at.exception and not [e for e in at.error if "Cannot read" in e.value]

@@ -25,6 +25,7 @@ from personagap.labels_api import import_labels
 from personagap.stages import extraction as stage1
 from personagap.store import load_labels, opened
 from tests.support.ci_oracle import rule_interval
+from tests.support.oracles import extraction_report
 
 SCALE = ["bad", "ok", "unsure"]
 HUMANS = ("h1", "h2", "h3")
@@ -87,7 +88,7 @@ def _pure(db: Path) -> dict[str, Any]:
     with opened(db, read_only=True) as con:
         items, labels = stage1.load_items(con), load_labels(con, stage="extraction")
         scales = {ds: r.scale for (s, ds), r in dataset_records(con).items() if s == "extraction"}
-    return stage1.extraction_report(items, labels, scales=scales).to_json_dict()
+    return extraction_report(items, labels, scales=scales).to_json_dict()
 
 
 def test_store_path_gives_the_per_label_report(store: tuple[Path, list[dict[str, Any]], list[str]]) -> None:

@@ -11,6 +11,7 @@ from personagap import datasets
 from personagap.records import DatasetScale
 from personagap.stages import extraction
 from personagap.store import load_labels, opened
+from tests.support.oracles import extraction_report
 
 RESAMPLES = 30
 
@@ -43,8 +44,8 @@ def test_report_takes_each_dataset_scale_from_dataset_records(demo_db: Path, mon
 
     monkeypatch.setattr(extraction, "dataset_records", records_with_wider_scales)
     read = _pabak(extraction.report_extraction(demo_db, n_resamples=RESAMPLES))
-    pure_wider = _pabak(extraction.extraction_report(items, labels, n_resamples=RESAMPLES, scales=wider))
-    pure_own = _pabak(extraction.extraction_report(items, labels, n_resamples=RESAMPLES, scales=ours))
+    pure_wider = _pabak(extraction_report(items, labels, n_resamples=RESAMPLES, scales=wider))
+    pure_own = _pabak(extraction_report(items, labels, n_resamples=RESAMPLES, scales=ours))
     assert read and read == pure_wider
     assert read != pure_own  # the scale handed in is the one scored over
 
@@ -54,5 +55,5 @@ def test_pure_report_without_records_infers_the_readers_scale(demo_db: Path) -> 
     with opened(demo_db, read_only=True) as con:
         items, labels = extraction.load_items(con), load_labels(con, stage="extraction")
         ours = {ds: r.scale for (stage, ds), r in datasets.dataset_records(con).items() if stage == "extraction"}
-    assert (_pabak(extraction.extraction_report(items, labels, n_resamples=RESAMPLES))
-            == _pabak(extraction.extraction_report(items, labels, n_resamples=RESAMPLES, scales=ours)))
+    assert (_pabak(extraction_report(items, labels, n_resamples=RESAMPLES))
+            == _pabak(extraction_report(items, labels, n_resamples=RESAMPLES, scales=ours)))

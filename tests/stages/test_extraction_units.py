@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss
 
+from personagap.analysis.comparable import majority_label
 from personagap.analysis.extraction import (
     ExtractedAttribute,
     attributes_from_label,
@@ -19,7 +20,6 @@ from personagap.analysis.extraction import (
     containment,
     extracted_items,
     judge_vs_reference,
-    majority,
     match_unit,
     merge_attributes,
     prf,
@@ -192,9 +192,9 @@ def test_ratio_and_verdict_rates():
 
 
 def test_majority_ties_are_none():
-    assert majority(["ok", "bad", "ok"]) == "ok"
-    assert majority(["ok", "bad"]) is None
-    assert majority([]) is None
+    assert majority_label(["ok", "bad", "ok"]) == "ok"
+    assert majority_label(["ok", "bad"]) is None
+    assert majority_label([]) is None
 
 
 def test_judge_vs_reference_kappa_hand_worked():

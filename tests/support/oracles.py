@@ -1,0 +1,363 @@
+"""Per-label oracles: the figures of every report computed from every label in memory (pandas), for tests only.
+
+The package computes each figure one way, from the store's counts (issue 31: one production path per figure).
+These are the per-label twins that path replaced, kept here so that the equivalence tests still compare the
+production (count) path with an independent computation over every label. Nothing under the package imports
+this module. The in-memory helpers they build on (:func:`personagap.analysis.comparable.reference_labels`,
+:mod:`personagap.analysis.robust`'s tidy-frame helpers) stay in the package: the alternative-annotator test, the
+pilot's per-annotator agreement and ``plan`` read frames.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, ci_list, json_safe_dict
+from personagap.analysis.arrays import FloatArray
+from personagap.analysis.codes import sorted_codes
+from personagap.analysis.comparable import (
+    YES_NO,
+    comparable_judge_mask,
+    individual_human_mask,
+    judge_display,
+    reference_labels,
+    roles,
+)
+from personagap.analysis.estimates import EstimateRow, estimate_row, human_rate_from_users
+from personagap.analysis.panel import extras_rows, panel_values, scale_tables
+from personagap.analysis.robust import JudgeLabels, human_reference, judge_labels
+from personagap.analysis.weighting import Weight, judge_row_figures
+from personagap.records import DatasetScale
+from personagap.scales import on_scale
+from personagap.stages.extraction_build import assemble_report as assemble_extraction
+from personagap.stages.extraction_build import inferred_scales, items_frame
+from personagap.stages.extraction_records import PILOT_EXTRACTOR, VERIFIER_KINDS, ExtractionReport
+from personagap.stages.relevance_labels import assemble_report, dataset_scale, pilot_reports
+from personagap.stages.relevance_records import JudgeAgreement, RelevanceReport, judge_metrics, selection_fields
+from personagap.stages.response_pairwise import reason_kind
+from personagap.vocabulary import HumanSet
+
+# --------------------------------------------------------------------------- corrected estimates (estimates.py)
+
+def user_counts(judge: pd.Series, human: pd.Series, users: pd.Series,
+                positive: str) -> tuple[FloatArray, npt.NDArray[Any]]:
+    """Per-user counts ``(U, 6)`` behind the naive and Rogan–Gladen estimates, users in sorted id order.
+
+    Args:
+        judge: The judge's label per item id.
+        human: The human reference label per item id.
+        users: User id per item id (covering both).
+        positive: The label whose rate is estimated.
+    """
+    items = judge.index.union(human.index)
+    ids, index = sorted_codes(users.reindex(items).astype(str).to_numpy())
+    j = judge.reindex(items)
+    h = human.reindex(items)
+    jpos, hpos = (j == positive).to_numpy(), (h == positive).to_numpy()
+    jn, hn = j.notna().to_numpy(), h.notna().to_numpy()
+    both = jn & hn
+    cols = [jpos & jn, jn, both & jpos & hpos, both & ~jpos & hpos, both & jpos & ~hpos, both & ~jpos & ~hpos]
+    counts = np.zeros((len(ids), len(cols)))
+    for k, col in enumerate(cols):
+        counts[:, k] = np.bincount(index, weights=col.astype(float), minlength=len(ids))
+    return counts, ids
+
+
+def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
+               seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
+    """The classical human-only estimate: the share of ``positive`` among the human reference labels.
+
+    Args:
+        reference: :func:`personagap.analysis.robust.human_reference` of one dataset.
+        positive: The label whose rate is estimated.
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
+        level: Confidence level.
+
+    Returns:
+        The estimate with its user-clustered CI (none below the minimum number of users).
+    """
+    del n_resamples, seed
+    y = (reference["label"] == positive).to_numpy(dtype=float)
+    ids, index = sorted_codes(reference["user_id"].astype(str).to_numpy())
+    per_user = np.column_stack([np.bincount(index, weights=y, minlength=len(ids)),
+                                np.bincount(index, minlength=len(ids)).astype(float)])
+    return human_rate_from_users(per_user, level)
+
+
+def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str, positive: str = "yes",
+                    humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                    level: float = 0.95, human_only: Estimate | None = None) -> EstimateRow:
+    """Naive, Rogan–Gladen, PPI++ and human-only estimates of the human rate of ``positive`` for one judge.
+
+    Args:
+        judge: The judge's labels (:func:`personagap.analysis.robust.judge_labels`).
+        reference: :func:`personagap.analysis.robust.human_reference` of the same dataset.
+        dataset: Dataset key (recorded).
+        positive: The label whose rate is estimated.
+        humans: Which humans the reference came from (recorded).
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
+        level: Confidence level.
+        human_only: :func:`human_rate` of ``reference``, when the caller has it (the same for every judge).
+    """
+    users = pd.concat([judge.users, reference["user_id"]])
+    users = users[~users.index.duplicated()]
+    counts, _ = user_counts(judge.labels, reference["label"], users, positive)
+    human = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
+    return estimate_row(counts, human, judge=judge.judge, dataset=dataset, quantity=f"{positive}_rate",
+                        rater_kind=judge.rater_kind, humans=humans, n_human=len(reference), level=level)
+
+
+def per_item_hits(labels: pd.Series, target: pd.Series) -> pd.Series:
+    """``"yes"`` where an item's label equals its own target label, else ``"no"``; items without a target dropped.
+
+    For quantities whose positive label differs by item, e.g. "the personalised answer is preferred" when the
+    personalised answer is A on some items and B on others.
+    """
+    kept = labels[labels.index.isin(target.index)]
+    hit = kept.to_numpy(dtype=object) == target.reindex(kept.index).astype(str).to_numpy(dtype=object)
+    return pd.Series(np.where(hit, "yes", "no"), index=kept.index, dtype=object)
+
+
+def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", humans: HumanSet = "blind",
+                  positive_by_item: pd.Series | None = None, quantity: str | None = None,
+                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                  level: float = 0.95) -> list[dict[str, Any]]:
+    """Corrected estimates of the human rate of ``positive`` for every judge of ``dataset`` (report rows).
+
+    Args:
+        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets ignored.
+        dataset: Dataset key.
+        positive: The label whose human rate is estimated ("yes" for relevance and persona use).
+        humans: HumanSet from blind (default) or anchored humans.
+        positive_by_item: Instead of one ``positive`` label, the positive label of each item (item id ->
+            label), e.g. the position of the personalised answer: the quantity is then the share of items
+            whose label is their own positive one (stage 3: "humans prefer the personalised answer").
+            Items without an entry are left out.
+        quantity: Name of the quantity in the rows [default: ``<positive>_rate``, or ``hit_rate`` with
+            ``positive_by_item``].
+        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
+        seed: Ignored, as ``n_resamples``.
+        level: Confidence level.
+
+    Returns:
+        One JSON-safe dict per judge sharing at least one item with the human reference; empty without a
+        reference, without judges, or when nobody ever gave the ``positive`` label. Each estimate is of its
+        own items: naive, Rogan–Gladen and PPI of the items the judge labelled, human-only of every item
+        with a human reference (they differ where a judge covers a subset, e.g. one PRISM file).
+    """
+    frame = labels[labels["dataset"] == dataset]
+    reference = human_reference(frame, humans)
+    judges = list(judge_labels(frame))
+    if positive_by_item is not None:
+        hits = per_item_hits(reference["label"], positive_by_item)
+        reference = pd.DataFrame({"label": hits, "user_id": reference["user_id"].reindex(hits.index)})
+        judges = [replace(j, labels=per_item_hits(j.labels, positive_by_item)) for j in judges]
+        positive, quantity = "yes", quantity or "hit_rate"
+    used = (reference["label"] == positive).any() or any((j.labels == positive).any() for j in judges)
+    if reference.empty or not used:
+        return []  # no reference, or a label this dataset does not use (a "yes" rate of A/B preferences)
+    out = []
+    human = human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
+    for j in judges:
+        if j.labels.index.intersection(reference.index).empty:
+            continue
+        row = judge_estimates(j, reference, dataset=dataset, positive=positive, humans=humans,
+                              n_resamples=n_resamples, seed=seed, level=level, human_only=human)
+        if quantity:
+            row.quantity = quantity
+        out.append(json_safe_dict(row.model_dump()))
+    return out
+
+
+# --------------------------------------------------------------------------- report extras (panel.py)
+
+def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
+                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
+                  scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
+
+    Args:
+        labels: The stage's tidy labels (item_id, rater, rater_kind, condition, label, user_id, dataset).
+        datasets: Datasets to cover (blind humans).
+        positive: The label whose human rate the estimates correct (None: no estimates, e.g. A/B/tie).
+        anchored: Datasets to cover again with anchored humans, reported apart (rows say ``humans``).
+        rate_datasets: Only these get estimates (default: all), e.g. the yes/no ones.
+        n_resamples: Bootstrap resamples.
+        seed: Bootstrap seed.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): the alt-test scores an
+            ordinal dataset by negative RMSE (:func:`alt_test_scoring`), and no rate of ``positive`` is
+            estimated on an ordinal scale or one without that category. Every dataset covered must have one
+            (no silent default: a scale decides how the test scores).
+    """
+    from personagap.analysis.aggregated import frame_counts
+
+    # Estimates from counts, as a report built from the store's aggregates computes them (the same rows as
+    # estimate_rows up to float rounding), so both paths give identical figures.
+    return extras_rows(datasets, alt_labels=lambda ds: labels,
+                       counts=lambda ds, humans: frame_counts(labels, ds, humans), positive=positive,
+                       anchored=anchored, rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed,
+                       scales=scales)
+
+
+# --------------------------------------------------------------------------- stage 2 (relevance_labels.py)
+
+def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "blind",
+                     scale: DatasetScale | None = None, weight: Weight = "items") -> list[JudgeAgreement]:
+    """Every comparable judge of ``dataset`` against its human majority, from every label (the per-label oracle).
+
+    Args:
+        labels: Output of :func:`personagap.store.load_labels` for stage 'relevance'.
+        dataset: Dataset key.
+        which: The blind reference (the default, what judges are scored against) or the anchored one.
+        scale: The dataset's scale (:func:`personagap.datasets.dataset_records`); None: :func:`dataset_scale`.
+        weight: What the table figures weigh equally: ``items`` or ``users`` (:mod:`personagap.analysis.weighting`).
+    """
+    frame = labels[labels["dataset"] == dataset]
+    scale = scale or dataset_scale(labels, dataset, None)
+    reference = reference_labels(frame, which)
+    reference = on_scale(reference, scale, strict=False).dropna()
+    if reference.empty:
+        return []
+    out = []
+    judges = frame[comparable_judge_mask(frame)]
+    for (rater, kind, condition), rows in judges.groupby(["rater", "rater_kind", "condition"], sort=True):
+        failed = rows[rows["label"].isna()]
+        parsed = rows[rows["label"].notna()].drop_duplicates("item_id")
+        joined = parsed.merge(reference.rename("label_human"), left_on="item_id", right_index=True, how="inner")
+        if joined.empty and failed.empty:
+            continue
+        # A judge whose every answer failed still gets a row: its failures are the finding.
+        tables = scale_tables(joined["label_human"], joined["label"], joined["user_id"], scale)
+        est, weighting = judge_row_figures(tables, judge_metrics(scale), weight=weight,
+                                           levels=scale.levels() if scale.ordinal else None)
+        reasons = Counter(reason_kind(e) for e in failed["error"])
+        out.append(JudgeAgreement(
+            judge=judge_display(str(rater), str(condition)), dataset=dataset, rater_kind=str(kind),
+            condition=str(condition), reference=which, n=len(joined),
+            n_users=int(joined["user_id"].nunique()), failures=len(failed), failure_reasons=dict(reasons),
+            unmatched=len(parsed) - len(joined),
+            kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
+            accuracy=est["accuracy"].value, scale=scale.kind, **selection_fields(est), **panel_values(est),
+            **weighting,
+        ))
+    return out
+
+
+def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
+                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                     origins: Mapping[str, str] | None = None,
+                     scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> RelevanceReport:
+    """Build the stage-2 report from stored relevance labels.
+
+    Args:
+        labels: Output of :func:`personagap.store.load_labels` with ``stage='relevance'``.
+        pilot_dataset: The dataset with per-annotator labels for the agreement table.
+        n_resamples: Bootstrap resamples for every CI.
+        seed: Bootstrap seed (the same seed gives the same CIs).
+        origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
+            missing from it are real.
+        scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
+            scored over it. Datasets missing from it: :func:`dataset_scale`.
+        weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
+
+    Returns:
+        The report; ``judges`` covers every dataset but the pilot.
+    """
+    datasets = sorted(set(labels["dataset"])) if not labels.empty else []
+    scale_of = {ds: dataset_scale(labels, ds, scales) for ds in datasets}
+    judges = [j for ds in datasets if ds != pilot_dataset
+              for j in judge_agreements(labels, ds, scale=scale_of[ds], weight=weight)]
+    pilot_judges: dict[HumanSet, list[JudgeAgreement]] = {
+        which: judge_agreements(labels, pilot_dataset, which=which, scale=scale_of[pilot_dataset], weight=weight)
+        for which in ("blind", "anchored")} if pilot_dataset in datasets else {}
+    pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
+                                             n_resamples=n_resamples, seed=seed, weight=weight, judges=pilot_judges)
+                              if pilot_dataset in datasets else (None, None, []))
+    # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
+    alt_test, estimates = report_extras(labels, datasets, positive="yes",
+                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
+                                        rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
+                                        n_resamples=n_resamples, seed=seed, scales=scale_of)
+    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
+                   origins=origins, weight=weight)
+
+
+# --------------------------------------------------------------------------- stage 1 (extraction_build.py)
+
+def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
+                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+                      scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> ExtractionReport:
+    """Build the stage-1 report from stored items and labels (pure).
+
+    The verdict figures are computed from the counts :func:`verdict_counts_frame` builds, the ones the store
+    path (:func:`personagap.stages.extraction.report_extraction`) has DuckDB build: the same figures.
+
+    Args:
+        items: Stage-1 items (columns item_id, dataset, user_id, attribute, position, payload),
+            e.g. from :func:`load_items`; passed through :func:`items_frame`.
+        labels: :func:`personagap.store.load_labels` with ``stage='extraction'``.
+        n_resamples: Bootstrap resamples for every CI.
+        seed: Bootstrap seed.
+        origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
+        scales: Dataset -> its scale, from its record (:func:`personagap.datasets.dataset_records`): the
+            categories a verifier is scored over. A dataset missing from it is read the way the record reader
+            infers one from its labels.
+        weight: What the verifier rows' table figures weigh equally (``items`` or ``users``); the other figures
+            pool items.
+    """
+    items = items_frame(items)
+    kind_of = dict(zip(items["item_id"], items["kind"], strict=True))
+    extractor_of = {i: p.get("extractor", PILOT_EXTRACTOR)
+                    for i, p in zip(items["item_id"], items["payload"], strict=True)}
+    if labels.empty:
+        labels = pd.DataFrame(columns=["item_id", "rater", "rater_kind", "condition", "label", "error", "user_id",
+                                       "dataset"])
+    # Each dataset's scale is its record's, as diagnose and the panel take it; the reader's rule for the rest.
+    scales = {**inferred_scales(labels), **(scales or {})}
+    # comparable.py's rule: blind humans and comparable judges (in-sample labels never), under the standard
+    # protocol (anchored or other-question labels are not stage-1 verdicts).
+    labels = labels[roles(labels).isin(["blind_human", "judge"]) & (labels["condition"].fillna("") == "")]
+    labels = labels.assign(kind=labels["item_id"].map(kind_of))
+    verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
+    verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
+    verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
+    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
+                                        scales={ds: scales[ds] for ds in verdict_sets})
+    counts, reference = verdict_counts_frame(verdicts)
+    humans = verdicts[individual_human_mask(verdicts) & verdicts["label"].notna()]
+    return assemble_extraction(counts, reference, humans[["dataset", "item_id", "rater", "label", "user_id"]],
+                           scales, alt_test, estimates, items=items, side_labels=labels, n_resamples=n_resamples,
+                           seed=seed, origins=origins, weight=weight)
+
+
+def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The counts of :func:`personagap.store.extraction_counts.verdict_counts`, from verdicts already in memory.
+
+    Args:
+        verdicts: Standard-protocol blind human and comparable judge labels on verdict items, with an
+            ``extractor`` column.
+
+    Returns:
+        Label counts and reference counts, with the columns the store's query gives.
+    """
+    reference = reference_labels(verdicts, "blind")
+    counted = verdicts[(individual_human_mask(verdicts) & verdicts["label"].notna())
+                       | verdicts["rater_kind"].isin(VERIFIER_KINDS)]
+    keys = ["dataset", "extractor", "rater", "rater_kind", "user_id", "human", "label"]
+    counts = (counted.assign(human=counted["item_id"].map(reference))[keys]
+              .groupby(keys, dropna=False, sort=True).size().rename("n").reset_index())
+    with_reference = verdicts.drop_duplicates("item_id")
+    with_reference = with_reference.assign(human=with_reference["item_id"].map(reference))
+    with_reference = with_reference[with_reference["human"].notna()]
+    ref_counts = (with_reference.groupby(["dataset", "user_id", "human"], sort=True).size().rename("n")
+                  .reset_index())
+    return counts, ref_counts
