@@ -7,6 +7,7 @@ exactly the routed ones as left, and each label given there lands on a routed it
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import duckdb
@@ -40,6 +41,22 @@ def _left(page: object) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+def _left_once_settled(page: object, expected: int, timeout: float = 60.0) -> int:
+    """The queue's count once it reads ``expected`` (or the last count read after ``timeout`` s).
+
+    Choosing an order reruns the page; until the rerun lands, the count of the previous order is still on screen.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if _left(page) == expected:
+                return expected
+        except AssertionError:  # mid-rerun: no count on screen yet
+            pass
+        time.sleep(0.2)
+    return _left(page)
+
+
 def test_routed_queue_serves_exactly_the_routed_items_in_chromium(tmp_path: Path) -> None:
     chromium = require_browser()
     db, routed = routed_store(tmp_path / "routed.duckdb")
@@ -53,7 +70,7 @@ def test_routed_queue_serves_exactly_the_routed_items_in_chromium(tmp_path: Path
         # One stage and one dataset in this store: the pickers start on them.
         _choose(page, "Which items first", ORDERS["routed"])
         wait_rendered(page, "Your verdict (blind")
-        assert _left(page) == len(routed)
+        assert _left_once_settled(page, len(routed)) == len(routed)
         for k in range(LABELS):
             wait_rendered(page, "Your verdict (blind")
             page.locator('[data-testid="stRadio"] label').filter(has_text="yes").first.click()
