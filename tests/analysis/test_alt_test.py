@@ -165,6 +165,7 @@ def test_blind_and_anchored_humans_are_kept_apart() -> None:
     assert anchored[0]["advantage_probability"] == 1.0 and blind[0]["advantage_probability"] < 1.0
 
 
+@pytest.mark.slow
 def test_pilot_relevance(recenter_db: Path) -> None:
     from personagap.store import load_labels, opened
 

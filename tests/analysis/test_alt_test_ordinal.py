@@ -79,6 +79,7 @@ def _by_the_paper(labels: pd.DataFrame, epsilon: float = 0.2, q: float = 0.05) -
             **{f"p{i}": p for i, p in enumerate(p_values)}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ordinal_alt_test_matches_the_papers_procedure(seed: int) -> None:
     labels = _ordinal_labels(seed)

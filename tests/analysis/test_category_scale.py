@@ -136,6 +136,7 @@ def _agree(diag: dict[str, dict], report: dict[str, dict], panel: dict[str, dict
             assert d[f] == pytest.approx(report[judge][f]), (judge, f)
 
 
+@pytest.mark.slow
 def test_prism_every_face_gives_one_figure_per_judge(prism_db: Path) -> None:
     diag = _cli_json("diagnose", "--db", str(prism_db))
     report = _cli_json("report", "response", "--db", str(prism_db))
@@ -175,6 +176,7 @@ def _prism_ab_rows(shared_data: Path) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("declared", [None, ("A", "B", "tie")])
 def test_a_declared_scale_counts_even_when_no_one_used_a_category(shared_data: Path, tmp_path: Path,
                                                                   declared: tuple[str, ...] | None) -> None:

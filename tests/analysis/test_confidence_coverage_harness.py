@@ -23,6 +23,7 @@ def test_truths_are_the_figures_of_a_very_large_population() -> None:
         assert point.kappa.value == pytest.approx(2 * truth.accuracy[point.min_confidence] - 1, abs=0.02)
 
 
+@pytest.mark.slow
 def test_intervals_cover_loosely_in_a_small_seeded_run() -> None:
     table = simulate(30, 40, seed=3)
     assert table["brier"][0] >= 0.8 and table["brier"][2] == 40
@@ -45,6 +46,7 @@ def test_no_ece_interval_below_its_minimum_users() -> None:
     assert not np.isnan(large.ece.ci).any() and large.to_json()["ece_note"] is None
 
 
+@pytest.mark.slow
 def test_self_agreement_interval_covers_loosely() -> None:
     from benchmarks.conf_coverage import simulate_self_agreement
 

@@ -107,6 +107,7 @@ def test_human_ceiling_from_individual_humans():
         assert again is not None and (again.mean_kappa, again.ci) == (c.mean_kappa, c.ci)
 
 
+@pytest.mark.slow
 def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
     d = diagnose_store(recenter_db, n_resamples=200).diagnosis
     report = report_relevance(recenter_db, n_resamples=200)

@@ -52,6 +52,7 @@ def _humans_per_item(labels: pd.DataFrame, anchored: bool) -> pd.Series:
     return labels[mask].groupby("item_id")["rater"].nunique()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("min_humans", [2, 3, 5])  # 5: no item is crowded, every judge's top item is read alone
 def test_every_crowded_item_and_each_judges_most_crowded_item(tmp_path: Path, seed: int, min_humans: int) -> None:

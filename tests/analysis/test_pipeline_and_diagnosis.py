@@ -13,6 +13,7 @@ from personagap.analysis.pipeline import pipeline_db
 from personagap.store import aggregates
 
 
+@pytest.mark.slow
 def test_the_view_from_shared_counts_is_the_views_own(recenter_db: Path) -> None:
     done = diagnose_store(recenter_db, view=True)
     assert done.view == pipeline_db(recenter_db)

@@ -72,6 +72,7 @@ def test_cli_budget_holds_under_the_reports_ci_rule(recenter_db: Path, relevance
             assert row["halfwidth"] > 0.05
 
 
+@pytest.mark.slow
 def test_smaller_halfwidth_needs_more_users(relevance: pd.DataFrame) -> None:
     wide = plan_rows(relevance, ["recenter-stage2"], halfwidth=0.05, simulations=SIMS)
     narrow = plan_rows(relevance, ["recenter-stage2"], halfwidth=0.03, simulations=SIMS)

@@ -140,6 +140,7 @@ def _random_tidy(seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["item_id", "rater", "rater_kind", "condition", "label", "user_id", "dataset"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["blind", "anchored"])
 @pytest.mark.parametrize("seed", range(5))
 def test_reference_labels_equal_the_per_item_loop(which: str, seed: int) -> None:

@@ -27,6 +27,7 @@ def _left(text: str) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+@pytest.mark.slow
 def test_the_routed_queue_serves_exactly_the_routed_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db, routed = routed_store(tmp_path / "routed.duckdb")
     with opened(db, read_only=True) as con:

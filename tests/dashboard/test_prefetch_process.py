@@ -182,6 +182,7 @@ def _view_sent(sample_db: str, db: Path, hold: float) -> list[int]:
     return _prefetch_children(str(db))
 
 
+@pytest.mark.slow
 def test_the_child_holds_the_diagnosis_back_until_a_page_asks(sample_db: str, tmp_path: Path) -> None:
     import time
 
@@ -197,6 +198,7 @@ def test_the_child_holds_the_diagnosis_back_until_a_page_asks(sample_db: str, tm
     assert got is not None and got.to_json_dict() == diagnose_store(db).diagnosis.to_json_dict()
 
 
+@pytest.mark.slow
 def test_the_child_computes_the_diagnosis_anyway_once_the_hold_has_passed(sample_db: str, tmp_path: Path) -> None:
     import time
 

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.browser_helpers import free_port, wait_healthy
 from tests.support.processes import alive as _alive
 from tests.support.processes import children as _children
@@ -17,6 +19,7 @@ from tests.support.processes import children as _children
 CLI = [str(Path(sys.executable).parent / "personagap")]
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path) -> None:
     port = free_port()
     # Own session so that the test can clean up whatever is left; the signal under test goes to the CLI's pid only.

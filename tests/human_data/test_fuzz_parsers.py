@@ -118,6 +118,7 @@ def byte_mutation(draw: st.DrawFn, name: str) -> tuple[str, bytes, dict[str, Any
     return rel, bytes(data), files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LOADERS))
 def test_importers_on_field_mutations(name: str, tmp_path: Path) -> None:
     db = tmp_path / "fuzz.duckdb"
@@ -132,6 +133,7 @@ def test_importers_on_field_mutations(name: str, tmp_path: Path) -> None:
     check()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LOADERS))
 def test_importers_on_byte_mutations(name: str, tmp_path: Path) -> None:
     db = tmp_path / "fuzz.duckdb"

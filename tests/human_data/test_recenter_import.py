@@ -34,6 +34,7 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_stage2_counts_and_join_coverage_match_the_files(shared_data: Path) -> None:
     root = shared_data / "recenter"
     result = load_recenter(root)

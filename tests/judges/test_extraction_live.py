@@ -35,6 +35,7 @@ def laps_val_db(shared_data: Path, tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_extract_then_verify_live_reports_precision_recall(laps_val_db: Path):
     with ScriptedOpenAIServer(_extractor) as server:
         lm = LMConfig(model="openai/scripted", api_base=server.base_url)

@@ -248,6 +248,7 @@ def test_dry_run_prints_the_plan_and_sends_nothing(opt_db: Path, data: tuple[dic
     assert "train 4, dev 2, test 3" in result.output and "LLM calls at most: optimiser 200" in result.output
 
 
+@pytest.mark.slow
 def test_cli_runs_end_to_end(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]], tmp_path: Path) -> None:
     _, oracle = data
     out = tmp_path / "cli.json"
@@ -317,6 +318,7 @@ def test_selection_metrics_match_references() -> None:
     assert float(table_metric("ac1")(table)) == pytest.approx((po - pe) / (1 - pe))
 
 
+@pytest.mark.slow
 def test_simba_stays_within_budget(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                    tmp_path: Path) -> None:
     result, starts = _counted_run(opt_db, data[1], _settings(optimizer="simba", budget=24, candidates=2, n_users=5,

@@ -413,6 +413,7 @@ def test_team_pairwise_import_optimises_on_majorities(tmp_path: Path) -> None:
     assert sum(result["calls"].values()) == len(log)
 
 
+@pytest.mark.slow
 def test_mipro_finds_the_pairwise_instruction(prism_db: Path, truth: Truth, tmp_path: Path) -> None:
     """MIPRO's proposals reach the loopback judge, which judges by content when told to; what is saved is sent."""
     pytest.importorskip("optuna")

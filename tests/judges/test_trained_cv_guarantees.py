@@ -248,6 +248,7 @@ def test_synthetic_in_sample_mask_flags_training_users_under_any_dataset_name() 
     assert stage.in_sample_mask(model, other.drop(columns="user_id")).tolist() == [True, False, False, False]
 
 
+@pytest.mark.slow
 def test_synthetic_folds_are_seeded_numbered_balanced_and_default_to_five() -> None:
     from personagap.judges.trained import base_rate_threshold, grouped_folds
 

@@ -24,6 +24,7 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.slow
 def test_trained_judge_labels_carry_the_probability_of_the_label_given(sample_db: Path, tmp_path: Path) -> None:
     model_path = tmp_path / "rel.joblib"
     stage.train_relevance(sample_db, model_path, n_resamples=20, store_cv=False)

@@ -51,6 +51,7 @@ def test_confident_judges_gain_calibration_and_a_curve_whose_full_coverage_point
         assert row["threshold"] is None  # no target given and PRISM has no human ceiling
 
 
+@pytest.mark.slow
 def test_a_target_gives_a_threshold_chosen_and_reported_on_different_users(prism_db: Path) -> None:
     rows = {r["judge"]: r for r in _report(prism_db, "--target-accuracy", "0.85")["judges"]
             if r["dataset"] == "prism-judge"}

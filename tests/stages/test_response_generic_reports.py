@@ -47,6 +47,7 @@ def three_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
     return db, rows
 
 
+@pytest.mark.slow
 def test_each_single_response_dataset_has_a_section_titled_with_its_question(three_datasets: Any) -> None:
     db, _ = three_datasets
     text = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--resamples", RESAMPLES])

@@ -159,6 +159,7 @@ def test_origins_and_the_side_by_side_survive_an_export_import_round_trip(tmp_pa
     assert json.loads(after)["origin_comparison"] and after == before  # byte for byte, PPI included
 
 
+@pytest.mark.slow
 def test_dashboard_stage_page_shows_synthetic_beside_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What a person sees on the Stage 2 page: the judge's kappa on synthetic personas beside real users."""
     from streamlit.testing.v1 import AppTest
