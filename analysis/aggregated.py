@@ -3,7 +3,7 @@
 Every two-rater figure is a function of per-user confusion tables (:mod:`personagap.analysis.agreement`), and
 the corrected estimates of a human rate are functions of per-user counts and of the joint counts of the
 judge's and the reference's positive labels: DuckDB counts them, this module turns the counts into the
-tables and rows the per-label code builds, with the same users in the same order and the same resamples,
+tables and rows the per-label code builds, with the same users in the same order,
 so the figures are the same. The alternative-annotator test reads per-item labels, but only of items that
 several humans labelled (:func:`personagap.store.aggregates.multi_human_labels`).
 """
@@ -19,8 +19,6 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     Estimate,
     FloatArray,
     json_safe_dict,
@@ -70,18 +68,14 @@ def _is(values: pd.Series, positive: str) -> np.ndarray[Any, np.dtype[np.bool_]]
     return cast(np.ndarray[Any, np.dtype[np.bool_]], (values.astype(str) == positive).to_numpy(dtype=bool))
 
 
-def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resamples: int = DEFAULT_RESAMPLES,
-                           seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
+def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, level: float = 0.95) -> Estimate:
     """:func:`personagap.analysis.estimates.human_rate` from per-(user, reference label) counts.
 
     Args:
         reference: Columns ``user_id``, ``human``, ``n`` of one dataset.
         positive: The label whose rate is estimated.
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
     """
-    del n_resamples, seed
     n = reference["n"].to_numpy(dtype=float)
     yes = _is(reference["human"], positive)
     ids, index = sorted_codes(reference["user_id"].astype(str))
@@ -92,8 +86,7 @@ def human_rate_from_counts(reference: pd.DataFrame, *, positive: str, n_resample
 
 
 def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dataset: str, *, positive: str,
-                              humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES,
-                              seed: int = DEFAULT_SEED, level: float = 0.95) -> list[dict[str, Any]]:
+                              humans: HumanSet = "blind", level: float = 0.95) -> list[dict[str, Any]]:
     """The corrected-rate estimate rows of one dataset (every comparable judge), from the store's counts.
 
     The one production path of these rows (the per-label twin it replaced is a test oracle, ``tests/oracles.py``):
@@ -108,8 +101,6 @@ def estimate_rows_from_counts(judges: pd.DataFrame, reference: pd.DataFrame, dat
         dataset: Dataset key.
         positive: The label whose human rate is estimated.
         humans: Which humans the reference came from (recorded).
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
     """
     used = bool(_is(reference["human"], positive).any()) or bool(_is(judges["label"], positive).any())
@@ -175,7 +166,7 @@ def frame_counts(labels: pd.DataFrame, dataset: str, humans: HumanSet = "blind")
 
 def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[str], *, positive: str | None,
                  counts: Mapping[HumanSet, tuple[pd.DataFrame, pd.DataFrame]], anchored: Iterable[str] = (),
-                 rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
+                 rate_datasets: Iterable[str] | None = None,
                  scales: Mapping[str, DatasetScale], item_humans: str | None = None,
                  judges: Mapping[str, pd.DataFrame] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A report's ``alt_test`` and ``estimates`` lists from the store, never every label.
@@ -191,8 +182,6 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
         counts: Per reference (blind, anchored) the stage's :func:`~personagap.store.aggregates.label_counts`.
         anchored: Datasets to cover again with anchored humans, reported apart.
         rate_datasets: Only these get estimates (default: all).
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
         scales: Dataset -> its scale (every dataset covered must have one).
         item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here, once).
         judges: Dataset -> its comparable judges with a parsed label (the judge rows of ``label_counts``); None:
@@ -215,4 +204,4 @@ def store_extras(con: duckdb.DuckDBPyConnection, stage: str, datasets: Iterable[
     # The humans per item counted once for every dataset (the caller's table when it holds one).
     with item_humans_table(con) if item_humans is None else contextlib.nullcontext(item_humans) as held:
         return extras_rows(datasets, alt_labels=alt_labels, counts=of, positive=positive, anchored=anchored,
-                           rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed, scales=scales)
+                           rate_datasets=rate_datasets, scales=scales)

@@ -23,15 +23,12 @@ from personagap.analysis.arrays import FloatArray as FloatArray
 from personagap.analysis.arrays import IntArray as IntArray
 from personagap.analysis.arrays import safe_div as safe_div
 from personagap.analysis.ci_rule import CI_METHOD as CI_METHOD
-from personagap.analysis.ci_rule import DEFAULT_RESAMPLES as DEFAULT_RESAMPLES
 from personagap.analysis.ci_rule import DEFAULT_SEED as DEFAULT_SEED
 from personagap.analysis.ci_rule import MIN_USERS_FOR_CI as MIN_USERS_FOR_CI
 from personagap.analysis.ci_rule import NAN_ESTIMATE as NAN_ESTIMATE
 from personagap.analysis.ci_rule import Bounds as Bounds
 from personagap.analysis.ci_rule import Estimate as Estimate
 from personagap.analysis.ci_rule import Stat as Stat
-from personagap.analysis.ci_rule import bootstrap_estimate as bootstrap_estimate
-from personagap.analysis.ci_rule import bootstrap_tables as bootstrap_tables
 from personagap.analysis.ci_rule import ci_list as ci_list
 from personagap.analysis.ci_rule import ci_text as ci_text
 from personagap.analysis.ci_rule import cluster_estimate as cluster_estimate
@@ -40,8 +37,6 @@ from personagap.analysis.ci_rule import json_safe as json_safe
 from personagap.analysis.ci_rule import json_safe_dict as json_safe_dict
 from personagap.analysis.ci_rule import leave_one_out as leave_one_out
 from personagap.analysis.ci_rule import per_cluster_sums as per_cluster_sums
-from personagap.analysis.ci_rule import percentile_interval as percentile_interval
-from personagap.analysis.ci_rule import resample_weights as resample_weights
 from personagap.analysis.raters import Level as Level
 from personagap.analysis.raters import alpha_from_coincidences as alpha_from_coincidences
 from personagap.analysis.raters import alpha_user_coincidences as alpha_user_coincidences
@@ -376,19 +371,16 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], *, level: float = 0.
 
 
 def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
-              metrics: tuple[str, ...] = ("kappa",), n_resamples: int = DEFAULT_RESAMPLES,
-              seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Estimate]:
+              metrics: tuple[str, ...] = ("kappa",), level: float = 0.95) -> dict[str, Estimate]:
     """Judge-vs-human agreement with user-clustered CIs (:func:`cluster_estimate`).
 
     Args:
         human: Reference labels (any hashable values; binary metrics need exactly
             the codes 0/1, e.g. booleans).
         judge: Judge labels aligned with ``human``.
-        clusters: The user (or question) each item belongs to; resampling draws
+        clusters: The user (or question) each item belongs to; the interval leaves out
             whole clusters, since items of one user are not independent.
         metrics: Registered metric names.
-        n_resamples: Deprecated and ignored (:func:`cluster_estimate` draws no resamples).
-        seed: Deprecated and ignored, as ``n_resamples``.
         level: Confidence level.
 
     Returns:
@@ -405,7 +397,6 @@ def agreement(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLik
         codes, categories = encode(h, j)
         n_classes = max(len(categories), 1)
     tables, _ = cluster_tables(codes[0], codes[1], clusters, n_classes)
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
     return estimates(tables, metrics, level=level)
 
 

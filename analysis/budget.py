@@ -63,9 +63,11 @@ from personagap.analysis.alt_test import (
 )
 from personagap.analysis.comparable import categories_for, judge_display
 from personagap.analysis.estimates import too_few_users_note
-from personagap.analysis.panel import alt_test_scoring, on_scale, scored_labels
-from personagap.analysis.robust import HumanSet, individual_humans, judge_labels
+from personagap.analysis.panel import alt_test_scoring, scored_labels
+from personagap.analysis.robust import individual_humans, judge_labels
 from personagap.records import DatasetScale
+from personagap.scales import on_scale
+from personagap.vocabulary import HumanSet
 
 DEFAULT_HALFWIDTH = 0.05
 DEFAULT_ASSURANCE = 0.8

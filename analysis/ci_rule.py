@@ -5,8 +5,7 @@ add up over users, so leaving one user out is a subtraction: :func:`cluster_esti
 figure's unbounded scale with a t quantile on Satterthwaite's degrees of freedom (:class:`IntervalRule`, :data:`RULE`),
 chosen by ``benchmarks/calibration_uneven.py`` among candidates in worlds built to break it (uneven users, 1-3 items a
 user, rare events, ties); ``docs/intervals.md`` says where it holds and where it does not. No interval is ever of
-zero width: where no user's absence moves the figure, or it sits at its bound, none is given, with the reason. The
-bootstrap helpers below are deprecated: kept until no module calls them.
+zero width: where no user's absence moves the figure, or it sits at its bound, none is given, with the reason.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import numpy.typing as npt
 from personagap.analysis.arrays import FloatArray
 from personagap.text import NOT_AVAILABLE, number
 
-DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
 MIN_USERS_FOR_CI = 10
 """Below this many users (clusters) no CI is given. Reports print "too few users for a CI" instead, always beside
@@ -50,38 +48,13 @@ Stat = Callable[[FloatArray], FloatArray]
 """A figure as a function of totals ``(..., *shape)`` -> ``(...)``, vectorised over leading axes."""
 
 
-def resample_weights(n_clusters: int, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> FloatArray:
-    """Deprecated (issue 21): cluster bootstrap weights, row b counts how often each cluster is drawn in resample b."""
-    rng = np.random.default_rng(seed)
-    if n_clusters == 0:
-        return np.zeros((n_resamples, 0))
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples).astype(float)
-
-
-def bootstrap_tables(tables: FloatArray, weights: FloatArray) -> FloatArray:
-    """Resampled totals ``(B, ...)`` of per-cluster arrays ``(U, ...)``."""
-    return np.tensordot(weights, tables, axes=(1, 0))
-
-
-def percentile_interval(samples: FloatArray, level: float = 0.95) -> tuple[float, float]:
-    """Deprecated (issue 21): percentile interval of bootstrap samples, ignoring undefined resamples."""
-    s = np.asarray(samples, dtype=float)
-    s = s[~np.isnan(s)]
-    if s.size == 0:
-        return (float("nan"), float("nan"))
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(s, [tail, 100.0 - tail])
-    return (float(lo), float(hi))
-
-
 @dataclass(frozen=True)
 class Estimate:
     """A point estimate with its user-clustered confidence interval.
 
     ``n_clusters`` is how many users (clusters) the interval is over (None where not clustered);
-    ``n_undefined`` how many leave-one-user-out figures (:func:`cluster_estimate`; resamples for the
-    deprecated :func:`bootstrap_estimate`) were undefined (e.g. a kappa with one class only): the interval then
-    is not given (jackknife) or leaves them out (bootstrap), and reports say how many.
+    ``n_undefined`` how many leave-one-user-out figures (:func:`cluster_estimate`) were undefined (e.g. a kappa
+    with one class only): the interval then is not given, and reports say how many.
     """
 
     value: float
@@ -100,22 +73,6 @@ class Estimate:
 
 
 NAN_ESTIMATE = Estimate(float("nan"), (float("nan"), float("nan")))
-
-
-def bootstrap_estimate(point: float, samples: FloatArray, n_clusters: int, level: float = 0.95) -> Estimate:
-    """Deprecated (issue 21; printed intervals use :func:`cluster_estimate`): a percentile bootstrap :class:`Estimate`.
-
-    Args:
-        point: The figure on the original data.
-        samples: The figure on each resample (NaN where undefined).
-        n_clusters: Users (clusters) resampled; below :data:`MIN_USERS_FOR_CI` the CI is NaN.
-        level: Confidence level.
-    """
-    s = np.asarray(samples, dtype=float)
-    undefined = int(np.isnan(s).sum())
-    if n_clusters < MIN_USERS_FOR_CI:
-        return Estimate(float(point), (float("nan"), float("nan")), n_clusters, undefined)
-    return Estimate(float(point), percentile_interval(s, level), n_clusters, undefined)
 
 
 def per_cluster_sums(values: npt.ArrayLike, clusters: npt.ArrayLike) -> tuple[FloatArray, npt.NDArray[Any]]:
@@ -346,12 +303,11 @@ def ci_cell(ci: list[float] | None, n_users: int | None = None, *, missing: str 
 
 
 def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users: int | None = None,
-            undefined: int = 0, n_resamples: int | None = None, digits: int = 2) -> str:
+            undefined: int = 0, digits: int = 2) -> str:
     """A CI as reports print it: ``[lo, hi] (N users)``, or why there is none.
 
     Pass an :class:`Estimate`, or a stored ``ci`` list with its ``n_users`` (report rows keep both). ``undefined``
-    counts users without whom the figure is undefined (:func:`cluster_estimate`: then no interval); with
-    ``n_resamples`` (the deprecated bootstrap) it counts undefined resamples instead.
+    counts users without whom the figure is undefined (:func:`cluster_estimate`: then no interval).
     """
     reason = ""
     if e is not None:
@@ -366,9 +322,7 @@ def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users
         text = "[no CI" + (f"; {users}]" if users else "]")
     else:
         text = f"[{lo:.{digits}f}, {hi:.{digits}f}" + (f"; {users}]" if users else "]")
-    if undefined and n_resamples:
-        text += f" ({undefined}/{n_resamples} resamples undefined)"
-    elif undefined:
+    if undefined:
         text += f" (undefined without {undefined} of the users)"
     return text
 

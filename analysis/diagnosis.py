@@ -35,7 +35,6 @@ import pandas as pd
 
 from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     ci_list,
     estimates,
@@ -89,14 +88,13 @@ from personagap.analysis.diagnosis_text import (
 from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import REAL, tag_origins
 from personagap.analysis.panel import panel_values, scale_metrics
-from personagap.datasets import dataset_records
+from personagap.datasets import dataset_scales
 from personagap.records import DatasetScale
 from personagap.scales import as_scale
 
 __all__ = ["JUDGE_KINDS", "MIN_ITEMS_FOR_RANKING", "MIN_PAIR_OVERLAP", "STAGES", "STAGE_TITLES", "CeilingGap",
            "Diagnosis", "HumanCeiling", "JudgeScore", "SelectedGap", "StageComparison", "StageDiagnosis",
-           "dataset_scales", "declared_categories", "diagnose", "human_ceiling", "judge_score",
-           "render_diagnosis", "stage_declared", "stage_scales"]
+           "dataset_scales", "diagnose", "human_ceiling", "judge_score", "render_diagnosis", "stage_scales"]
 
 # Static SQL (built from comparable.py's constants only, never user input): per item, the blind human reference.
 REFERENCE_SQL = reference_sql("blind")
@@ -108,11 +106,6 @@ ANCHORED_SQL = anchored_human_sql("l")
 
 
 # --------------------------------------------------------------------------- the datasets' scales
-
-def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
-    """(stage, dataset) -> the dataset's scale, from its record (:func:`personagap.datasets.dataset_records`)."""
-    return {key: record.scale for key, record in dataset_records(con).items()}
-
 
 def stage_scales(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, list[str]]:
     """Dataset -> the categories its comparisons are scored over (in the scale's order), for one stage.
@@ -126,34 +119,12 @@ def stage_scales(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, list[s
     return {ds: list(scale.categories) for (st, ds), scale in dataset_scales(con).items() if st == stage}
 
 
-def declared_categories(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Every dataset's scale categories as rows (``stage``, ``dataset``, ``label``), from its record.
-
-    Kept for callers that pass "declared" categories on to
-    :func:`~personagap.analysis.comparable.categories_for`: a record's categories already hold the declared ones
-    and every label raters used, so passing them gives the record's own category set. New code reads
-    :func:`personagap.datasets.dataset_records` directly.
-
-    Args:
-        con: An open store connection.
-    """
-    rows = [(stage, ds, c) for (stage, ds), scale in dataset_scales(con).items() for c in scale.categories]
-    return pd.DataFrame(rows, columns=["stage", "dataset", "label"])
-
-
-def stage_declared(declared: pd.DataFrame, stage: str) -> dict[str, list[str]]:
-    """Dataset -> categories of one stage, from :func:`declared_categories`'s rows."""
-    rows = declared[declared["stage"] == stage]
-    return {str(ds): g["label"].tolist() for ds, g in rows.groupby("dataset", sort=True)}
-
-
 def _pairs_scales(pairs: pd.DataFrame) -> dict[tuple[str, str], DatasetScale]:
     # Without the store's records (a caller passing pairs only), each dataset's nominal scale is what its pairs
     # hold, by the one category rule.
     out = {}
     for (stage, ds), rows in pairs.groupby(["stage", "dataset"], sort=True):
-        out[(str(stage), str(ds))] = DatasetScale(kind="nominal",
-                                                  categories=tuple(categories_for(_as_scale_rows(rows))))
+        out[(str(stage), str(ds))] = as_scale(categories_for(_as_scale_rows(rows)))
     return out
 
 
@@ -217,14 +188,12 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
 
 
 
-def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_overlap: int = MIN_PAIR_OVERLAP,
+def human_ceiling(humans: pd.DataFrame, *, min_overlap: int = MIN_PAIR_OVERLAP,
                   level: float = 0.95, scale: DatasetScale | None = None) -> HumanCeiling | None:
     """Mean pairwise kappa among individual blind humans on one dataset (None when no two share items).
 
     Args:
         humans: Columns ``dataset``, ``item_id``, ``rater``, ``label``, ``user_id`` for one dataset.
-        n_resamples: Resamples of the ordinal alpha's CI (Krippendorff's alpha, ordinal scales only).
-        seed: Seed of those resamples.
         min_overlap: Rater pairs sharing fewer items are left out (must be :data:`MIN_PAIR_OVERLAP`).
         level: Confidence level.
         scale: The dataset's scale (ordinal: quadratic-weighted kappa); None: Cohen's kappa.
@@ -234,12 +203,11 @@ def human_ceiling(humans: pd.DataFrame, *, n_resamples: int, seed: int, min_over
     pt = pair_tables(humans, None, scale)
     ceiling = None if pt is None else human_ceiling_row(pt, level)
     if ceiling is not None and scale is not None and scale.ordinal:
-        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, n_resamples=n_resamples, seed=seed,
-                                                          level=level))
+        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, level=level))
     return ceiling
 
 
-def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_resamples: int, seed: int,
+def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, seed: int,
                   level: float, scale: DatasetScale | None, min_items: int
                   ) -> tuple[HumanCeiling | None, list[CeilingGap], SelectedGap | None, ClusterStat | None,
                              str | None]:
@@ -249,8 +217,7 @@ def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, n_r
     if pt is None or ceiling is None:
         return None, [], None, None, None
     if scale is not None and scale.ordinal:
-        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, n_resamples=n_resamples, seed=seed,
-                                                          level=level))
+        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, level=level))
     gaps = judge_gaps(stage, pt, ceiling, level)
     selected, stat, note = selected_gap(stage, pt, gaps, seed=seed, level=level, min_items=min_items)
     return ceiling, gaps, selected, stat, note
@@ -276,7 +243,7 @@ def _ranked_dataset(ceilings: list[HumanCeiling], gaps: list[CeilingGap], judges
 
 def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: pd.DataFrame, row: Any, *,
            fail_count: Mapping[tuple[str, str, str, str], int], counts: pd.DataFrame,
-           scales: Mapping[tuple[str, str], DatasetScale], origins: Mapping[str, str], n_resamples: int, seed: int,
+           scales: Mapping[tuple[str, str], DatasetScale], origins: Mapping[str, str], seed: int,
            level: float, min_items: int) -> tuple[StageDiagnosis, ClusterStat | None]:
     """One stage's diagnosis, and the statistic of its selection-aware gap (for comparing stages)."""
     n_items = int(row["n_items"]) if row is not None else 0
@@ -296,7 +263,7 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
     stage_judges = judge_items[judge_items["stage"] == stage]
     for ds, rows in humans[humans["stage"] == stage].groupby("dataset", sort=True):
         c, g, sel, stat, note = _dataset_gaps(stage, rows, stage_judges[stage_judges["dataset"] == ds],
-                                              n_resamples=n_resamples, seed=seed, level=level,
+                                              seed=seed, level=level,
                                               scale=scales.get((stage, str(ds))), min_items=min_items)
         if c is not None:
             ceilings.append(c)
@@ -369,7 +336,7 @@ def _datasets(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling]
 
 def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, inventory: pd.DataFrame, *,
              judge_items: pd.DataFrame | None = None, human_counts: pd.DataFrame | None = None,
-             n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+             seed: int = DEFAULT_SEED,
              min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95,
              origins: Mapping[str, str] | None = None,
              scales: Mapping[tuple[str, str], DatasetScale] | None = None) -> Diagnosis:
@@ -386,9 +353,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
             condition, label, user_id): the judge side of the gap to the ceiling. None: no gaps.
         human_counts: Per (stage, dataset) ``blind_raters``, ``blind_labels``, ``anchored_raters``,
             ``anchored_labels`` (for saying why a dataset has no ceiling). None: no such notes.
-        n_resamples: Resamples of the ordinal ceilings' Krippendorff alpha CI (every other CI is the one rule,
-            which draws none).
-        seed: Seed of those resamples and of the two halves of users the best-judge gap is cross-fitted on.
+        seed: Seed of the two halves of users the best-judge gap is cross-fitted on.
         min_items: Judges sharing fewer items with humans are not ranked as best/worst nor chosen for a gap.
         level: Confidence level of every CI.
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); every
@@ -413,7 +378,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
     for stage in STAGES:
         done, stat = _stage(stage, pairs, humans, judge_items, inv.loc[stage] if stage in inv.index else None,
                             fail_count=fail_count, counts=counts, scales=all_scales, origins=origins or {},
-                            n_resamples=n_resamples, seed=seed, level=level, min_items=min_items)
+                            seed=seed, level=level, min_items=min_items)
         stages.append(done)
         if stat is not None and done.selected_gap is not None and finite(done.selected_gap.gap):
             stats[stage] = stat
@@ -424,7 +389,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
     if steps:
         verdict += " What would tell: " + "; ".join(steps) + "."
     return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, ranking=ranking,
-                     comparisons=comparisons, next_steps=steps, n_resamples=n_resamples, seed=seed, ci_level=level)
+                     comparisons=comparisons, next_steps=steps, seed=seed, ci_level=level)
 
 
 def _rank(stages: list[StageDiagnosis], stats: Mapping[str, ClusterStat], level: float

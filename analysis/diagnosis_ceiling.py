@@ -346,14 +346,13 @@ def compare(top: tuple[str, ClusterStat], other: tuple[str, ClusterStat], level:
                            n_shared_users=len(np.intersect1d(a.users, b.users)), undefined_resamples=est.n_undefined)
 
 
-def ordinal_alpha(humans: pd.DataFrame, scale: DatasetScale, *, n_resamples: int, seed: int,
-                  level: float) -> dict[str, Any]:
+def ordinal_alpha(humans: pd.DataFrame, scale: DatasetScale, *, level: float) -> dict[str, Any]:
     """Krippendorff's alpha (ordinal) among the humans of an ordinal dataset, with its user-clustered CI."""
     values = humans.assign(value=on_scale(humans["label"], scale).map(dict(zip(scale.categories, scale.levels(),
                                                                                strict=True))))
     wide = values.drop_duplicates(["item_id", "rater"]).pivot(index="item_id", columns="rater", values="value")
     users = values.drop_duplicates("item_id").set_index("item_id")["user_id"].reindex(wide.index)
     est = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, users.astype(str).to_numpy(), "ordinal",
-                                n_resamples=n_resamples, seed=seed, ci_level=level)
+                                ci_level=level)
     return {"alpha": est.value, "alpha_ci": ci_list(est)}
 

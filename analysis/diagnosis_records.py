@@ -240,7 +240,6 @@ class Diagnosis(BaseModel):
                                                                                  "every other ranked stage.")
     next_steps: list[str] = Field(default_factory=list, description="When the verdict cannot tell: per stage, what "
                                                                     "data would let it (also the verdict's last part).")
-    n_resamples: int
     seed: int
     ci_level: float = 0.95
     min_users_for_ci: int = MIN_USERS_FOR_CI

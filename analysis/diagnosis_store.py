@@ -14,12 +14,12 @@ import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.agreement import DEFAULT_SEED
 from personagap.analysis.comparable import judge_display
 from personagap.records import DatasetScale
 from personagap.scales import stored_scale
 from personagap.store.aggregates import has_anchored_humans, label_counts
-from personagap.vocabulary import HumanSet
+from personagap.vocabulary import HUMAN_SETS, HumanSet
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis, JudgeScore
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 Extras = dict[str, dict[str, list[dict[str, Any]]]]
 
 
-def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED, blind_counts: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *,
+                      blind_counts: tuple[pd.DataFrame, pd.DataFrame] | None = None,
                       item_humans: str | None = None) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """For each stage's best judge, its alternative-annotator test and corrected rate, from the store's aggregates.
 
@@ -39,8 +39,6 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
     Args:
         con: An open store connection.
         diagnosis: The diagnosis whose best judges to test.
-        n_resamples: Bootstrap resamples of the estimates' CIs.
-        seed: Bootstrap seed.
         blind_counts: :func:`~personagap.store.aggregates.label_counts` of every stage (blind reference) when the
             caller has them (:func:`diagnose_store`); None: counted here for each best judge's dataset.
         item_humans: The caller's :func:`~personagap.store.aggregates.item_humans_table` (None: counted here).
@@ -56,11 +54,11 @@ def best_judge_extras(con: duckdb.DuckDBPyConnection, diagnosis: Diagnosis, *, n
         anchored = [ds] if has_anchored_humans(con, s.stage, ds) else []
         positive = "yes" if best.binary else None
         # Counts only where estimates are made (a yes/no best judge), of each reference the rows cover.
-        references: list[HumanSet] = ["blind", "anchored"] if anchored else ["blind"]
+        references: list[HumanSet] = list(HUMAN_SETS) if anchored else ["blind"]
         counts = {which: _of(blind_counts, s.stage, ds) if which == "blind" and blind_counts is not None
                   else label_counts(con, s.stage, which, ds) for which in references} if positive else {}
         tests, rates = store_extras(con, s.stage, [ds], positive=positive, counts=counts, anchored=anchored,
-                                    n_resamples=n_resamples, seed=seed, scales={ds: _scored_scale(best)},
+                                    scales={ds: _scored_scale(best)},
                                     item_humans=item_humans,
                                     judges=None if blind_counts is None else {ds: _of(blind_counts, s.stage, ds)[0]})
         # The judge's one display name is the join key (comparable.judge_display), as the per-label function.
@@ -96,8 +94,7 @@ class StoreDiagnosis:
 
 
 def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
-                   on_view: Callable[[PipelineView], None] | None = None, n_resamples: int = DEFAULT_RESAMPLES,
-                   seed: int = DEFAULT_SEED) -> StoreDiagnosis:
+                   on_view: Callable[[PipelineView], None] | None = None, seed: int = DEFAULT_SEED) -> StoreDiagnosis:
     """The one diagnosis of a store: ``personagap diagnose``, the dashboard's Overview, the demo and the API.
 
     Every figure comes from per-user counts DuckDB aggregates once (:func:`personagap.store.aggregates.label_counts`
@@ -111,8 +108,7 @@ def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
         view: Also the pipeline view (:func:`personagap.analysis.pipeline.pipeline_view`) from the same counts.
         extras: Also each stage's best judge's alternative-annotator test and corrected rate.
         on_view: Called with the pipeline view as soon as it is ready (implies ``view``).
-        n_resamples: Resamples of the ordinal ceilings' alpha CI and of the extras' estimates.
-        seed: Seed of the halves of users the best-judge gap is cross-fitted on, and of those resamples.
+        seed: Seed of the halves of users the best-judge gap is cross-fitted on.
 
     Raises:
         personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.
@@ -140,7 +136,7 @@ def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
         with item_humans_table(con) as humans:
             inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs, judge_counts=judges, item_humans=humans),
                                       "scales": dataset_scales(con)}
-            diagnosis = diagnose(**inputs, n_resamples=n_resamples, seed=seed, origins=dataset_origins(con))
-            rows = best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed, blind_counts=counts,
+            diagnosis = diagnose(**inputs, seed=seed, origins=dataset_origins(con))
+            rows = best_judge_extras(con, diagnosis, blind_counts=counts,
                                      item_humans=humans) if extras else {}
     return StoreDiagnosis(diagnosis=diagnosis, view=seen, extras=rows)

@@ -35,7 +35,6 @@ import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     Estimate,
     FloatArray,
@@ -323,8 +322,7 @@ class PRF:
 
 
 def prf(tp_attr: npt.ArrayLike, n_attr: npt.ArrayLike, tp_gold: npt.ArrayLike, n_gold: npt.ArrayLike,
-        clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-        level: float = 0.95) -> PRF:
+        clusters: npt.ArrayLike, *, level: float = 0.95) -> PRF:
     """Micro precision/recall/F1 from per-unit counts, with user-clustered CIs (the one CI rule).
 
     Precision = matched attributes / attributes; recall = matched gold / gold;
@@ -336,11 +334,8 @@ def prf(tp_attr: npt.ArrayLike, n_attr: npt.ArrayLike, tp_gold: npt.ArrayLike, n
         tp_gold: Per unit, gold preferences matched by some attribute.
         n_gold: Per unit, gold preferences.
         clusters: Per unit, the user it belongs to.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         level: Confidence level.
     """
-    del n_resamples, seed  # deprecated
     counts = np.column_stack([np.asarray(x, dtype=float) for x in (tp_attr, n_attr, tp_gold, n_gold)])
     per, ids = per_cluster_sums(counts, clusters)
     total = per.sum(axis=0)
@@ -363,14 +358,12 @@ def _f1(t: FloatArray) -> FloatArray:
 
 
 def ratio(numerators: npt.ArrayLike, denominators: npt.ArrayLike, clusters: npt.ArrayLike, *,
-          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95,
+          level: float = 0.95,
           bounds: tuple[float, float] | None = None) -> Estimate:
     """sum(numerators) / sum(denominators) with its user-clustered CI (NaN when the denominator is 0).
 
-    ``bounds``: the ratio's range, which the CI is cut to (``(0, 1)`` for a share). ``n_resamples`` and ``seed``
-    are deprecated and ignored (the one CI rule draws no resamples).
+    ``bounds``: the ratio's range, which the CI is cut to (``(0, 1)`` for a share).
     """
-    del n_resamples, seed  # deprecated
     num = np.asarray(numerators, dtype=float)
     den = np.asarray(denominators, dtype=float)
     per, _ = per_cluster_sums(np.column_stack([num, den]) if num.size else np.zeros((0, 2)), clusters)
@@ -379,14 +372,12 @@ def ratio(numerators: npt.ArrayLike, denominators: npt.ArrayLike, clusters: npt.
 
 # --------------------------------------------------------------------------- verdicts
 
-def verdict_rates(labels: Sequence[str], clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
-                  seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
+def verdict_rates(labels: Sequence[str], clusters: npt.ArrayLike) -> dict[str, Estimate]:
     """Share of each verdict (ok / bad / unsure) among parsed verdicts, with user-clustered CIs.
 
     ``ok`` is the acceptance precision of the extractor; ``bad`` its over-generalisation
     rate (unsupported, or broader than the evidence).
     """
-    del n_resamples, seed  # deprecated
     return verdict_rates_from_counts(labels, clusters, np.ones(len(labels)))
 
 
@@ -408,7 +399,6 @@ def verdict_rates_from_counts(labels: npt.ArrayLike, clusters: npt.ArrayLike,
 
 
 def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], cluster_of: Mapping[str, str], *,
-                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                        extra: tuple[str, ...] = ()) -> dict[str, Estimate]:
     """Cohen's kappa and accuracy of a judge's verdicts against reference verdicts, items joined by id.
 
@@ -416,8 +406,6 @@ def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], c
         judge: Item id -> verdict of the judge (failures removed).
         reference: Item id -> reference verdict (e.g. the human majority).
         cluster_of: Item id -> user.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Bootstrap seed.
         extra: More registered metrics on the same tables (e.g. the robust panel).
 
     Returns:
@@ -429,7 +417,7 @@ def judge_vs_reference(judge: Mapping[str, str], reference: Mapping[str, str], c
     if not shared:
         return dict.fromkeys(metrics, Estimate(_NAN, (_NAN, _NAN)))
     return agreement([reference[i] for i in shared], [judge[i] for i in shared], [cluster_of[i] for i in shared],
-                     metrics=metrics, n_resamples=n_resamples, seed=seed)
+                     metrics=metrics)
 
 
 @dataclass(frozen=True)
@@ -447,15 +435,12 @@ class RaterAgreement:
 
 
 def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERIFICATION_LABELS,
-                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                     min_overlap: int = 10) -> RaterAgreement:
     """Krippendorff's alpha (nominal), Fleiss' kappa and pairwise Cohen's kappa among raters.
 
     Args:
         labels: Long frame ``item_id, rater, label, cluster`` (one parsed verdict per rater and item).
         categories: The nominal categories (fixes the codes; all count for Fleiss' kappa).
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Bootstrap seed.
         min_overlap: Pairs sharing fewer items are left out of the pairwise table.
 
     Returns:
@@ -472,20 +457,20 @@ def rater_agreement(labels: pd.DataFrame, *, categories: Sequence[str] = VERIFIC
     keep_alpha = (n_rated >= 2).to_numpy()
     coded = wide.apply(lambda col: col.map(code)).to_numpy(dtype=float)
     nan = Estimate(_NAN, (_NAN, _NAN))
-    alpha = (krippendorff_alpha_ci(coded[keep_alpha].T, cluster.to_numpy()[keep_alpha], "nominal",
-                                   n_resamples=n_resamples, seed=seed) if keep_alpha.any() else nan)
+    alpha = (krippendorff_alpha_ci(coded[keep_alpha].T, cluster.to_numpy()[keep_alpha], "nominal")
+             if keep_alpha.any() else nan)
     multi = n_rated[n_rated >= 2]
     modal = int(multi.mode().max()) if not multi.empty else 0
     fleiss, n_fleiss, fleiss_users = nan, 0, 0
     if modal >= 2:
         keep = (n_rated == modal).to_numpy()
         counts = np.column_stack([(coded[keep] == i).sum(axis=1) for i in range(len(categories))])
-        fleiss = fleiss_kappa_ci(counts, cluster.to_numpy()[keep], n_resamples=n_resamples, seed=seed)
+        fleiss = fleiss_kappa_ci(counts, cluster.to_numpy()[keep])
         n_fleiss = int(keep.sum())
         fleiss_users = int(cluster[keep].nunique())
     raters = sorted(labels["rater"].unique())
     pairwise = (pairwise_agreement(labels[["item_id", "rater", "label", "cluster"]], dict.fromkeys(raters, "human"),
-                                   min_overlap=min_overlap, n_resamples=n_resamples, seed=seed)
+                                   min_overlap=min_overlap)
                 if len(raters) >= 2 else None)
     return RaterAgreement(alpha, fleiss, n_fleiss, modal, fleiss_users, int(keep_alpha.sum()),
                           int(cluster[keep_alpha].nunique()) if keep_alpha.any() else 0, pairwise)

@@ -9,7 +9,7 @@ interval is given and the users are counted, rather than averaging a pair set th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -19,8 +19,6 @@ import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     Estimate,
     FloatArray,
     cluster_estimate,
@@ -61,8 +59,7 @@ class GroupAgreement:
 
 
 def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
-                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                       anchor_group: str | None = None, weights: FloatArray | None = None,
+                       anchor_group: str | None = None,
                        metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
     """Cohen's kappa (or the scale's ``metric``) for every pair of raters, and its mean within and across groups.
 
@@ -73,11 +70,8 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
             (one row per rater and item; failures already removed).
         groups: Rater -> group name (e.g. 'human', 'llm'); raters not listed are ignored.
         min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         anchor_group: Score only pairs with at least one rater of this group (e.g. 'human' when only
             human–human and human–judge kappas are needed); other pairs get an overlap but no kappa.
-        weights: Deprecated and ignored.
         metric: The registered table metric every pair is scored by (``weighted_kappa`` on ordinal scales;
             the fields keep the name ``kappa``). Its tables' categories are the label codes in order, so an
             ordinal metric needs labels coded in the scale's order (integer codes ``0..K-1``).
@@ -107,7 +101,6 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
     column = {r: i for i, r in enumerate(rater_names)}
     _, first_row = np.unique(item_index, return_index=True)
     cluster_ids, cluster_index = np.unique(frame["cluster"].to_numpy()[first_row], return_inverse=True)
-    del n_resamples, seed, weights  # deprecated: the CI rule draws no resamples
 
     matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
     overlap = pd.DataFrame(0, index=raters, columns=raters)
@@ -136,6 +129,89 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
     for a, b, tables, point, n in scored:
         key = (a, b) if a <= b else (b, a)
         pair_tables[key], pair_points[key] = tables, (point, n)
+        per_type.setdefault("–".join(sorted((groups[a], groups[b]))), []).append(key)
+    result = PairwiseResult(matrix=matrix, overlap=overlap, groups={}, tables=pair_tables, points=pair_points,
+                            n_clusters=len(cluster_ids))
+    for kind, keys in sorted(per_type.items()):
+        result.groups[kind] = GroupAgreement(
+            mean_kappa=mean_pair_estimate(result, keys, metric=metric, levels=levels), n_pairs=len(keys),
+            n_items=int(sum(pair_points[k][1] for k in keys)), n_users=len(users_of[kind]))
+    return result
+
+
+def pairwise_from_counts(pairs: pd.DataFrame, items: Mapping[Any, int], users: Sequence[Any],
+                         categories: Sequence[Any], groups: Mapping[Any, str], *, min_overlap: int = 10,
+                         metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
+    """:func:`pairwise_agreement` from counts: the same result without a row per label.
+
+    Args:
+        pairs: Per rater pair (``rater_a``, ``rater_b``, either order, each pair once), ``user_id``, ``label_a``
+            and ``label_b``: ``n``, the items both labelled with those labels.
+        items: Rater -> the items it labelled (the matrices' diagonal overlap).
+        users: Every user (cluster) with a labelled item: the tables' rows, sorted as ``np.unique`` sorts.
+        categories: Every label given (coded in sorted order as :func:`~personagap.analysis.agreement.encode` does).
+        groups: Rater -> group name; raters not listed are ignored.
+        min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
+        metric: The registered table metric every pair is scored by.
+        levels: The ordinal levels' values (one per code), for metrics that read them.
+    """
+    score = get_metric(metric)
+    raters = sorted((r for r in items if r in groups), key=lambda r: (groups[r], r))
+    cluster_ids = np.unique(np.asarray(list(users), dtype=object))
+    ordered = sorted(set(categories), key=str)
+    code = {c: i for i, c in enumerate(ordered)}
+    n_classes = max(len(ordered), 1)
+    u = np.searchsorted(cluster_ids, pairs["user_id"].to_numpy(dtype=object)) if len(pairs) else np.zeros(0, int)
+    la = np.fromiter((code[v] for v in pairs["label_a"]), dtype=np.int64, count=len(pairs))
+    lb = np.fromiter((code[v] for v in pairs["label_b"]), dtype=np.int64, count=len(pairs))
+    n = pairs["n"].to_numpy(dtype=np.int64)
+    # Each pair's rows, keyed by the pair in the order the rows name it.
+    rows_of: dict[tuple[Any, Any], npt.NDArray[np.int64]] = {}
+    if len(pairs):
+        keys = pd.MultiIndex.from_arrays([pairs["rater_a"], pairs["rater_b"]])
+        codes, uniques = pd.factorize(keys)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
+        for i, key in enumerate(uniques):
+            rows_of[(key[0], key[1])] = order[bounds[i]:bounds[i + 1]]
+
+    def tables_of(a: Any, b: Any) -> FloatArray:
+        flat_tables = np.zeros(len(cluster_ids) * n_classes * n_classes, dtype=np.int64)
+        if (a, b) in rows_of:
+            rows = rows_of[(a, b)]
+            first, second = la[rows], lb[rows]
+        elif (b, a) in rows_of:
+            rows = rows_of[(b, a)]
+            first, second = lb[rows], la[rows]
+        else:
+            return flat_tables.reshape(len(cluster_ids), n_classes, n_classes).astype(float)
+        np.add.at(flat_tables, (u[rows] * n_classes + first) * n_classes + second, n[rows])
+        return flat_tables.reshape(len(cluster_ids), n_classes, n_classes).astype(float)
+
+    matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
+    overlap = pd.DataFrame(0, index=raters, columns=raters)
+    per_type: dict[str, list[tuple[Any, Any]]] = {}
+    pair_tables: dict[tuple[Any, Any], FloatArray] = {}
+    users_of: dict[str, set[int]] = {}
+    pair_points: dict[tuple[Any, Any], tuple[float, int]] = {}
+    scored: list[tuple[Any, Any, FloatArray, float, int]] = []
+    for a in raters:
+        matrix.loc[a, a] = 1.0
+        overlap.loc[a, a] = int(items[a])
+    for a, b in combinations(raters, 2):
+        tables = tables_of(a, b)
+        shared = int(tables.sum())
+        overlap.loc[a, b] = overlap.loc[b, a] = shared
+        if shared < min_overlap:
+            continue
+        point = float(score.on(tables.sum(axis=0), levels))
+        matrix.loc[a, b] = matrix.loc[b, a] = point
+        scored.append((a, b, tables, point, shared))
+        kind = "–".join(sorted((groups[a], groups[b])))
+        users_of.setdefault(kind, set()).update(np.flatnonzero(tables.sum(axis=(1, 2)) > 0).tolist())
+    for a, b, tables, point, shared in scored:
+        key = (a, b) if a <= b else (b, a)
+        pair_tables[key], pair_points[key] = tables, (point, shared)
         per_type.setdefault("–".join(sorted((groups[a], groups[b]))), []).append(key)
     result = PairwiseResult(matrix=matrix, overlap=overlap, groups={}, tables=pair_tables, points=pair_points,
                             n_clusters=len(cluster_ids))

@@ -23,10 +23,8 @@ from personagap.analysis.estimates import estimate_line
 from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
 
-# The scale coercion (defined in personagap.scales); on_scale re-exported for analysis/budget.py until it imports
-# it from there.
-from personagap.scales import as_scale
-from personagap.scales import on_scale as on_scale
+# The scale coercion (defined in personagap.scales).
+from personagap.scales import as_scale, on_scale
 from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = robust.PANEL_METRICS
@@ -43,7 +41,7 @@ def _nan_pair() -> list[float]:
 
 
 class PanelFields(BaseModel):
-    """Prevalence-robust agreement beside kappa (same items, same resampled users)."""
+    """Prevalence-robust agreement beside kappa (same items, same users)."""
 
     estimand: Weight = Field(
         default="items", description="What the row's table figures estimate: 'items' (pooled over items, heavy "
@@ -158,8 +156,8 @@ def panel_values(estimates: Mapping[str, Estimate]) -> dict[str, Any]:
 
 def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataFrame],
                 counts: Callable[[str, HumanSet], tuple[pd.DataFrame, pd.DataFrame]], positive: str | None,
-                anchored: Iterable[str] = (), rate_datasets: Iterable[str] | None = None, n_resamples: int,
-                seed: int, scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                anchored: Iterable[str] = (), rate_datasets: Iterable[str] | None = None,
+                scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The one loop behind every report's ``alt_test`` and ``estimates``, whatever the labels are read from.
 
     Args:
@@ -171,8 +169,6 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
         positive: The label whose human rate the estimates correct (None: no estimates).
         anchored: Datasets to cover again with anchored humans, reported apart.
         rate_datasets: Only these get estimates (default: all).
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
         scales: Dataset -> its scale (every dataset covered must have one: a scale decides how the test scores;
             the alt-test scores an ordinal dataset by negative RMSE, :func:`alt_test_scoring`, and no rate of
             ``positive`` is estimated on an ordinal scale or one without that category).
@@ -193,7 +189,7 @@ def extras_rows(datasets: Iterable[str], *, alt_labels: Callable[[str], pd.DataF
             judges, reference = counts(ds, humans)
             # Pooled yes-counts over pooled items: these rates weigh items; no user-weighted version is offered.
             rates += [row | {"estimand": "items"} for row in estimate_rows_from_counts(
-                judges, reference, ds, positive=positive, humans=humans, n_resamples=n_resamples, seed=seed)]
+                judges, reference, ds, positive=positive, humans=humans)]
     return tests, rates
 
 

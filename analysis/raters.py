@@ -70,12 +70,8 @@ def fleiss_from_user_sums(totals: FloatArray) -> FloatArray:
     return _fleiss_from_sums(t[..., 0], t[..., 1], t[..., 2:])
 
 
-def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int | None = None,
-                    seed: int | None = None, level: float = 0.95) -> Estimate:
-    """Fleiss' kappa with its user-clustered CI (:func:`~personagap.analysis.ci_rule.cluster_estimate`).
-
-    ``n_resamples`` and ``seed`` are deprecated and ignored (the CI rule draws no resamples).
-    """
+def fleiss_kappa_ci(counts: npt.ArrayLike, clusters: npt.ArrayLike, *, level: float = 0.95) -> Estimate:
+    """Fleiss' kappa with its user-clustered CI (:func:`~personagap.analysis.ci_rule.cluster_estimate`)."""
     c = np.asarray(counts, dtype=float)
     fleiss_kappa(c)  # validates equal ratings per item (one clear error)
     return cluster_estimate(fleiss_from_user_sums, fleiss_user_sums(c, clusters), level=level, bounds=(-1.0, 1.0))
@@ -158,7 +154,6 @@ def alpha_user_coincidences(reliability_data: npt.ArrayLike, clusters: npt.Array
 
 
 def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLike, level: Level, *,
-                          n_resamples: int | None = None, seed: int | None = None,
                           ci_level: float = 0.95) -> Estimate:
     """Krippendorff's alpha (package) with its user-clustered CI over per-user coincidences.
 
@@ -166,8 +161,6 @@ def krippendorff_alpha_ci(reliability_data: npt.ArrayLike, clusters: npt.ArrayLi
         reliability_data: Raters x units, NaN for missing.
         clusters: Cluster (user) of each unit.
         level: Level of measurement.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         ci_level: Confidence level.
     """
     data = np.asarray(reliability_data, dtype=float)

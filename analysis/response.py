@@ -16,8 +16,6 @@ import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     NAN_ESTIMATE,
     Estimate,
     FloatArray,
@@ -30,26 +28,21 @@ from personagap.analysis.agreement import (
 )
 from personagap.analysis.arrays import safe_div
 from personagap.analysis.pairwise import PairwiseResult, pairwise_agreement
+from personagap.vocabulary import DECISIVE
 
-DECISIVE = ("A", "B")
 
-
-def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
-                   seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
+def clustered_rate(hits: npt.ArrayLike, clusters: npt.ArrayLike, *, level: float = 0.95) -> Estimate:
     """Share of True in ``hits`` with its user-clustered CI (the one CI rule).
 
     Args:
         hits: One boolean per counted item.
         clusters: Cluster (user/question) of each item.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         level: Confidence level.
 
     Returns:
         The rate and its CI; NaN for no items.
     """
     h = np.asarray(hits, dtype=bool)
-    del n_resamples, seed  # deprecated
     return rate_from_counts(clusters, h, np.ones(h.size), level=level)
 
 
@@ -138,22 +131,19 @@ def chose_longer(labels: npt.ArrayLike, len_a: npt.ArrayLike,
     return counted, (lab == "A") == (a > b)
 
 
-def first_position_rate(labels: npt.ArrayLike, swapped: npt.ArrayLike, clusters: npt.ArrayLike, *,
-                        n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Estimate:
+def first_position_rate(labels: npt.ArrayLike, swapped: npt.ArrayLike, clusters: npt.ArrayLike) -> Estimate:
     """Position bias: among decisive verdicts, the share choosing the answer shown first (0.5 = none)."""
     decisive, first = chose_first(labels, swapped)
-    return clustered_rate(first[decisive], np.asarray(clusters)[decisive], n_resamples=n_resamples, seed=seed)
+    return clustered_rate(first[decisive], np.asarray(clusters)[decisive])
 
 
-def longer_rate(labels: npt.ArrayLike, len_a: npt.ArrayLike, len_b: npt.ArrayLike, clusters: npt.ArrayLike, *,
-                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Estimate:
+def longer_rate(labels: npt.ArrayLike, len_a: npt.ArrayLike, len_b: npt.ArrayLike, clusters: npt.ArrayLike) -> Estimate:
     """Length bias: among decisive verdicts on pairs of unequal length, the share choosing the longer answer."""
     counted, longer = chose_longer(labels, len_a, len_b)
-    return clustered_rate(longer[counted], np.asarray(clusters)[counted], n_resamples=n_resamples, seed=seed)
+    return clustered_rate(longer[counted], np.asarray(clusters)[counted])
 
 
 def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
-                   n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                    extra: tuple[str, ...] = ()) -> dict[str, Estimate]:
     """Accuracy and Cohen's kappa of a judge against the human label, with user-clustered CIs.
 
@@ -161,19 +151,16 @@ def judge_vs_human(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.Arr
         human: Reference labels.
         judge: The judge's labels, aligned.
         clusters: Cluster (user) of each item.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Resampling seed.
         extra: More registered metrics on the same tables (e.g. the robust panel).
     """
     metrics = ("accuracy", "kappa", *extra)
     if np.asarray(human).size == 0:
         return dict.fromkeys(metrics, NAN_ESTIMATE)
-    return agreement(human, judge, clusters, metrics=metrics, n_resamples=n_resamples, seed=seed)
+    return agreement(human, judge, clusters, metrics=metrics)
 
 
 def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_profile: npt.ArrayLike,
-                 clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
-                 seed: int = DEFAULT_SEED) -> tuple[float, float, Estimate]:
+                 clusters: npt.ArrayLike) -> tuple[float, float, Estimate]:
     """Paired accuracy gap (with profile minus without) on the same items, with its user-clustered CI.
 
     Args:
@@ -181,8 +168,6 @@ def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_prof
         with_profile: The judge's labels when shown the profile, aligned with ``human``.
         without_profile: Its labels without the profile, aligned likewise.
         clusters: Cluster of each item.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
 
     Returns:
         ``(accuracy_with, accuracy_without, gap)``.
@@ -192,7 +177,6 @@ def accuracy_gap(human: npt.ArrayLike, with_profile: npt.ArrayLike, without_prof
         return float("nan"), float("nan"), NAN_ESTIMATE
     hit_with = (np.asarray(with_profile, dtype=object) == h).astype(float)
     hit_without = (np.asarray(without_profile, dtype=object) == h).astype(float)
-    del n_resamples, seed  # deprecated
     return gap_from_counts(clusters, hit_with, hit_without, np.ones(h.size))
 
 
@@ -220,8 +204,8 @@ def gap_from_counts(clusters: npt.ArrayLike, hits_with: npt.ArrayLike, hits_with
     return float(total[0] / total[2]), float(total[1] / total[2]), gap_from_sums(per, level=level)
 
 
-def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.ArrayLike, level: Level, *,
-                    n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
+def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.ArrayLike,
+                    level: Level) -> dict[str, Estimate]:
     """Agreement among several raters on the same items: Krippendorff's alpha and Fleiss' kappa.
 
     Args:
@@ -229,8 +213,6 @@ def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.A
         values: The scale's values (Fleiss counts each value as a category).
         clusters: Cluster of each item (row).
         level: Level of measurement for alpha ('nominal' for yes/no, 'ordinal' for 1-5).
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Resampling seed.
 
     Returns:
         ``{'alpha': ..., 'fleiss': ...}``; Fleiss uses the items with the most common number
@@ -240,7 +222,7 @@ def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.A
     cl = np.asarray(clusters)
     if data.size == 0:
         return {"alpha": NAN_ESTIMATE, "fleiss": NAN_ESTIMATE}
-    alpha = krippendorff_alpha_ci(data.T, cl, level, n_resamples=n_resamples, seed=seed)
+    alpha = krippendorff_alpha_ci(data.T, cl, level)
     counts = np.column_stack([(data == v).sum(axis=1) for v in values])
     per_item = counts.sum(axis=1)
     multi = per_item[per_item >= 2]
@@ -248,19 +230,16 @@ def rater_agreement(wide: pd.DataFrame, values: Sequence[float], clusters: npt.A
         return {"alpha": alpha, "fleiss": NAN_ESTIMATE}
     modal = int(pd.Series(multi).mode().max())
     keep = per_item == modal
-    return {"alpha": alpha, "fleiss": fleiss_kappa_ci(counts[keep], cl[keep], n_resamples=n_resamples, seed=seed)}
+    return {"alpha": alpha, "fleiss": fleiss_kappa_ci(counts[keep], cl[keep])}
 
 
-def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10, n_resamples: int = DEFAULT_RESAMPLES,
-                seed: int = DEFAULT_SEED) -> PairwiseResult:
+def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10) -> PairwiseResult:
     """Cohen's kappa for every pair of raters (all in one group 'rater').
 
     Args:
         labels: Long frame with item_id, rater, label, cluster.
         min_overlap: Pairs sharing fewer items are left out.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Resampling seed.
     """
     groups = {str(r): "rater" for r in labels["rater"].unique()}
-    return pairwise_agreement(labels, groups, min_overlap=min_overlap, n_resamples=n_resamples, seed=seed)
+    return pairwise_agreement(labels, groups, min_overlap=min_overlap)
 

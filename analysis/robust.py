@@ -39,8 +39,6 @@ import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     FloatArray,
     ci_list,
     cluster_tables,
@@ -61,9 +59,7 @@ from personagap.analysis.comparable import (
     one_vote_per_rater,
     reference_labels,
 )
-
-# Re-exported for analysis/budget.py until it imports it from personagap.vocabulary (its one home).
-from personagap.vocabulary import HumanSet as HumanSet
+from personagap.vocabulary import HumanSet
 
 PANEL_METRICS: tuple[str, ...] = ("ac1", "pabak", "mcc", "balanced_accuracy")
 """Panel figures reported with a CI (``<name>_ci``)."""
@@ -178,12 +174,11 @@ def bias_index_from_tables(tables: FloatArray) -> FloatArray:
 
 # --------------------------------------------------------------------------- the panel
 
-def panel_fields(tables: FloatArray, weights: FloatArray | None = None, level: float = 0.95) -> dict[str, Any]:
+def panel_fields(tables: FloatArray, level: float = 0.95) -> dict[str, Any]:
     """The robust-agreement fields of one judge row, from per-user tables (the one CI rule, as the row's kappa).
 
     Args:
         tables: Per-user confusion tables ``(U, K, K)``.
-        weights: Deprecated and ignored (the CI rule draws no resamples); kept so that callers do not break.
         level: Confidence level.
 
     Returns:
@@ -191,7 +186,6 @@ def panel_fields(tables: FloatArray, weights: FloatArray | None = None, level: f
         ``balanced_accuracy_ci``, ``prevalence_index``, ``bias_index`` (the last two NaN unless K = 2).
         NaN marks an undefined figure; ``json_safe`` turns it into null.
     """
-    del weights  # deprecated
     t = np.asarray(tables, dtype=float)
     out: dict[str, Any] = {}
     for name, e in estimates(t, PANEL_METRICS, level=level).items():
@@ -220,13 +214,12 @@ def base_rate_tables(tables: FloatArray) -> tuple[FloatArray, int]:
     return out, majority
 
 
-def base_rate_panel(tables: FloatArray, weights: FloatArray | None = None, level: float = 0.95) -> dict[str, Any]:
+def base_rate_panel(tables: FloatArray, level: float = 0.95) -> dict[str, Any]:
     """:func:`panel_fields` plus kappa and accuracy of the base-rate judge (always the majority class).
 
     This is what chance-level looks like at the data's prevalence: kappa 0, MCC 0, balanced accuracy
-    1/K, AC1 and PABAK whatever the prevalence gives them. ``weights`` is deprecated and ignored.
+    1/K, AC1 and PABAK whatever the prevalence gives them.
     """
-    del weights  # deprecated
     t, majority = base_rate_tables(tables)
     est = estimates(t, ("kappa", "accuracy"), level=level)
     return {"kappa": est["kappa"].value, "kappa_ci": ci_list(est["kappa"]), "accuracy": est["accuracy"].value,
@@ -247,25 +240,20 @@ def _pair_tables(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.Array
 
 
 def panel(human: npt.ArrayLike, judge: npt.ArrayLike, clusters: npt.ArrayLike, *,
-          n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Any]:
+          level: float = 0.95) -> dict[str, Any]:
     """:func:`panel_fields` from aligned label arrays, on the same per-user tables as ``agreement(...)``.
 
     Args:
         human: Reference labels (0/1 codes for binary, or any labels).
         judge: Judge labels aligned with ``human``.
         clusters: User (cluster) of each item.
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         level: Confidence level.
     """
-    del n_resamples, seed  # deprecated
     return panel_fields(_pair_tables(human, judge, clusters), level=level)
 
 
-def base_rate(human: npt.ArrayLike, clusters: npt.ArrayLike, *, n_resamples: int = DEFAULT_RESAMPLES,
-              seed: int = DEFAULT_SEED, level: float = 0.95) -> dict[str, Any]:
+def base_rate(human: npt.ArrayLike, clusters: npt.ArrayLike, *, level: float = 0.95) -> dict[str, Any]:
     """:func:`base_rate_panel` from the reference labels of the items (a report's chance-level row)."""
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
     return base_rate_panel(_pair_tables(human, human, clusters), level=level)
 
 
@@ -354,7 +342,6 @@ def user_tables(human: pd.Series, judge: pd.Series, users: pd.Series,
 
 
 def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind",
-               n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                level: float = 0.95, declared: Iterable[str] | None = None) -> list[dict[str, Any]]:
     """The robust panel of every judge of ``dataset`` against the human reference, plus a base-rate row.
 
@@ -362,8 +349,6 @@ def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind"
         labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets are ignored.
         dataset: Dataset key.
         humans: Reference from blind (default) or anchored human labels (labelled in each row).
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Deprecated and ignored.
         level: Confidence level.
         declared: The dataset's declared categories, part of its scale
             (:func:`~personagap.analysis.comparable.categories_for`: every judge is coded over that scale).
@@ -389,17 +374,16 @@ def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind"
         tables, ids = user_tables(ref.loc[shared, "label"], j.labels.loc[shared], ref.loc[shared, "user_id"],
                                   categories)
         out.append(_row(j.judge, j.rater, j.rater_kind, j.condition, dataset, humans, tables, len(shared),
-                        n_resamples, seed, level))
+                        level))
     tables, ids = user_tables(ref["label"], ref["label"], ref["user_id"], categories)
     base, _ = base_rate_tables(tables)
     out.append(_row(BASE_RATE_JUDGE, BASE_RATE_JUDGE, "base-rate", "", dataset, humans, base, len(ref),
-                    n_resamples, seed, level))
+                    level))
     return out
 
 
 def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, humans: HumanSet, tables: FloatArray,
-         n: int, n_resamples: int, seed: int, level: float) -> dict[str, Any]:
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+         n: int, level: float) -> dict[str, Any]:
     kappa = estimates(tables, ("kappa",), level=level)["kappa"]
     return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
             "humans": humans, "n": n, "n_users": int(tables.shape[0]), "kappa": kappa.value,

@@ -43,13 +43,11 @@ from benchmarks.calibration_generators import Generator as Generator  # noqa: E4
 from benchmarks.calibration_generators import Stat as Stat  # noqa: E402
 from benchmarks.calibration_generators import _binary_tables as _binary_tables  # noqa: E402
 from benchmarks.calibration_generators import generators as generators  # noqa: E402
+from benchmarks.old_bootstrap import bootstrap_tables, percentile_interval, resample_weights  # noqa: E402
 from personagap.analysis.agreement import (  # noqa: E402
     MIN_USERS_FOR_CI,
-    bootstrap_tables,
     interval_from_leave_outs,
     leave_one_out,
-    percentile_interval,
-    resample_weights,
 )
 
 TARGET = 0.93

@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.dashboard_first_render import build  # noqa: E402
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED  # noqa: E402
+from personagap.analysis.agreement import DEFAULT_SEED  # noqa: E402
 from personagap.analysis.diagnosis_store import diagnose_store  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
 from tests.browser_helpers import browser, find_chromium, serve_dashboard  # noqa: E402
@@ -55,7 +55,7 @@ def _old_panel(db: Path, stage: str, datasets: list[str]) -> list[dict[str, Any]
 
     with queries.read_only(db) as con:
         labels = load_labels(con, stage=stage)
-    return [r for ds in datasets for r in panel_rows(labels, ds, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)]
+    return [r for ds in datasets for r in panel_rows(labels, ds)]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -71,14 +71,14 @@ def compare_panel(db: Path, stage: str) -> None:
     from personagap.dashboard.robust_panel import stage_panel
 
     t = time.perf_counter()
-    diagnosis = diagnose_store(db, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED).diagnosis
+    diagnosis = diagnose_store(db, seed=DEFAULT_SEED).diagnosis
     diag_s = time.perf_counter() - t
     datasets = sorted({j.dataset for j in diagnosis.stage(stage).judges})
     t = time.perf_counter()
     old = _old_panel(db, stage, datasets)
     old_s = time.perf_counter() - t
     t = time.perf_counter()
-    new = stage_panel(db, diagnosis, stage, datasets, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)
+    new = stage_panel(db, diagnosis, stage, datasets)
     new_s = time.perf_counter() - t
     assert len(old) == len(new), (len(old), len(new))
     for a, b in zip(old, new, strict=True):

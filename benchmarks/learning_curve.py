@@ -38,9 +38,9 @@ from personagap.stages.trained import relevance_items  # noqa: E402
 METRICS = ("kappa", "over_selection", "precision", "recall", "f1")
 
 
-def figures(y: np.ndarray, labels: list[str] | np.ndarray, users: np.ndarray, n_resamples: int = 1000) -> str:
+def figures(y: np.ndarray, labels: list[str] | np.ndarray, users: np.ndarray) -> str:
     j = (np.asarray(labels) == "yes").astype(int)
-    est = agreement(y, j, users, metrics=METRICS, n_resamples=n_resamples, seed=0)
+    est = agreement(y, j, users, metrics=METRICS)
     k = est["kappa"]
     return (f"kappa {k.value:.3f} [{k.ci[0]:.3f}, {k.ci[1]:.3f}]  over-selection {est['over_selection'].value:.2f}x "
             f"[{est['over_selection'].ci[0]:.2f}, {est['over_selection'].ci[1]:.2f}]  P {est['precision'].value:.3f}"
@@ -64,8 +64,7 @@ def learning_curve(items: pd.DataFrame, y: np.ndarray, features: str, sizes: lis
                     continue
                 model = fit_relevance(items.iloc[rows], y[rows], features=features)  # type: ignore[arg-type]
                 pred[test] = model.predict(items.iloc[test])
-            est = agreement(y, (pred == "yes").astype(int), users, metrics=("kappa", "over_selection"),
-                            n_resamples=10, seed=0)
+            est = agreement(y, (pred == "yes").astype(int), users, metrics=("kappa", "over_selection"))
             kappas.append(est["kappa"].value)
             oversel.append(est["over_selection"].value)
         out.append((size, kappas, oversel))

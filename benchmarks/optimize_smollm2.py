@@ -71,7 +71,7 @@ def main() -> None:
         lm = LMConfig(model="openai/smollm2", api_base=base, structured="json_object", max_tokens=96, timeout=180)
         settings = OptimizeSettings(stage="relevance", judge="relevance-per-attribute", n_users=args.users,
                                     max_items=args.max_items, budget=args.budget, candidates=1, max_demos=3,
-                                    max_bootstrapped=1, threads=1, n_resamples=500)
+                                    max_bootstrapped=1, threads=1)
         started = time.perf_counter()
         result = optimize(db, settings, lm, work / "smollm2-program.json",
                           on_phase=lambda name: print(f"[{name}] {time.perf_counter() - started:.0f}s", flush=True))

@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.agreement import DEFAULT_SEED
 from personagap.analysis.diagnosis import Diagnosis
-from personagap.analysis.pairwise import pairwise_agreement
+from personagap.analysis.pairwise import pairwise_from_counts
 from personagap.dashboard import access, queries
 from personagap.dashboard.display import ci, num
 from personagap.store import DEFAULT_DB
+from personagap.vocabulary import HUMAN_SETS
 
 DB_ENV = "PERSONAGAP_DB"
 TTL_SECONDS = 60
@@ -35,18 +36,18 @@ def db_state(db: str) -> dict[str, int]:
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")
-def _cached_diagnosis(db: str, n_resamples: int, seed: int) -> Diagnosis:
+def _cached_diagnosis(db: str, seed: int) -> Diagnosis:
     """The diagnosis of every stage (the Overview's figures), cached; the server's prefetch when it has one."""
     from personagap.analysis.diagnosis_store import diagnose_store
     from personagap.dashboard import prefetch
 
-    # Computed while the server booted (personagap.dashboard.serve, default resamples and seed); only the first
+    # Computed while the server booted (personagap.dashboard.serve, default seed); only the first
     # call can take it.
-    early = prefetch.take(db, n_resamples, seed)
+    early = prefetch.take(db, seed)
     if isinstance(early, Diagnosis):
         return early
     with access.reading():
-        return diagnose_store(db, n_resamples=n_resamples, seed=seed).diagnosis
+        return diagnose_store(db, seed=seed).diagnosis
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
@@ -64,15 +65,20 @@ def stage_inventory(db: str, stage: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing position and length bias…")
 def relevance_bias(db: str, stage: str) -> pd.DataFrame:
     """Share labelled yes per rater by the attribute's list position and by length quartile, with user-clustered CIs."""
-    from personagap.analysis.response import clustered_rate
+    from personagap.analysis.response import rate_from_counts
+    from personagap.store.dashboard_reads import bias_counts
 
-    labels = queries.bias_labels(db, stage)
+    # Counted per (rater, user, position, length, yes) in the store: no row per label (issue 31).
+    with queries.read_only(db) as con:
+        labels = bias_counts(con, stage)
     rows: list[dict[str, Any]] = []
     if labels.empty:
         return pd.DataFrame(rows)
-    # Length quartiles over the items' attribute lengths (the same cut for every rater).
-    lengths = labels["length"].dropna()
-    if lengths.nunique() >= 4:
+    # Length quartiles over the items' attribute lengths (the same cut for every rater), each label counted.
+    known = labels.dropna(subset=["length"])
+    if known["length"].nunique() >= 4:
+        per_length = known.groupby("length", sort=True)["n"].sum()
+        lengths = np.repeat(per_length.index.to_numpy(), per_length.to_numpy())
         edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1]))
         names = [f"length Q{i + 1} ({int(edges[i])}–{int(edges[i + 1])} chars)" for i in range(len(edges) - 1)]
         labels["length_q"] = pd.cut(labels["length"], edges, labels=names, include_lowest=True).astype(object)
@@ -82,12 +88,12 @@ def relevance_bias(db: str, stage: str) -> pd.DataFrame:
             continue
         part = labels.dropna(subset=[column])
         for (rater, who, bucket), g in part.groupby(["rater", "who", column], sort=True):
-            if len(g) < 5:
+            n = int(g["n"].sum())
+            if n < 5:
                 continue
-            est = clustered_rate(g["hit"].to_numpy(bool), g["user_id"].to_numpy(), n_resamples=DEFAULT_RESAMPLES,
-                                 seed=DEFAULT_SEED)
+            est = rate_from_counts(g["user_id"].to_numpy(), g["hit"].to_numpy() * g["n"].to_numpy(), g["n"].to_numpy())
             label = f"position {int(bucket) + 1}" if factor == "position" else str(bucket)
-            rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": len(g),
+            rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": n,
                          "rate": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]})
     return pd.DataFrame(rows)
 
@@ -133,7 +139,7 @@ def robust_panel(db: str, stage: str, datasets: tuple[str, ...]) -> pd.DataFrame
 
     # The diagnosis (cached, shared with the Overview) has scored every judge already: only the base-rate row
     # and datasets whose label set differs from a judge's own need counts from the file, never every label.
-    rows = stage_panel(db, diag(), stage, datasets, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)
+    rows = stage_panel(db, diag(), stage, datasets)
     return pd.DataFrame(rows) if rows else None
 
 
@@ -146,11 +152,15 @@ def matrix_choices(db: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing pairwise agreement…")
 def pairwise(db: str, stage: str, dataset: str) -> dict[str, Any]:
     """Pairwise kappa among every rater of a dataset: the matrix, shared item counts, groups and group means."""
-    labels = queries.agreement_labels(db, stage, dataset)
+    from personagap.store.dashboard_reads import agreement_counts
+
+    # Counted per (rater pair, user, label pair) in the store: no row per label (issue 31).
+    with queries.read_only(db) as con:
+        counts = agreement_counts(con, stage, dataset)
     groups = {str(r): ("human majority" if k == "human_majority" else "human" if k == "human" else "judge")
-              for r, k in labels[["rater", "rater_kind"]].drop_duplicates().itertuples(index=False)}
-    result = pairwise_agreement(labels[["item_id", "rater", "label", "cluster"]].drop_duplicates(["item_id", "rater"]),
-                                groups, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED)
+              for r, k in counts.raters[["rater", "rater_kind"]].itertuples(index=False)}
+    items = dict(zip(counts.raters["rater"].astype(str), counts.raters["items"].astype(int), strict=True))
+    result = pairwise_from_counts(counts.pairs, items, counts.users, counts.categories, groups)
     summary = pd.DataFrame([{"pairs": k, "mean kappa": num(g.mean_kappa.value), "95% CI": ci(list(g.mean_kappa.ci)),
                              "rater pairs": g.n_pairs}
                             for k, g in result.groups.items()])
@@ -162,17 +172,19 @@ def pilot_report(db: str) -> dict[str, Any] | None:
     """Agreement among the relevance raters (blind humans first, else anchored ones), or None without any."""
     from personagap.stages.relevance import multi_rater_report
     from personagap.store import load_labels
+    from personagap.store.dashboard_reads import human_rater_counts
+    from personagap.store.dataset_reads import datasets_with_human_labels
 
     with queries.read_only(db) as con:
-        datasets = [r[0] for r in con.execute(
-            "SELECT DISTINCT i.dataset FROM labels l JOIN items i USING (item_id) "
-            "WHERE i.stage = 'relevance' AND l.rater_kind = 'human' ORDER BY 1").fetchall()]
+        # Only a dataset with two human raters can give a report: the others' labels are never read (issue 31).
+        raters = human_rater_counts(con, "relevance")
+        datasets = [ds for ds in datasets_with_human_labels(con, "relevance") if raters.get(ds, 0) >= 2]
         frames = {ds: load_labels(con, dataset=ds, stage="relevance") for ds in datasets}
     # Blind humans first (the only agreement that may serve as a ceiling); else the anchored annotators', shown
     # as such. Never the two mixed.
-    for which in ("blind", "anchored"):
+    for which in HUMAN_SETS:
         for ds, labels in frames.items():
-            report = multi_rater_report(labels, ds, n_resamples=DEFAULT_RESAMPLES, seed=DEFAULT_SEED, which=which)
+            report = multi_rater_report(labels, ds, which=which)
             if report is not None:
                 return {**report.model_dump(), "which": which}
     return None
@@ -215,5 +227,5 @@ def compare(db: str, a: str, b: str) -> dict[str, Any]:
 
 
 def diag() -> Diagnosis:
-    """The diagnosis of the dashboard's database with the default resamples and seed (cached)."""
-    return _cached_diagnosis(db_path(), DEFAULT_RESAMPLES, DEFAULT_SEED)
+    """The diagnosis of the dashboard's database with the default seed (cached)."""
+    return _cached_diagnosis(db_path(), DEFAULT_SEED)

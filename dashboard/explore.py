@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from personagap.analysis.comparable import JUDGE_KINDS, judge_display
+from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, judge_display
 from personagap.dashboard import charts, data, queries
 from personagap.dashboard.data import db_path
 from personagap.dashboard.display import MISSING, md, missing, text
@@ -197,7 +197,7 @@ def show_item(case: dict[str, Any]) -> None:
 
 def show_labels(labels: pd.DataFrame) -> None:
     """Every human and judge label of an item; a failure shows as unparseable with its reason, never as nan."""
-    humans = labels[labels["rater_kind"].isin(["human", "human_majority"])]
+    humans = labels[labels["rater_kind"].isin(HUMAN_KINDS)]
     st.markdown(f"**Human labels ({len(humans)})**")
     if not humans.empty:
         table = humans[["rater", "rater_kind", "condition", "label"]].astype(object)

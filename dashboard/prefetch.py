@@ -100,7 +100,7 @@ def child_main() -> None:
 
 
 def start(db: str, hold: float = HOLD_SECONDS) -> None:
-    """Compute the pipeline view and the diagnosis of ``db`` in a child process (default resamples and seed).
+    """Compute the pipeline view and the diagnosis of ``db`` in a child process (default seed).
 
     Args:
         db: The database.
@@ -137,7 +137,7 @@ def start(db: str, hold: float = HOLD_SECONDS) -> None:
                         view.set_result(payload)
                     elif kind == "diagnosis":
                         box["result"] = payload
-                        box["key"] = (payload.n_resamples, payload.seed)
+                        box["key"] = payload.seed
                         break
                     else:
                         raise PrefetchError(payload)
@@ -198,10 +198,10 @@ def view(db: str) -> tuple[tuple[int, int], Future[Any]] | None:
     return None if job is None else (job[1]["stamp"], job[2])
 
 
-def take(db: str, n_resamples: int, seed: int, timeout: float = 60.0) -> Any | None:
+def take(db: str, seed: int, timeout: float = 60.0) -> Any | None:
     """Return the prefetched diagnosis once (asking the child for it now, and waiting), or None.
 
-    None also when it was computed with other resamples or seed, or the file changed since.
+    None also when it was computed with another seed, or the file changed since.
     """
     with _lock:
         job = _jobs.pop(db, None)
@@ -210,6 +210,6 @@ def take(db: str, n_resamples: int, seed: int, timeout: float = 60.0) -> Any | N
     done, box, _ = job
     box["ask"]()  # the child computes it now if it still holds it back
     done.wait(timeout)
-    if box.get("result") is None or box.get("key") != (n_resamples, seed) or box["stamp"] != stamp(db):
+    if box.get("result") is None or box.get("key") != seed or box["stamp"] != stamp(db):
         return None
     return box["result"]

@@ -53,14 +53,13 @@ def dataset_categories(reference: pd.DataFrame, scales: dict[str, list[str]]) ->
     return {str(ds): scales[str(ds)] for ds in sorted(set(reference["dataset"].astype(str))) if str(ds) in scales}
 
 
-def needs_recount(diagnosis: Diagnosis, stage: str, categories: dict[str, list[str]], *, n_resamples: int, seed: int,
-                  level: float) -> list[str]:
+def needs_recount(diagnosis: Diagnosis, stage: str, categories: dict[str, list[str]], *, level: float) -> list[str]:
     """Datasets whose judges' panel figures cannot be taken from the diagnosis.
 
     Those where some judge was scored over another label set than the panel's (AC1 and PABAK would differ), or
-    all of them when the diagnosis used other bootstrap settings.
+    all of them when the diagnosis used another confidence level.
     """
-    if (diagnosis.n_resamples, diagnosis.seed, diagnosis.ci_level) != (n_resamples, seed, level):
+    if diagnosis.ci_level != level:
         return sorted(categories)
     return sorted({j.dataset for j in diagnosis.stage(stage).judges if j.categories != categories.get(j.dataset)})
 
@@ -78,9 +77,8 @@ def _tables(users: pd.Series, human: pd.Series, judge: pd.Series, counts: pd.Ser
     return tables.reshape(len(ids), k, k)
 
 
-def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, tables: FloatArray, n_resamples: int,
-         seed: int, level: float) -> dict[str, Any]:
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
+def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, tables: FloatArray,
+         level: float) -> dict[str, Any]:
     kappa = estimate(tables, "kappa", level=level)
     return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
             "humans": "blind", "n": int(tables.sum()), "n_users": int(tables.shape[0]), "kappa": kappa.value,
@@ -95,7 +93,7 @@ def _score_row(j: JudgeScore) -> dict[str, Any]:
 
 def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[str], reference: pd.DataFrame,
                          scales: dict[str, list[str]], pair_counts: pd.DataFrame | None = None, *,
-                         n_resamples: int, seed: int, level: float = 0.95) -> list[dict[str, Any]]:
+                         level: float = 0.95) -> list[dict[str, Any]]:
     """The rows ``panel_rows`` gives for ``datasets`` (blind humans), from the diagnosis and aggregate counts.
 
     Args:
@@ -106,8 +104,6 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
         scales: Per dataset, the categories the diagnosis scores it over (``panel_reference``'s second part).
         pair_counts: :func:`personagap.dashboard.queries.panel_pair_counts` for at least the datasets that
             :func:`needs_recount` names (and every dataset when the diagnosis used other bootstrap settings).
-        n_resamples: Deprecated and ignored (the CI rule draws no resamples).
-        seed: Bootstrap seed.
         level: Confidence level.
 
     Returns:
@@ -116,7 +112,7 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
     """
     s = diagnosis.stage(stage)
     categories = dataset_categories(reference, scales)
-    recount = set(needs_recount(diagnosis, stage, categories, n_resamples=n_resamples, seed=seed, level=level))
+    recount = set(needs_recount(diagnosis, stage, categories, level=level))
     out: list[dict[str, Any]] = []
     for ds in datasets:
         if ds not in categories:
@@ -129,7 +125,7 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
             for (rater, kind, condition), g in part.groupby(["rater", "rater_kind", "condition"], sort=True):
                 tables = _tables(g["user_id"], g["human"], g["label"], g["n"], cats)
                 out.append(_row(judge_display(str(rater), str(condition)), str(rater), str(kind), str(condition), ds,
-                                tables, n_resamples, seed, level))
+                                tables, level))
         else:
             # panel_rows' order: judges grouped by (rater, kind, condition), sorted.
             scores = [j for j in s.judges if j.dataset == ds]
@@ -137,12 +133,12 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
         ref = reference[reference["dataset"] == ds]
         tables = _tables(ref["user_id"], ref["human"], ref["human"], ref["n"], cats)
         base, _ = base_rate_tables(tables)
-        out.append(_row(BASE_RATE_JUDGE, BASE_RATE_JUDGE, "base-rate", "", ds, base, n_resamples, seed, level))
+        out.append(_row(BASE_RATE_JUDGE, BASE_RATE_JUDGE, "base-rate", "", ds, base, level))
     return out
 
 
-def stage_panel(db: str | Path, diagnosis: Diagnosis, stage: str, datasets: Iterable[str], *, n_resamples: int,
-                seed: int, level: float = 0.95) -> list[dict[str, Any]]:
+def stage_panel(db: str | Path, diagnosis: Diagnosis, stage: str, datasets: Iterable[str], *,
+                level: float = 0.95) -> list[dict[str, Any]]:
     """:func:`panel_from_diagnosis` with its counts read from ``db`` (read-only, two short batches at most)."""
     from personagap.dashboard import queries
 
@@ -151,8 +147,6 @@ def stage_panel(db: str | Path, diagnosis: Diagnosis, stage: str, datasets: Iter
         return []
     reference, scales = queries.panel_reference(db, stage)
     categories = dataset_categories(reference, scales)
-    wanted = [ds for ds in needs_recount(diagnosis, stage, categories, n_resamples=n_resamples, seed=seed,
-                                         level=level) if ds in datasets]
+    wanted = [ds for ds in needs_recount(diagnosis, stage, categories, level=level) if ds in datasets]
     pairs = queries.panel_pair_counts(db, stage, wanted) if wanted else None
-    return panel_from_diagnosis(diagnosis, stage, datasets, reference, scales, pairs, n_resamples=n_resamples,
-                                seed=seed, level=level)
+    return panel_from_diagnosis(diagnosis, stage, datasets, reference, scales, pairs, level=level)

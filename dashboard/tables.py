@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from personagap.analysis.diagnosis import STAGES, HumanCeiling, JudgeScore, StageDiagnosis
+from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import origin_comparison, where
 from personagap.dashboard.display import MISSING, ci, md, missing, num, text
 
@@ -81,7 +82,7 @@ def headline(j: JudgeScore) -> tuple[str, float, list[float]]:
     Returns:
         The figure's name, its value and its CI.
     """
-    if j.scale == "ordinal" and j.weighted_kappa is not None:
+    if headline_metric(j.scale) == "weighted_kappa" and j.weighted_kappa is not None:
         return "weighted kappa", j.weighted_kappa, j.weighted_kappa_ci or [float("nan"), float("nan")]
     return "kappa", j.kappa, j.kappa_ci
 

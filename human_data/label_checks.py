@@ -12,7 +12,6 @@ from personagap.human_data._jsonl import DataError
 from personagap.human_data.label_format import (
     CONFIDENCE,
     CONTEXT,
-    RATER_KINDS,
     ROW_ORDER,
     STAGE_CATEGORIES,
     LabelSpec,
@@ -35,6 +34,7 @@ from personagap.store.label_import import (
     pair_counts,
     row_value,
 )
+from personagap.vocabulary import FILE_RATER_KINDS
 
 
 class Unlocated(Exception):
@@ -101,7 +101,7 @@ def check_rows(check: Checker, spec: LabelSpec) -> None:
         raise check.error(file, row, problem.split(":", 1)[1], "missing or empty (required)")
     if problem == "rater_kind":
         raise check.error(file, row, "rater_kind", f"unknown rater kind {echo(kind)} "
-                                                   f"(one of {', '.join(RATER_KINDS)})")
+                                                   f"(one of {', '.join(FILE_RATER_KINDS)})")
     if problem == "response_kind":
         raise check.error(file, row, "response_kind", f"{echo(response_kind)} is not personalised or generic")
     if problem == ATTRIBUTES_USED:

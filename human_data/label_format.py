@@ -15,9 +15,8 @@ import pyarrow as pa
 
 from personagap.datasets import default_question
 from personagap.human_data._jsonl import DataError
-from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, SYSTEM, SYSTEM_KIND
+from personagap.linking import ATTRIBUTE_ID, ATTRIBUTES_USED, INPUT_CONDITION, PERSONALIZED, SYSTEM
 from personagap.records import (
-    PAIRWISE_LABELS,
     RELEVANCE_LABELS,
     VERIFICATION_LABELS,
     DatasetRecord,
@@ -25,6 +24,7 @@ from personagap.records import (
     ItemKind,
     Stage,
 )
+from personagap.scales import PAIRWISE_SCALE
 from personagap.stage_names import STAGES as STAGES  # re-exported: the format's stages
 
 Scale = Literal["nominal", "ordinal"]
@@ -45,8 +45,6 @@ LINK_COLUMNS: tuple[str, ...] = (ATTRIBUTE_ID, SYSTEM, ATTRIBUTES_USED, INPUT_CO
 """Item columns that link stages: stored in the item's payload under their own names when a file fills them."""
 CONFIDENCE = "confidence"
 CONFIDENCE_SCALE = "confidence_scale"
-RATER_KINDS: tuple[str, ...] = ("human", "llm", "trained", SYSTEM_KIND)
-"""``system``: a pipeline's own output (e.g. a selector's stage-2 choices), scored against people, never a judge."""
 #: The stage's question fixes its categories (its report and judges read exactly these); ``--categories``
 #: changes them except for pairwise items, whose labels always say which answer won.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {"extraction": VERIFICATION_LABELS, "relevance": RELEVANCE_LABELS}
@@ -165,7 +163,7 @@ class LabelImport:
         """The dataset record this import fixes (stored with :func:`personagap.datasets.record_meta`)."""
         spec = self.spec
         if self.item_kind == "pairwise":
-            scale = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+            scale = PAIRWISE_SCALE
         else:
             # Undeclared categories stay empty: the record reader then takes every label the raters gave.
             scale = DatasetScale(kind=spec.scale, categories=spec_categories(spec) or ())

@@ -13,7 +13,6 @@ from personagap.human_data.label_format import (
     CONFIDENCE,
     ID_COLUMNS,
     KEY_SAMPLE,
-    RATER_KINDS,
     REQUIRED,
     RESPONSE_KINDS,
     LabelSpec,
@@ -32,7 +31,7 @@ from personagap.linking import (
 )
 from personagap.records import PAIRWISE_LABELS, Stage
 from personagap.store.label_import import count_rows, describe, hold_rows, register_arrow, set_variables
-from personagap.vocabulary import RELEVANCE_LABELS
+from personagap.vocabulary import FILE_RATER_KINDS, RELEVANCE_LABELS
 
 
 def sql_quote(text: str) -> str:
@@ -285,7 +284,7 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
                        f"THEN {sql_quote(PERSONALIZED)} "
     if ATTRIBUTES_USED in known:
         link_checks += f"WHEN _used_raw IS NOT NULL AND {ATTRIBUTES_USED} IS NULL THEN {sql_quote(ATTRIBUTES_USED)} "
-    kinds = ", ".join(map(sql_quote, RATER_KINDS))
+    kinds = ", ".join(map(sql_quote, FILE_RATER_KINDS))
     response_kind = ""
     if spec.stage == "response":
         allowed = ", ".join(map(sql_quote, RESPONSE_KINDS))

@@ -44,8 +44,10 @@ from personagap.human_data._jsonl import (
     real_path,
     require_exists,
 )
-from personagap.records import PAIRWISE_LABELS, DatasetRecord, DatasetScale, Item, Label, Run, User, item_id
+from personagap.records import DatasetRecord, Item, Label, Run, User, item_id
+from personagap.scales import PAIRWISE_SCALE
 from personagap.store import ImportBatch
+from personagap.vocabulary import DECISIVE
 
 DATASET = "prism-judge"
 ADAPTER = "prism-judge"
@@ -133,7 +135,7 @@ def parse_answer(answer: str, *, with_tie: bool) -> tuple[str | None, str | None
         ``(label, None)`` or ``(None, error)``.
     """
     text = answer.strip()
-    if text in ("A", "B"):
+    if text in DECISIVE:
         return text, None
     if text == "C":
         if with_tie:
@@ -312,5 +314,5 @@ def load_prism(path: str | Path) -> ResponseImport:
 def pairwise_record(dataset: str, question: str) -> dict[str, str]:
     """The meta entries of a release's pairwise (A/B/tie) dataset record (:func:`personagap.datasets.record_meta`)."""
     return record_meta(DatasetRecord(stage="response", dataset=dataset, item_kind="pairwise",
-                                     scale=DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS),
+                                     scale=PAIRWISE_SCALE,
                                      question=question, declared=True))

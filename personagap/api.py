@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import ANCHORED_MAJORITY, CONVERTED_SHOWN_LLM
 from personagap.analysis.weighting import Weight
 from personagap.human_data.recenter import Coverage, load_recenter
@@ -18,6 +17,7 @@ from personagap.labels_api import load_labels as load_labels
 from personagap.stages.relevance import RelevanceReport
 from personagap.stages.relevance import report_relevance as stage_relevance_report
 from personagap.store import StoreError, WriteSummary, gc_paused, opened, write_batch
+from personagap.store.item_reads import relevance_prompt_items
 
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis
@@ -80,25 +80,19 @@ def import_recenter(path: str | Path, db: str | Path) -> ImportSummary:
                          anchored_majorities=result.anchored_majorities)
 
 
-def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                     weight: Weight = "items") -> RelevanceReport:
+def report_relevance(db: str | Path, *, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from a database (read-only), with each dataset's origin (real/synthetic).
 
     ``weight``: what the judge rows' table figures weigh equally, ``items`` (the default) or ``users``
     (:mod:`personagap.analysis.weighting`).
     """
-    return stage_relevance_report(db, n_resamples=n_resamples, seed=seed, weight=weight)
+    return stage_relevance_report(db, weight=weight)
 
 
 def relevance_items(db: str | Path, datasets: tuple[str, ...] = ("recenter-stage2",)) -> pd.DataFrame:
     """Relevance items with their prompt text, in a stable order (user, prompt, attribute)."""
     with opened(db, read_only=True) as con:
-        return con.execute("""
-            SELECT i.item_id, i.dataset, i.user_id, i.prompt_index, i.attribute, p.prompt_text
-            FROM items i JOIN prompts p USING (dataset, user_id, prompt_index)
-            WHERE i.stage = 'relevance' AND i.dataset IN (SELECT unnest(?)) AND p.prompt_text IS NOT NULL
-            ORDER BY i.dataset, i.user_id, i.prompt_index, i.attribute
-        """, [list(datasets)]).df()
+        return relevance_prompt_items(con, datasets)
 
 
 def judge_relevance(db: str | Path, judge_name: str, lm: LMConfig, *, datasets: tuple[str, ...] = ("recenter-stage2",),
@@ -123,8 +117,7 @@ def judge_relevance(db: str | Path, judge_name: str, lm: LMConfig, *, datasets: 
                      progress=progress, source=",".join(datasets))
 
 
-def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: int = DEFAULT_RESAMPLES,
-                         seed: int = DEFAULT_SEED) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """For each stage's best judge: can it replace a human (alternative-annotator test), and its corrected rate.
 
     The same rows as the stage reports' ``alt_test`` and ``estimates`` (one shared implementation,
@@ -134,8 +127,6 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     Args:
         db: The database (opened read-only).
         diagnosis: The diagnosis whose best judges to test.
-        n_resamples: Unused by the CIs (the one CI rule draws no resamples); recorded.
-        seed: Bootstrap seed.
 
     Returns:
         Stage -> ``{"alt_test": [...], "estimates": [...]}`` (stages without a best judge are left out).
@@ -143,4 +134,4 @@ def best_judge_vs_humans(db: str | Path, diagnosis: Diagnosis, *, n_resamples: i
     from personagap.analysis.diagnosis_store import best_judge_extras
 
     with opened(db, read_only=True) as con:
-        return best_judge_extras(con, diagnosis, n_resamples=n_resamples, seed=seed)
+        return best_judge_extras(con, diagnosis)

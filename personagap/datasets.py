@@ -36,6 +36,7 @@ from personagap.records import (
     ItemKind,
     Stage,
 )
+from personagap.scales import PAIRWISE_SCALE, as_scale
 from personagap.store.dataset_reads import ITEM_KINDS_SQL as _ITEM_KINDS_SQL  # noqa: F401 - read by tests
 from personagap.store.dataset_reads import PAIRWISE_PAYLOAD_KINDS as PAIRWISE_PAYLOAD_KINDS
 from personagap.store.dataset_reads import SCALE_LABELS_SQL as SCALE_LABELS_SQL
@@ -160,7 +161,7 @@ def _scale(item_kind: str, ordinal: bool, declared: list[str], rows: pd.DataFram
     if item_kind == "pairwise":
         found = categories_for(rows, PAIRWISE_LABELS)
         if set(found) <= set(PAIRWISE_LABELS):
-            return DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+            return PAIRWISE_SCALE
         # A dataset that also holds other items (single yes/no answers beside A/B pairs): one nominal scale over
         # every label, so no label of it falls off its scale.
         return DatasetScale(kind="nominal", categories=tuple(found))
@@ -172,7 +173,7 @@ def _scale(item_kind: str, ordinal: bool, declared: list[str], rows: pd.DataFram
         # Nothing labelled yet (an extractor's output awaiting verdicts): the verification question's own scale,
         # so Annotate offers ok / bad / unsure rather than the yes/no fallback.
         declared = list(VERIFICATION_LABELS)
-    return DatasetScale(kind="nominal", categories=tuple(categories_for(rows, declared or None)))
+    return as_scale(categories_for(rows, declared or None))
 
 
 def _is_number(text: str) -> bool:
@@ -207,6 +208,11 @@ def dataset_records(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Dat
         rows = unsettled_scale_labels(con, sorted(settled), sorted({d for _, d in pairs}))
         parts.append(rows[[(st, ds) in pairs for st, ds in zip(rows["stage"], rows["dataset"], strict=True)]])
     return build_records(items, pd.concat(parts, ignore_index=True), meta)
+
+
+def dataset_scales(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], DatasetScale]:
+    """(stage, dataset) -> the dataset's scale, from its record (:func:`dataset_records`)."""
+    return {key: record.scale for key, record in dataset_records(con).items()}
 
 
 def dataset_record(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> DatasetRecord | None:

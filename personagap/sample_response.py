@@ -15,6 +15,8 @@ import json
 import random
 from pathlib import Path
 
+from personagap.vocabulary import DECISIVE
+
 _OCCUPATIONS = ("a night-shift nurse", "a retired engineer", "a student on a tight budget",
                 "a parent of two young children", "a farmer", "a primary-school teacher", "a freelance translator",
                 "a bus driver", "a software developer", "a shop owner")
@@ -66,7 +68,7 @@ def write_sample_prism(dest: str | Path, seed: int = 11) -> Path:
             roll = rng.random()
             if roll < broken:
                 answer = rng.choice(["[", "N", "T"])
-            elif pair["ground_truth"] in ("A", "B") and rng.random() < agree:
+            elif pair["ground_truth"] in DECISIVE and rng.random() < agree:
                 answer = pair["ground_truth"]
             else:
                 answer = "A" if rng.random() < 0.6 else "B"  # a mild first-position preference

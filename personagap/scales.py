@@ -3,6 +3,7 @@
 A dataset's scale (:class:`~personagap.records.DatasetScale`) comes from its record
 (:func:`personagap.datasets.dataset_records`); this module says what a label *is* on it:
 
+* :data:`PAIRWISE_SCALE` -- the scale of every pairwise dataset;
 * :func:`as_scale` -- a scale from a scale or a bare category list (read as nominal);
 * :func:`stored_scale` -- a scale from its stored kind and categories (a report row, a record's JSON);
 * :func:`on_scale` -- labels written as the scale writes its categories (an ordinal ``3.0`` is the level ``3``),
@@ -24,10 +25,15 @@ from typing import Literal, cast
 import pandas as pd
 
 from personagap.records import DatasetScale, ScaleKind
+from personagap.vocabulary import PAIRWISE_LABELS
 
-__all__ = ["AlphaLevel", "alpha_level", "as_scale", "level_value", "on_scale", "on_scale_mask", "stored_scale"]
+__all__ = ["PAIRWISE_SCALE", "AlphaLevel", "alpha_level", "as_scale", "level_value", "on_scale", "on_scale_mask",
+           "stored_scale"]
 
 AlphaLevel = Literal["nominal", "ordinal"]
+
+PAIRWISE_SCALE = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
+"""The one scale of pairwise items (which answer won): A/B/tie."""
 
 
 def as_scale(scale: DatasetScale | Iterable[str]) -> DatasetScale:
@@ -63,7 +69,7 @@ def on_scale(labels: pd.Series, scale: DatasetScale, *, strict: bool = True) -> 
         text = text.map(lambda v: _level_text(v, level_of))
     known = text.isin(scale.categories)
     if strict and not known.all():
-        unknown = sorted(set(text[~known]))[:5]
+        unknown = sorted({str(t) for t in text[~known]})[:5]  # a missing label (NaN) reads 'nan'
         raise ValueError(f"labels {unknown} are not on the {scale.kind} scale {list(scale.categories)}")
     return text.where(known)
 

@@ -11,8 +11,9 @@ from typing import Literal, get_args
 
 from personagap.linking import SYSTEM_KIND
 
-__all__ = ["ATTRIBUTE_KINDS", "HUMAN_KINDS", "HUMAN_SETS", "JUDGE_KINDS", "PAIRWISE_LABELS", "RATER_KINDS",
-           "RELEVANCE_LABELS", "REVERSED", "SYSTEM_KINDS", "VERIFICATION_LABELS", "YES_NO", "HumanSet", "RaterKind"]
+__all__ = ["ATTRIBUTE_KINDS", "DECISIVE", "FILE_RATER_KINDS", "HUMAN_KINDS", "HUMAN_SETS", "JUDGE_KINDS",
+           "PAIRWISE_LABELS", "RATER_KINDS", "RELEVANCE_LABELS", "REVERSED", "SINGLE_KINDS", "SYSTEM_KINDS",
+           "VERIFICATION_LABELS", "YES_NO", "HumanSet", "RaterKind"]
 
 #: Label vocabularies per stage. A label outside its vocabulary is a data error.
 RELEVANCE_LABELS: tuple[str, str] = ("yes", "no")
@@ -23,6 +24,8 @@ VERIFICATION_LABELS: tuple[str, str, str] = ("ok", "bad", "unsure")
 """Stage 1 (extraction): the verdicts on an extracted attribute."""
 PAIRWISE_LABELS: tuple[str, str, str] = ("A", "B", "tie")
 """Stage 3 (response), pairwise: which answer won."""
+DECISIVE: tuple[str, str] = ("A", "B")
+"""The pairwise labels that pick an answer (every pairwise label but the tie)."""
 REVERSED = "+reversed"
 """Condition suffix of a pairwise judge's run with the two answers swapped (feeds swap consistency; no judge of
 its own)."""
@@ -30,6 +33,9 @@ its own)."""
 RaterKind = Literal["human", "human_majority", "llm", "trained", "baseline", "system"]
 """Who gave a label."""
 RATER_KINDS: tuple[str, ...] = get_args(RaterKind)
+FILE_RATER_KINDS: tuple[str, ...] = ("human", "llm", "trained", SYSTEM_KIND)
+"""The rater kinds a label file may declare (a majority and a baseline are computed, never imported); ``system``:
+a pipeline's own output (e.g. a selector's stage-2 choices), scored against people, never a judge."""
 HUMAN_KINDS: tuple[str, ...] = ("human", "human_majority")
 """Rater kinds that are people (one person, or a release's majority of people)."""
 JUDGE_KINDS: tuple[str, ...] = ("llm", "trained", "baseline")
@@ -42,6 +48,9 @@ HumanSet = Literal["blind", "anchored"]
 """Which humans form the reference: ``blind`` (what judges are scored against) or ``anchored`` (saw an LLM's label
 first; reported apart)."""
 HUMAN_SETS: tuple[HumanSet, ...] = get_args(HumanSet)
+
+SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
+"""Payload kinds of stage-3 items that are one answer to rate (the rest are pairs)."""
 
 ATTRIBUTE_KINDS: tuple[str | None, ...] = (None, "extracted")
 """Payload kinds of stage-1 items that are extracted attributes (None: a release's attributes carry no kind)."""

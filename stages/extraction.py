@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING
 import duckdb
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.alt_test import MIN_HUMANS_PER_ITEM
 from personagap.analysis.comparable import roles
 from personagap.analysis.panel import extras_rows
@@ -86,25 +85,23 @@ __all__ = ["ATTRIBUTE_KINDS", "CALIBRATION_NOTE", "PILOT_EXTRACTOR", "VERIFIER_K
            "unit_gold"]
 
 
-def report_extraction(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED, weight: Weight = "items") -> ExtractionReport:
+def report_extraction(db: str | Path, *, weight: Weight = "items") -> ExtractionReport:
     """Build the stage-1 report from a database (read-only).
 
     From DuckDB's aggregates (:func:`extraction_report_from_store`), without loading the verdicts. Each dataset's
     scale is its record's (:func:`personagap.datasets.dataset_records`, the one reader). ``weight``: what the
     verifier rows' table figures weigh equally (``items``, the default, or ``users``).
     """
-    from personagap.labels_api import dataset_origins
+    from personagap.store.dataset_reads import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "extraction"}
-        return extraction_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales,
+        return extraction_report_from_store(con, origins=origins, scales=scales,
                                             weight=weight)
 
 
-def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
-                                 seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mapping[str, str] | None = None,
                                  scales: Mapping[str, DatasetScale] | None = None,
                                  weight: Weight = "items") -> ExtractionReport:
     """The stage-1 report from an open store, computed from DuckDB's aggregates (issue 20).
@@ -117,8 +114,6 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
 
     Args:
         con: An open (read-only is enough) store connection.
-        n_resamples: Recorded with the report (the one CI rule draws no resamples).
-        seed: Recorded with the report.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); a dataset missing from it is
             read the way the record reader infers one from its labels.
@@ -146,13 +141,12 @@ def extraction_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples:
 
     with item_humans_table(con):  # the humans per item counted once for every dataset's test
         alt_test, estimates = extras_rows(datasets, alt_labels=alt_labels, counts=of, positive="ok",
-                                          n_resamples=n_resamples, seed=seed,
                                           scales={ds: scales[ds] for ds in datasets})
     items = items_frame(side_items(con))
     labelled = items.loc[items["kind"].isin(["chunk", "match"]), "item_id"].astype(str).tolist()
     return assemble_report(counts, reference, human_verdicts(con, several), scales, alt_test, estimates,
                            items=items, side_labels=side_labels(con, labelled),
-                           n_resamples=n_resamples, seed=seed, origins=origins, weight=weight)
+                           origins=origins, weight=weight)
 
 
 @gc_paused()

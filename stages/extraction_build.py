@@ -36,6 +36,7 @@ from personagap.stages.extraction_records import (
     VerdictRow,
     VerifierAgreement,
 )
+from personagap.store.item_reads import extraction_item_rows
 
 if TYPE_CHECKING:
     pass
@@ -72,7 +73,7 @@ def inferred_scales(labels: pd.DataFrame) -> dict[str, DatasetScale]:
 def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.DataFrame,
                     scales: Mapping[str, DatasetScale], alt_test: list[dict[str, Any]],
                     estimates: list[dict[str, Any]], *, items: pd.DataFrame, side_labels: pd.DataFrame,
-                    n_resamples: int, seed: int, origins: Mapping[str, str] | None,
+                    origins: Mapping[str, str] | None,
                     weight: Weight = "items") -> ExtractionReport:
     """The stage-1 report from verdict counts (whichever path counted them) and the side items and labels.
 
@@ -87,17 +88,13 @@ def assemble_report(counts: pd.DataFrame, reference: pd.DataFrame, humans: pd.Da
         items: Stage-1 items (:func:`items_frame`) holding at least the conversations, chunks, gold, matcher pairs
             and the extracted attributes of datasets with chunks or gold.
         side_labels: Standard-protocol labels holding at least those on chunk and matcher-pair items.
-        n_resamples: Recorded with the report.
-        seed: Recorded with the report.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         weight: What the verifier rows' table figures weigh equally (``items`` or ``users``).
     """
-    kw = {"n_resamples": n_resamples, "seed": seed}
     report = ExtractionReport(alt_test=alt_test, estimates=estimates,
-        human_agreement=_human_agreement(counts, humans, **kw), acceptance=_acceptance(counts),
+        human_agreement=_human_agreement(counts, humans), acceptance=_acceptance(counts),
         verifiers=_verifiers(counts, reference, scales, weight), extractors=_extractor_runs(items, side_labels),
-        gold=_gold_summary(items), matching=_matching(items, side_labels, **kw), n_resamples=n_resamples, seed=seed,
-        weight=weight)
+        gold=_gold_summary(items), matching=_matching(items, side_labels), weight=weight)
     report.origin_comparison = tag_and_compare(report, origins or {},
                                                lambda: ((v.verifier, v) for v in report.verifiers))
     return report
@@ -115,7 +112,7 @@ def _rates_row(dataset: str, extractor: str, rater: str, kind: str, rows: pd.Dat
                       unsure=r["unsure"].value, unsure_ci=ci_list(r["unsure"]))
 
 
-def _human_agreement(counts: pd.DataFrame, humans: pd.DataFrame, **kw: Any) -> list[HumanAgreement]:
+def _human_agreement(counts: pd.DataFrame, humans: pd.DataFrame) -> list[HumanAgreement]:
     out = []
     human_counts = counts[counts["rater_kind"] == "human"]
     for dataset, rows in human_counts.groupby("dataset", sort=True):
@@ -123,7 +120,7 @@ def _human_agreement(counts: pd.DataFrame, humans: pd.DataFrame, **kw: Any) -> l
             continue
         mine = humans[humans["dataset"] == dataset]
         long = mine.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]]
-        agr = rater_agreement(long, **kw)
+        agr = rater_agreement(long)
         group = agr.pairwise.groups.get("human–human") if agr.pairwise is not None else None
         nan = float("nan")
         out.append(HumanAgreement(
@@ -250,7 +247,7 @@ def unit_gold(gold: pd.DataFrame) -> pd.DataFrame:
     return gold.assign(_key=key).drop_duplicates("_key").drop(columns="_key")
 
 
-def _matching(items: pd.DataFrame, labels: pd.DataFrame, **kw: Any) -> list[MatchRow]:
+def _matching(items: pd.DataFrame, labels: pd.DataFrame) -> list[MatchRow]:
     gold = items[items["kind"] == "gold"]
     extracted = items[items["kind"] == "extracted"]
     if gold.empty or extracted.empty:
@@ -297,7 +294,7 @@ def _matching(items: pd.DataFrame, labels: pd.DataFrame, **kw: Any) -> list[Matc
                                  int(g_match[in_g].sum()), int(in_g.sum()), u))
             frame = pd.DataFrame(rows, columns=["split", "user", "category", "tpa", "na", "tpg", "ng", "unit"])
             for (sp, cat), f in frame.groupby(["split", "category"], sort=True):
-                est = prf(f["tpa"], f["na"], f["tpg"], f["ng"], f["user"], **kw)
+                est = prf(f["tpa"], f["na"], f["tpg"], f["ng"], f["user"])
                 out.append(MatchRow(dataset=str(dataset), extractor=str(extractor), matcher=matcher, split=str(sp),
                                     category=str(cat), units=int(f["unit"].nunique()), users=est.n_users,
                                     attributes=est.n_attributes, gold=est.n_gold,
@@ -310,9 +307,7 @@ def _matching(items: pd.DataFrame, labels: pd.DataFrame, **kw: Any) -> list[Matc
 
 def load_items(con: Any, *, kinds: Sequence[str] | None = None, datasets: Sequence[str] | None = None) -> pd.DataFrame:
     """Stage-1 items from an open connection, with parsed payloads (see :func:`items_frame`)."""
-    frame = con.execute("SELECT item_id, dataset, user_id, attribute, position, payload FROM items "
-                        "WHERE stage = 'extraction' ORDER BY dataset, user_id, item_id").df()
-    frame = items_frame(frame)
+    frame = items_frame(extraction_item_rows(con))
     if kinds is not None:
         frame = frame[frame["kind"].isin(list(kinds))]
     if datasets is not None:

@@ -136,8 +136,6 @@ class ExtractionReport(BaseModel):
     matching: list[MatchRow]
     threshold: float = OFFLINE_THRESHOLD
     matcher_note: str = CALIBRATION_NOTE
-    n_resamples: int
-    seed: int
     ci_level: float = 0.95
     majority_rule: str = MAJORITY_RULE
     min_users_for_ci: int = MIN_USERS_FOR_CI

@@ -61,13 +61,12 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
     if report.verifiers:
         lines += ["", "Verifiers vs the human majority (3-class Cohen's kappa; ties dropped):"]
         for v in report.verifiers:
-            kappa_ci = ci_text(ci=v.kappa_ci, n_users=v.n_users, undefined=v.undefined_resamples,
-                               n_resamples=report.n_resamples)
+            kappa_ci = ci_text(ci=v.kappa_ci, n_users=v.n_users, undefined=v.undefined_resamples)
             lines.append(f"  {where(v.dataset, v.origin)}: {v.verifier}: n {v.n}, kappa {_num(v.kappa)} "
                          f"{kappa_ci}, accuracy {_num(v.accuracy)} "
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
             lines.extend(f"    {figure}: no CI: {why}" for figure, why in v.ci_notes.items())
-        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += ["", "Prevalence-robust panel (same items and users as kappa):"]
         lines += panel_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
         lines += gap_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
         lines += origin_lines(report.origin_comparison)

@@ -19,10 +19,6 @@ import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
-from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
-)
 from personagap.analysis.comparable import (
     JUDGE_KINDS,
     YES_NO,
@@ -54,7 +50,6 @@ __all__ = ["JUDGE_KINDS", "REFERENCE", "RelevanceReport", "dataset_scale", "judg
 
 
 def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset: str = "recenter-pilot",
-                                n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                                 origins: Mapping[str, str] | None = None,
                                 scales: Mapping[str, DatasetScale], weight: Weight = "items") -> RelevanceReport:
     """The stage-2 report from an open store, computed from DuckDB's aggregates (issue 20): the one path.
@@ -67,8 +62,6 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
     Args:
         con: An open (read-only is enough) store connection.
         pilot_dataset: The dataset with per-annotator labels for the agreement table.
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every dataset with labels.
         weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
@@ -93,31 +86,28 @@ def relevance_report_from_store(con: duckdb.DuckDBPyConnection, *, pilot_dataset
                                                 which=which, weight=weight)
             for which in counts}
         pilot, anchored, notes = pilot_reports(load_labels(con, stage=STAGE, dataset=pilot_dataset), pilot_dataset,
-                                                scale=scales[pilot_dataset], n_resamples=n_resamples, seed=seed,
-                                                weight=weight, judges=pilot_judges)
+                                                scale=scales[pilot_dataset], weight=weight, judges=pilot_judges)
     alt_test, estimates = store_extras(con, STAGE, datasets, positive="yes", counts=counts,
                                        anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                        rate_datasets=[ds for ds in datasets if scales[ds].categories == YES_NO],
-                                       n_resamples=n_resamples, seed=seed, scales=scales,
+                                       scales=scales,
                                        judges={ds: judge_rows[judge_rows["dataset"] == ds] for ds in datasets})
-    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
-                   origins=origins, weight=weight)
+    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, origins=origins, weight=weight)
 
 
-def report_relevance(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                     seed: int = DEFAULT_SEED, weight: Weight = "items") -> RelevanceReport:
+def report_relevance(db: str | Path, *, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from a database (read-only), each dataset tagged real or synthetic.
 
     From DuckDB's aggregates (:func:`relevance_report_from_store`), without loading every label. ``weight``: what
     the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
     from personagap.datasets import dataset_records
-    from personagap.labels_api import dataset_origins
     from personagap.store import opened
+    from personagap.store.dataset_reads import dataset_origins
 
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == STAGE}
-        return relevance_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins, scales=scales,
+        return relevance_report_from_store(con, origins=origins, scales=scales,
                                            weight=weight)
 

@@ -38,7 +38,7 @@ from personagap.analysis.pairwise import pairwise_agreement
 from personagap.analysis.panel import panel_values
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
-from personagap.scales import alpha_level, on_scale
+from personagap.scales import alpha_level, as_scale, on_scale
 from personagap.stages.relevance_records import (
     ANCHORED_TITLE,
     GroupRow,
@@ -70,7 +70,7 @@ def dataset_scale(labels: pd.DataFrame, dataset: str, scales: Mapping[str, Datas
     """
     if scales and dataset in scales:
         return scales[dataset]
-    return DatasetScale(kind="nominal", categories=tuple(categories_for(labels[labels["dataset"] == dataset])))
+    return as_scale(categories_for(labels[labels["dataset"] == dataset]))
 
 
 def judge_agreements_from_counts(counts: pd.DataFrame, reference: pd.DataFrame, failures: pd.DataFrame,
@@ -152,7 +152,7 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "b
 
 
 
-def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, seed: int,
+def multi_rater_report(labels: pd.DataFrame, dataset: str, *,
                        which: HumanSet = "blind", scale: DatasetScale | None = None,
                        weight: Weight = "items", judges: list[JudgeAgreement] | None = None) -> MultiRaterReport | None:
     """Within-human, within-judge-kind and human-judge agreement on a dataset with per-annotator labels.
@@ -160,8 +160,6 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     Args:
         labels: Stage-2 labels (:func:`personagap.store.load_labels`).
         dataset: Dataset key.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
         which: ``blind`` human labels (the agreement that may serve as a ceiling) or ``anchored`` ones.
         scale: The dataset's scale; None: :func:`dataset_scale`.
         weight: What the judge rows' table figures weigh equally (the agreement among raters pools items).
@@ -191,21 +189,19 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     long = long.assign(label=pd.Categorical(long["label"], categories=scale.categories).codes.astype(np.int64))
     ordinal = scale.levels() if scale.ordinal else None
     result = pairwise_agreement(long[["item_id", "rater", "label", "cluster"]], groups,
-                                n_resamples=n_resamples, seed=seed,
                                 metric=headline_metric(scale), levels=ordinal)
 
     human_long = long[long["rater"].isin(humans)]
     wide = human_long.pivot(index="item_id", columns="rater", values="label").astype(float)
     cluster = human_long.drop_duplicates("item_id").set_index("item_id")["cluster"].reindex(wide.index)
     level: Level = alpha_level(scale)
-    alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level,
-                                  n_resamples=n_resamples, seed=seed)
+    alpha = krippendorff_alpha_ci(wide.to_numpy(dtype=float).T, cluster.to_numpy(), level)
     n_rated = wide.notna().sum(axis=1)
     multi = n_rated[n_rated >= 2]
     modal = int(multi.mode().max()) if not multi.empty else 0
     keep = n_rated == modal
     counts = np.column_stack([(wide[keep] == v).sum(axis=1) for v in range(len(scale.categories))])
-    fleiss = (fleiss_kappa_ci(counts, cluster[keep].to_numpy(), n_resamples=n_resamples, seed=seed)
+    fleiss = (fleiss_kappa_ci(counts, cluster[keep].to_numpy())
               if modal >= 2 else NAN_ESTIMATE)
 
     def as_dict(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -226,15 +222,15 @@ def multi_rater_report(labels: pd.DataFrame, dataset: str, *, n_resamples: int, 
     )
 
 
-def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale, n_resamples: int,
-                  seed: int, weight: Weight = "items", judges: Mapping[HumanSet, list[JudgeAgreement]] | None = None
+def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetScale,
+                  weight: Weight = "items", judges: Mapping[HumanSet, list[JudgeAgreement]] | None = None
                   ) -> tuple[MultiRaterReport | None, MultiRaterReport | None, list[str]]:
     """The pilot's blind and anchored agreement among raters, and the notes saying what is missing or apart.
 
     ``judges``: the pilot's judge rows per reference when the caller counted them (the report, from the store);
     a reference missing from it: :func:`judge_agreements` of ``labels``.
     """
-    kw: dict[str, Any] = {"n_resamples": n_resamples, "seed": seed, "scale": scale, "weight": weight}
+    kw: dict[str, Any] = {"scale": scale, "weight": weight}
     given = judges or {}
     pilot = multi_rater_report(labels, pilot_dataset, judges=given.get("blind"), **kw)
     anchored = multi_rater_report(labels, pilot_dataset, which="anchored", judges=given.get("anchored"), **kw)
@@ -253,11 +249,11 @@ def pilot_reports(labels: pd.DataFrame, pilot_dataset: str, *, scale: DatasetSca
 
 def assemble_report(judges: list[JudgeAgreement], pilot: MultiRaterReport | None,
                     anchored: MultiRaterReport | None, notes: list[str], alt_test: list[dict[str, Any]],
-                    estimates: list[dict[str, Any]], *, n_resamples: int, seed: int,
+                    estimates: list[dict[str, Any]], *,
                     origins: Mapping[str, str] | None, weight: Weight = "items") -> RelevanceReport:
     """The report from its parts (both paths), each judge row tagged with its dataset's origin."""
     report = RelevanceReport(judges=judges, pilot=pilot, pilot_anchored=anchored, notes=notes, alt_test=alt_test,
-                             estimates=estimates, n_resamples=n_resamples, seed=seed, weight=weight)
+                             estimates=estimates, weight=weight)
     report.origin_comparison = tag_and_compare(
         report, origins or {}, lambda: ((j.judge, j) for j in [*report.judges, *(pilot.judges if pilot else [])]))
     return report

@@ -112,8 +112,6 @@ class RelevanceReport(BaseModel):
     origin_comparison: list[OriginComparison] = Field(
         default_factory=list, description="Judges on both synthetic-persona and real-user datasets, side by side.")
     majority_rule: str = MAJORITY_RULE
-    n_resamples: int
-    seed: int
     ci_level: float = 0.95
     min_users_for_ci: int = MIN_USERS_FOR_CI
     weight: Weight = Field(default="items", description="What the judge rows' table figures weigh equally: "

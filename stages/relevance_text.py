@@ -21,6 +21,7 @@ from personagap.stages.relevance_records import (
     MultiRaterReport,
     RelevanceReport,
 )
+from personagap.vocabulary import JUDGE_KINDS
 
 
 def _missing(v: float | None) -> bool:
@@ -38,7 +39,7 @@ def _fmt_ci(ci: list[float]) -> str:
 def _kinds_text(raters: dict[str, str]) -> str:
     counts = Counter(raters.values())
     names = {"human": "humans", "llm": "LLMs", "trained": "trained models", "baseline": "baselines"}
-    order = ["human", "llm", "trained", "baseline", *sorted(set(counts) - set(names))]
+    order = ["human", *JUDGE_KINDS, *sorted(set(counts) - set(names))]
     return ", ".join(f"{counts[k]} {names.get(k, k)}" for k in order if counts.get(k))
 
 
@@ -77,7 +78,7 @@ def render_relevance(report: RelevanceReport) -> str:
         lines += ["", "Not blind — not a ceiling:"] + _multi_rater_lines(report.pilot_anchored)
     rows = [*report.judges, *(report.pilot.judges if report.pilot else [])]
     if rows:
-        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += ["", "Prevalence-robust panel (same items and users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
     lines += gap_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in rows)
     lines += origin_lines(report.origin_comparison)

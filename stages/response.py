@@ -28,16 +28,14 @@ Datasets and what each is compared with:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
 import pandas as pd
 
 from personagap.analysis.aggregated import store_extras
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS
 from personagap.analysis.origins import tag_and_compare
 from personagap.analysis.pipeline_sql import reference_table
@@ -69,9 +67,10 @@ from personagap.stages.response_single import inferred_record, legacy_usr, singl
 from personagap.stages.response_text import render_response
 from personagap.store import StoreError, gc_paused, opened, write_batch
 from personagap.store.aggregates import label_counts
+from personagap.store.dataset_reads import dataset_origins, meta_with_prefix
+from personagap.store.item_reads import response_items as load_items
 from personagap.store.response_counts import (
     NO_PROFILE,
-    PERSONALIZED,
     REVERSED,
     datasets_of_kinds,
     gvp_counts,
@@ -126,50 +125,7 @@ def import_personafeedback(path: str | Path, db: str | Path) -> ResponseImport:
     return _import(load_personafeedback(path), db)
 
 
-def load_items(con: Any) -> pd.DataFrame:
-    """Stage-3 items with their payload flattened into the columns the judges and the report use.
-
-    Returns:
-        Columns item_id, dataset, user_id, kind, question, answer_a, answer_b, profile, split,
-        tier, personalized (canonical position of a personalised answer), order_shown (whether
-        the A/B order is the one the human saw), facts, context, response.
-    """
-    rows = con.execute("SELECT item_id, dataset, user_id, prompt_index, payload FROM items "
-                       "WHERE stage = 'response' ORDER BY dataset, user_id, item_id").fetchall()
-    prompts = {(d, u, p): t for d, u, p, t in con.execute(
-        "SELECT dataset, user_id, prompt_index, prompt_text FROM prompts").fetchall()}
-    attrs: dict[tuple[str, str], list[str]] = {}
-    for d, u, a in con.execute("SELECT dataset, user_id, attribute FROM attributes ORDER BY attribute").fetchall():
-        attrs.setdefault((d, u), []).append(a)
-    out = []
-    for iid, dataset, user, prompt_index, payload in rows:
-        p = json.loads(payload) if isinstance(payload, str) else (payload or {})
-        kind = p.get("kind")
-        rec: dict[str, Any] = {"item_id": iid, "dataset": dataset, "user_id": user, "kind": kind,
-                               "question": None, "answer_a": None, "answer_b": None, "profile": None,
-                               "split": p.get("split"), "tier": p.get("tier"), "personalized": None,
-                               "order_shown": p.get("order_seed") is None, "facts": None, "context": None,
-                               "response": None}
-        if kind == "pairwise":
-            rec |= {"question": p["question"], "answer_a": p["answer_a"], "answer_b": p["answer_b"],
-                    "profile": p.get("profile")}
-        elif kind == GVP_KIND:
-            profile = attrs.get((dataset, user))
-            # Canonical order: A = the generic answer, B = the personalised one.
-            rec |= {"question": prompts.get((dataset, user, prompt_index)), "answer_a": p["response_no_context"],
-                    "answer_b": p["response_personalized"], "personalized": PERSONALIZED, "order_shown": False,
-                    "profile": "\n".join(profile) if profile else None}
-        elif kind in SINGLE_KINDS:
-            rec |= {"facts": p.get("facts"), "context": p.get("context"), "response": p.get("response"),
-                    "profile": p.get("profile")}
-        out.append(rec)
-    return pd.DataFrame(out, columns=["item_id", "dataset", "user_id", "kind", "question", "answer_a", "answer_b",
-                                      "profile", "split", "tier", "personalized", "order_shown", "facts",
-                                      "context", "response"])
-
-
-def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
-                    seed: int = DEFAULT_SEED, weight: Weight = "items") -> ResponseReport:
+def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseReport:
     """Build the stage-3 report from a database (read-only), from DuckDB's aggregates (issue 20).
 
     Pairwise and generic-vs-personalised figures come from per-(dataset, judge, condition, user) sums
@@ -178,24 +134,19 @@ def report_response(db: str | Path, *, n_resamples: int = DEFAULT_RESAMPLES,
     of single-response items alone, their judges' figures come from counts too. Memory does not grow with the judge
     labels. ``weight``: what the judge rows' table figures weigh equally (``items``, the default, or ``users``).
     """
-    from personagap.labels_api import dataset_origins
-
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
-        return response_report_from_store(con, n_resamples=n_resamples, seed=seed, origins=origins,
+        return response_report_from_store(con, origins=origins,
                                           records=records, weight=weight)
 
 
-def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: int = DEFAULT_RESAMPLES,
-                               seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mapping[str, str] | None = None,
                                records: Mapping[str, DatasetRecord], weight: Weight = "items") -> ResponseReport:
     """The stage-3 report from an open store.
 
     Args:
         con: An open (read-only is enough) store connection.
-        n_resamples: Recorded with the report (the one CI rule draws no resamples).
-        seed: Recorded with the report.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         records: Dataset -> its stage-3 record (:func:`personagap.datasets.dataset_records`): the scale every
             judge is scored over and the question a section is titled with. A single-response dataset missing
@@ -228,9 +179,8 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
             {"blind": label_counts(con, "response", "blind", reference_table=reference)} if binary else {})
     if not datasets:
         return ResponseReport(judges=[], humans=[], profile_gaps=[], generic_vs_personalized=[], usr=None,
-                              n_resamples=n_resamples, seed=seed, weight=weight)
-    aspects = parse_aspects(dict(con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
-                                             [ASPECTS_PREFIX]).fetchall()))
+                              weight=weight)
+    aspects = parse_aspects(meta_with_prefix(con, ASPECTS_PREFIX))
     judges: list[JudgeResult] = []
     humans: list[HumanBias] = []
     gaps: list[ProfileGap] = []
@@ -249,18 +199,16 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, n_resamples: i
         js, section = single_dataset(singles.humans[singles.humans["dataset"] == dataset], singles.judges,
                                      singles.raters, single_record, aspects.get(dataset, []),
                                      reference=singles.reference[singles.reference["dataset"] == dataset],
-                                     n_resamples=n_resamples, seed=seed, weight=weight)
+                                     weight=weight)
         judges += js
         sections += [section] if section is not None else []
     del singles  # the counts and human labels are no longer needed: freed before the alternative-annotator read
     # The test needs several humans per item (USR; PRISM rows say why not); the human rate is corrected for yes/no
     # datasets only (an A/B/tie preference has no single "positive" label).
     alt_test, estimates = store_extras(con, "response", datasets, positive="yes", counts=counts_for_rates,
-                                       rate_datasets=binary, n_resamples=n_resamples, seed=seed,
-                                       scales={ds: r.scale for ds, r in records.items()})
+                                       rate_datasets=binary, scales={ds: r.scale for ds, r in records.items()})
     out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp_results,
-                         single_responses=sections, alt_test=alt_test, estimates=estimates, n_resamples=n_resamples,
-                         seed=seed, weight=weight)
+                         single_responses=sections, alt_test=alt_test, estimates=estimates, weight=weight)
     out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
     out.usr = legacy_usr(out.single_responses)
     return out

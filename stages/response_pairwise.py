@@ -19,7 +19,8 @@ from personagap.analysis.comparable import judge_display, reference_labels
 from personagap.analysis.panel import panel_values, scale_metrics
 from personagap.analysis.response import gap_from_counts, rate_from_counts
 from personagap.analysis.weighting import Weight, judge_row_figures
-from personagap.records import PAIRWISE_LABELS, DatasetScale
+from personagap.records import DatasetScale
+from personagap.scales import PAIRWISE_SCALE as PAIRWISE_SCALE
 from personagap.stages.response_records import (
     REVERSED,
     GenericVsPersonalized,
@@ -42,9 +43,6 @@ def blind_reference(labels: pd.DataFrame) -> pd.Series:
     the reference from the store (:func:`~personagap.store.response_counts.single_reference_counts`).
     """
     return reference_labels(labels, "blind")
-
-
-PAIRWISE_SCALE = DatasetScale(kind="pairwise", categories=PAIRWISE_LABELS)
 
 
 def _of(frame: pd.DataFrame, dataset: str) -> pd.DataFrame:

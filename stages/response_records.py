@@ -16,12 +16,11 @@ from personagap.analysis.weighting import ItemEstimand, Weight, WeightFields
 from personagap.store.response_counts import GVP_KIND as GVP_KIND
 from personagap.store.response_counts import NO_PROFILE as NO_PROFILE
 from personagap.store.response_counts import REVERSED as REVERSED
+from personagap.vocabulary import SINGLE_KINDS as SINGLE_KINDS
 
 USR_DATASET = "usr-personachat"
 
 
-SINGLE_KINDS: tuple[str, ...] = ("persona_use", "single")
-"""Payload kinds of single-response items (one answer rated on the dataset's scale)."""
 
 
 
@@ -218,8 +217,6 @@ class ResponseReport(BaseModel):
                                             "rate per judge (yes/no datasets only).")
     origin_comparison: list[OriginComparison] = Field(
         default_factory=list, description="Judges on both synthetic-persona and real-user datasets, side by side.")
-    n_resamples: int
-    seed: int
     ci_level: float = 0.95
     majority_rule: str = MAJORITY_RULE
     min_users_for_ci: int = MIN_USERS_FOR_CI

@@ -59,23 +59,21 @@ def _codes(wide: pd.DataFrame, scale: DatasetScale) -> tuple[pd.DataFrame, list[
             [float(i) for i in range(len(scale.categories))], "nominal")
 
 
-def _rater_agreement(rows: pd.DataFrame, scale: DatasetScale, *, n_resamples: int,
-                     seed: int) -> tuple[pd.DataFrame, pd.Series, dict[str, Estimate]]:
+def _rater_agreement(rows: pd.DataFrame, scale: DatasetScale) -> tuple[pd.DataFrame, pd.Series, dict[str, Estimate]]:
     """Human labels as items x raters, each item's cluster, and alpha/Fleiss among the raters on ``scale``."""
     wide = rows.pivot_table(index="item_id", columns="rater", values="label", aggfunc="first")
     cluster = rows.drop_duplicates("item_id").set_index("item_id")["user_id"].reindex(wide.index)
     codes, values, level = _codes(wide, scale)
-    return wide, cluster, rater_agreement(codes, values, cluster.to_numpy(), level, n_resamples=n_resamples,
-                                          seed=seed)
+    return wide, cluster, rater_agreement(codes, values, cluster.to_numpy(), level)
 
 
-def _aspects(frame: pd.DataFrame, specs: list[RatedAspectSpec], *, n_resamples: int, seed: int) -> list[RatedAspect]:
+def _aspects(frame: pd.DataFrame, specs: list[RatedAspectSpec]) -> list[RatedAspect]:
     out = []
     for spec in specs:
         rows = frame[(frame["condition"] == spec.condition) & (frame["rater_kind"] == "human") & frame["label"].notna()]
         if rows.empty:
             continue
-        wide, _, agree = _rater_agreement(rows, spec.scale, n_resamples=n_resamples, seed=seed)
+        wide, _, agree = _rater_agreement(rows, spec.scale)
         out.append(RatedAspect(condition=spec.condition, question=spec.question, scale=spec.scale.kind,
                                categories=list(spec.scale.categories), n_items=len(wide),
                                alpha=agree["alpha"].value, alpha_ci=ci_list(agree["alpha"])))
@@ -171,7 +169,7 @@ def judge_rows(judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord
 
 
 def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFrame, record: DatasetRecord,
-                   aspects: list[RatedAspectSpec], *, reference: pd.DataFrame, n_resamples: int, seed: int,
+                   aspects: list[RatedAspectSpec], *, reference: pd.DataFrame,
                    weight: Weight = "items") -> tuple[list[JudgeResult], SingleResponseReport | None]:
     """One single-response dataset on its record's scale (any number of categories, or ordinal levels).
 
@@ -186,8 +184,6 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         aspects: The other questions its raters answered.
         reference: The dataset's blind reference labels counted
             (:func:`~personagap.store.response_counts.single_reference_counts`: ``human``, ``n``).
-        n_resamples: Recorded (the one CI rule draws no resamples).
-        seed: Recorded.
         weight: What the judges' table figures weigh equally (the agreement among raters pools items).
     """
     scale, dataset = record.scale, record.dataset
@@ -195,9 +191,8 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
     if main.empty:
         return [], None
     main = main[on_scale_mask(main["label"], scale)]
-    wide, cluster, agree = _rater_agreement(main, scale, n_resamples=n_resamples, seed=seed)
-    pairs = rater_pairs(main.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]],
-                        n_resamples=n_resamples, seed=seed)
+    wide, cluster, agree = _rater_agreement(main, scale)
+    pairs = rater_pairs(main.rename(columns={"user_id": "cluster"})[["item_id", "rater", "label", "cluster"]])
     matrix = {str(r): {str(c): json_safe(float(pairs.matrix.loc[r, c])) for c in pairs.matrix.columns}
               for r in pairs.matrix.index}
     mean_kappa = {}
@@ -218,7 +213,7 @@ def single_dataset(humans: pd.DataFrame, judges: pd.DataFrame, raters: pd.DataFr
         alpha=agree["alpha"].value, alpha_ci=ci_list(agree["alpha"]),
         fleiss=agree["fleiss"].value, fleiss_ci=ci_list(agree["fleiss"]), pair_kappa=matrix,
         rater_mean_kappa=mean_kappa, reference_rates=_rates(ref, scale),
-        aspects=_aspects(humans, aspects, n_resamples=n_resamples, seed=seed), judges=versus)
+        aspects=_aspects(humans, aspects), judges=versus)
     return judge_results, section
 
 

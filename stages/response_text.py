@@ -78,9 +78,9 @@ def render_response(report: ResponseReport) -> str:
                          f"{gp.failures} failures")
     for section in report.single_responses:
         lines += _single_lines(section, [j for j in report.judges if j.dataset == section.dataset
-                                         and j.first_position_rate is None], report.n_resamples)
+                                         and j.first_position_rate is None])
     if report.judges:
-        lines += ["", "Prevalence-robust panel (same items and resampled users as kappa):"]
+        lines += ["", "Prevalence-robust panel (same items and users as kappa):"]
         lines += panel_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
     lines += gap_lines((f"{j.judge} ({where(j.dataset, j.origin)})", j) for j in report.judges)
     if report.weight == "users" and any(j.item_weighted for j in report.judges):
@@ -92,7 +92,7 @@ def render_response(report: ResponseReport) -> str:
     return "\n".join(lines)
 
 
-def _single_lines(s: SingleResponseReport, judges: list[JudgeResult], n_resamples: int) -> list[str]:
+def _single_lines(s: SingleResponseReport, judges: list[JudgeResult]) -> list[str]:
     """One single-response dataset's section, titled with its question."""
     level = alpha_level(s.scale)
     lines = ["", s.question,

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, agreement, ci_list
+from personagap.analysis.agreement import DEFAULT_SEED, agreement, ci_list
 from personagap.analysis.comparable import IN_SAMPLE, judge_display
 from personagap.analysis.response import first_position_rate, judge_vs_human, longer_rate
 from personagap.judges.trained import (
@@ -62,6 +62,7 @@ from personagap.stages.trained_judging import (
 from personagap.stages.trained_results import ScoreRow, TrainedRunSummary, TrainResult, trained_model_id, with_core
 from personagap.stages.trained_verifier import judge_extraction_trained, train_verifier
 from personagap.store import StoreError, git_sha, load_labels, opened
+from personagap.vocabulary import DECISIVE
 
 CV_TAG = "cv"
 _REL_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "precision", "recall", "f1",
@@ -71,7 +72,7 @@ _REL_METRICS = ("kappa", "over_selection", "human_yes_rate", "judge_yes_rate", "
 # --------------------------------------------------------------------------- training
 
 def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...] = ("recenter-stage2",),
-                    n_splits: int = 5, seed: int = 0, store_cv: bool = True, n_resamples: int = DEFAULT_RESAMPLES,
+                    n_splits: int = 5, seed: int = 0, store_cv: bool = True,
                     c: float = 1.0, features: RelevanceFeatures = "lexical") -> TrainResult:
     """Cross-validate (grouped by user), fit and save the relevance matcher on the human majority labels.
 
@@ -82,7 +83,6 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
         n_splits: CV folds (fewer when there are fewer users).
         seed: Fold-assignment and model seed.
         store_cv: Store the out-of-fold predictions as labels of rater ``trained-relevance/v1/cv``.
-        n_resamples: Bootstrap resamples of the CIs (user-clustered).
         c: Inverse regularisation strength (scikit-learn's default 1.0; not tuned on the CV folds).
         features: ``lexical`` (default) or ``embed`` (needs the ``embed`` extra; a separate rater,
             ``trained-relevance-embed``).
@@ -105,7 +105,7 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
     model = fit_relevance(labelled, y, c=c, seed=seed, features=features)
     data_fp = fingerprint(labelled, ["dataset", "user_id", "prompt_index", "attribute", "human"])
     rater_cv = trained_rater(spec, CV_TAG)
-    rows = _relevance_scores(db, labelled, cv_labels, rater_cv, n_resamples=n_resamples, seed=seed)
+    rows = _relevance_scores(db, labelled, cv_labels, rater_cv)
     model.metadata |= {
         "model_id": trained_model_id(spec, data_fp, model.metadata["params"]), "data_fingerprint": data_fp,
         "datasets": sorted(set(labelled["dataset"])), "n_train": len(labelled),
@@ -122,13 +122,12 @@ def train_relevance(db: str | Path, out: str | Path, *, datasets: tuple[str, ...
                        stored_cv_labels=stored, seconds=time.monotonic() - started, cv=cv)
 
 
-def _relevance_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[str], rater_cv: str, *,
-                      n_resamples: int, seed: int) -> list[ScoreRow]:
+def _relevance_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[str], rater_cv: str) -> list[ScoreRow]:
     """The trained judge's out-of-fold figures, then each stored judge's on exactly those items it labelled too."""
     human = labelled.set_index("item_id")["human"]
     users = labelled.set_index("item_id")["user_id"]
     rows = [_rel_row(rater_cv, "trained", human, pd.Series(cv_labels, index=labelled["item_id"]), users,
-                     agreement, n_resamples, seed)]
+                     agreement)]
     with opened(db, read_only=True) as con:
         others = load_labels(con, stage="relevance", condition="")
     others = others[others["rater_kind"].isin(["llm", "baseline"]) & others["item_id"].isin(human.index)
@@ -136,27 +135,25 @@ def _relevance_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[st
     trained = pd.Series(cv_labels, index=labelled["item_id"])
     for rater, frame in others.groupby("rater", sort=True):
         llm = frame.drop_duplicates("item_id").set_index("item_id")["label"]
-        row = _rel_row(str(rater), "llm", human, llm, users, agreement, n_resamples, seed)
+        row = _rel_row(str(rater), "llm", human, llm, users, agreement)
         same = _rel_row(rater_cv, "trained", human, trained.loc[llm.index.intersection(trained.index)], users,
-                        agreement, n_resamples, seed)
+                        agreement)
         row.figures["trained_same_items"] = same.figures["kappa"]
         rows.append(row)
     return rows
 
 
-def _rel_row(name: str, kind: str, human: pd.Series, judge: pd.Series, users: pd.Series, agreement: Any,
-             n_resamples: int, seed: int) -> ScoreRow:
+def _rel_row(name: str, kind: str, human: pd.Series, judge: pd.Series, users: pd.Series, agreement: Any) -> ScoreRow:
     ids = judge.index.intersection(human.index)
     h = (human.loc[ids] == "yes").astype(int).to_numpy()
     j = (judge.loc[ids] == "yes").astype(int).to_numpy()
-    est = agreement(h, j, users.loc[ids].to_numpy(), metrics=_REL_METRICS, n_resamples=n_resamples, seed=seed)
+    est = agreement(h, j, users.loc[ids].to_numpy(), metrics=_REL_METRICS)
     return ScoreRow(judge=name, rater_kind=kind, n=len(ids), figures={k: e.value for k, e in est.items()},
                     cis={k: ci_list(e) for k, e in est.items()})
 
 
 def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ...] = ("prism-judge",),
-                     n_splits: int = 5, seed: int = 0, store_cv: bool = True, n_resamples: int = DEFAULT_RESAMPLES,
-                     c: float = 1.0) -> TrainResult:
+                     n_splits: int = 5, seed: int = 0, store_cv: bool = True, c: float = 1.0) -> TrainResult:
     """Cross-validate (grouped by question), fit and save the Bradley-Terry preference model.
 
     Trains on the pairs whose human label is A or B (ties carry no strict preference); every labelled
@@ -169,7 +166,6 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
         n_splits: CV folds (fewer when there are fewer questions).
         seed: Fold-assignment seed.
         store_cv: Store the out-of-fold predictions as labels of rater ``trained-preference/v1/cv``.
-        n_resamples: Bootstrap resamples (user-clustered, as in the stage-3 report).
         c: Inverse regularisation strength (scikit-learn's default; not tuned on the CV folds).
 
     Raises:
@@ -178,7 +174,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
     started = time.monotonic()
     items = pairwise_items(db, datasets)
     labelled = items[items["human"].notna() & (items["kind"] == "pairwise")].reset_index(drop=True)
-    decisive = labelled["human"].isin(["A", "B"])
+    decisive = labelled["human"].isin(DECISIVE)
     if decisive.sum() < 2 or labelled["question"].nunique() < 2:
         raise StoreError(f"{db}: no human-labelled pairs of two or more questions in {', '.join(datasets)}; "
                          "import a release first (personagap import prism-judge PATH)")
@@ -189,7 +185,7 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
     model = fit_preference(labelled[decisive], labelled.loc[decisive, "human"].tolist(), c=c, seed=seed)
     data_fp = fingerprint(labelled, ["dataset", "question", "answer_a", "answer_b", "profile", "human"])
     rater_cv = trained_rater(PREFERENCE_JUDGE, CV_TAG)
-    rows = _preference_scores(db, labelled, cv_labels, rater_cv, n_resamples=n_resamples, seed=seed)
+    rows = _preference_scores(db, labelled, cv_labels, rater_cv)
     model.metadata |= {
         "model_id": trained_model_id(PREFERENCE_JUDGE, data_fp, model.metadata["params"]), "data_fingerprint": data_fp,
         "datasets": sorted(set(labelled["dataset"])), "n_train": int(decisive.sum()),
@@ -208,12 +204,11 @@ def train_preference(db: str | Path, out: str | Path, *, datasets: tuple[str, ..
                               "acc A/B = on pairs with a decisive human label"])
 
 
-def _preference_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[str], rater_cv: str, *,
-                       n_resamples: int, seed: int) -> list[ScoreRow]:
+def _preference_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[str], rater_cv: str) -> list[ScoreRow]:
 
     index = labelled.set_index("item_id")
     rows = [_pref_row(rater_cv, "trained", index, pd.Series(cv_labels, index=index.index),
-                      pd.Series(False, index=index.index), n_resamples, seed)]
+                      pd.Series(False, index=index.index))]
     with opened(db, read_only=True) as con:
         others = load_labels(con, stage="response")
     others = others[others["rater_kind"].isin(["llm", "baseline"]) & others["item_id"].isin(index.index)
@@ -222,7 +217,7 @@ def _preference_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[s
         frame = frame.drop_duplicates("item_id").set_index("item_id")
         swapped = frame["meta"].map(lambda m: '"swapped": true' in m if isinstance(m, str) else False)
         name = judge_display(str(rater), str(condition))
-        row = _pref_row(name, "llm", index, frame["label"], swapped, n_resamples, seed)
+        row = _pref_row(name, "llm", index, frame["label"], swapped)
         ids = frame.index.intersection(index.index)
         trained = pd.Series(cv_labels, index=index.index).loc[ids]
         row.figures["trained_same_items"] = float((trained == index.loc[ids, "human"]).mean())
@@ -230,17 +225,15 @@ def _preference_scores(db: str | Path, labelled: pd.DataFrame, cv_labels: list[s
     return rows
 
 
-def _pref_row(name: str, kind: str, items: pd.DataFrame, judge: pd.Series, swapped: pd.Series, n_resamples: int,
-              seed: int) -> ScoreRow:
+def _pref_row(name: str, kind: str, items: pd.DataFrame, judge: pd.Series, swapped: pd.Series) -> ScoreRow:
     ids = judge.index.intersection(items.index)
     h = items.loc[ids, "human"].to_numpy(dtype=object)
     j = judge.loc[ids].to_numpy(dtype=object)
     users = items.loc[ids, "user_id"].to_numpy()
-    est = judge_vs_human(h, j, users, n_resamples=n_resamples, seed=seed)
-    first = first_position_rate(j, swapped.loc[ids].to_numpy(dtype=bool), users, n_resamples=n_resamples, seed=seed)
-    longer = longer_rate(j, items.loc[ids, "answer_a"].str.len(), items.loc[ids, "answer_b"].str.len(), users,
-                         n_resamples=n_resamples, seed=seed)
-    decisive = np.isin(h, ["A", "B"])
+    est = judge_vs_human(h, j, users)
+    first = first_position_rate(j, swapped.loc[ids].to_numpy(dtype=bool), users)
+    longer = longer_rate(j, items.loc[ids, "answer_a"].str.len(), items.loc[ids, "answer_b"].str.len(), users)
+    decisive = np.isin(h, DECISIVE)
     figures = {"accuracy": est["accuracy"].value, "kappa": est["kappa"].value,
                "accuracy_decisive": float((h[decisive] == j[decisive]).mean()) if decisive.any() else float("nan"),
                "first_position": first.value, "longer": longer.value, "tie_rate": float((j == "tie").mean())}

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     Estimate,
     agreement,
     ci_list,
@@ -74,28 +73,24 @@ def leave_one_user_out_auc(y: np.ndarray, p: np.ndarray, users: np.ndarray) -> t
     return auc, theta
 
 
-def auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray, n_resamples: int | None = None,
-                 seed: int | None = None) -> Estimate:
+def auc_estimate(y: np.ndarray, p: np.ndarray, users: np.ndarray) -> Estimate:
     """ROC AUC with a user-clustered jackknife-t CI (the one CI rule's interval over exact leave-one-user-out AUCs).
 
     AUC is not a sum over users, but leaving a user out is still exact (:func:`leave_one_user_out_auc`); the
     calibration harness measures this interval's coverage (``benchmarks/calibration.py``, ``auc``). None below
     the minimum number of users; users without whom no positive or no negative is left counted as undefined.
-    ``n_resamples`` and ``seed`` are deprecated and ignored.
     """
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
     auc, theta = leave_one_user_out_auc(y, p, users)
     return interval_from_leave_outs(auc, theta, 0.95, bounds=(0.0, 1.0))
 
 
-def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: float, n_resamples: int,
-                  seed: int) -> ScoreRow:
+def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: float) -> ScoreRow:
 
     y = pairs["label"].to_numpy(dtype=int)
     users = pairs["user_id"].astype(str).to_numpy()
     j = (p >= threshold).astype(int)
-    est = agreement(y, j, users, metrics=("kappa", "accuracy"), n_resamples=n_resamples, seed=seed)
-    est["auc"] = auc_estimate(y, p, users, n_resamples, seed)
+    est = agreement(y, j, users, metrics=("kappa", "accuracy"))
+    est["auc"] = auc_estimate(y, p, users)
     figures = {k: e.value for k, e in est.items()} | {"users": float(len(set(users))),
                                                      "judge_ok_rate": float(j.mean()) if len(j) else float("nan")}
     return ScoreRow(judge=name, rater_kind="trained", n=len(pairs), figures=figures,
@@ -104,7 +99,7 @@ def _verifier_row(name: str, pairs: pd.DataFrame, p: np.ndarray, threshold: floa
 
 def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...] = ("laps",),
                    train_split: str = "train", eval_split: str = "val", n_splits: int = 5, seed: int = 0,
-                   n_resamples: int = DEFAULT_RESAMPLES, c: float = 1.0) -> TrainResult:
+                   c: float = 1.0) -> TrainResult:
     """Cross-validate (grouped by user) and fit the stage-1 verifier on one split; evaluate once on another.
 
     The pairs come from :func:`verifier_pairs`. The model is fitted on ``train_split`` only (so the
@@ -119,7 +114,6 @@ def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...]
         eval_split: The split evaluated once with the fitted model (skipped when absent).
         n_splits: CV folds (fewer when there are fewer users).
         seed: Negative sampling, fold assignment and model seed.
-        n_resamples: Deprecated and ignored (the CIs are the one CI rule, which draws no resamples).
         c: Inverse regularisation strength (scikit-learn's default 1.0; not tuned).
 
     Raises:
@@ -140,19 +134,17 @@ def train_verifier(db: str | Path, out: str | Path, *, datasets: tuple[str, ...]
     model = fit_verifier(train, y, c=c, seed=seed, features=x)
     model.train_item_ids = frozenset(train["gold_item"].dropna())
     model.train_units = frozenset(f"{d}\x1f{u}" for d, u in zip(train["dataset"], train["unit"], strict=True))
-    rows = [_verifier_row(f"CV, {train_split} split ({folds} folds by user)", train, cv_prob, model.threshold,
-                          n_resamples, seed)]
+    rows = [_verifier_row(f"CV, {train_split} split ({folds} folds by user)", train, cv_prob, model.threshold)]
     notes = []
     held = pairs[(pairs["split"] == eval_split) & ~pairs["user_id"].isin(set(train["user_id"]))].reset_index(drop=True)
     overlap = pairs[(pairs["split"] == eval_split) & pairs["user_id"].isin(set(train["user_id"]))]["user_id"].nunique()
     if not held.empty:
         from personagap.analysis.extraction import OFFLINE_THRESHOLD
 
-        rows.append(_verifier_row(f"held out: {eval_split} split", held, model.predict_proba(held), model.threshold,
-                                  n_resamples, seed))
+        rows.append(_verifier_row(f"held out: {eval_split} split", held, model.predict_proba(held), model.threshold))
         contain = verifier_features(held, verifier_vocab())[:, 0]
         rows.append(_verifier_row(f"baseline on {eval_split}: containment>={OFFLINE_THRESHOLD:.3f}", held, contain,
-                                  OFFLINE_THRESHOLD, n_resamples, seed))
+                                  OFFLINE_THRESHOLD))
         notes.append("baseline = the offline matcher's containment alone (best user turn), its own threshold")
         if overlap:
             notes.append(f"{overlap} {eval_split} users who also have {train_split} histories are left out of the "

@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from personagap.analysis.comparable import reference_sql
-from personagap.api import relevance_items
 from personagap.datasets import dataset_records
 from personagap.judges.base import Judge, JudgeTask, describe_fit, fits
 from personagap.judges.relevance import relevance_tasks
 from personagap.judges.response import pairwise_tasks, persona_use_tasks
-from personagap.stages.response import GVP_KIND, load_items
 from personagap.store import opened
+from personagap.store.item_reads import blind_reference_of, relevance_prompt_items, response_items
+from personagap.store.response_counts import GVP_KIND
 
 DEFAULT_FRACTIONS = (0.5, 0.25, 0.25)
 
@@ -99,11 +98,7 @@ def human_reference(db: str | Path, item_ids: Sequence[str]) -> dict[str, str]:
     ``optimize`` and the reports cannot disagree about an item's human label.
     """
     with opened(db, read_only=True) as con:
-        rows = con.execute(f"""
-            WITH {reference_sql("blind")}
-            SELECT item_id, human FROM reference WHERE item_id IN (SELECT unnest(?))
-        """, [list(item_ids)]).fetchall()
-    return {str(item): str(label) for item, label in rows}
+        return blind_reference_of(con, item_ids)
 
 
 def dataset_classes(db: str | Path, judge: Judge, datasets: Sequence[str] | None) -> tuple[str, ...]:
@@ -133,11 +128,12 @@ def load_examples(db: str | Path, judge: Judge, *, datasets: tuple[str, ...] | N
     """
     datasets = datasets or default_datasets(judge)
     if base_name(judge) == "relevance-per-attribute":
-        items = relevance_items(db, datasets or ())
+        with opened(db, read_only=True) as con:
+            items = relevance_prompt_items(con, datasets or ())
         tasks = relevance_tasks(judge, items)
     else:
         with opened(db, read_only=True) as con:
-            items = load_items(con)
+            items = response_items(con)
         if datasets:
             items = items[items["dataset"].isin(datasets)]
         if base_name(judge) == "persona-use":

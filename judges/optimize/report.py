@@ -10,7 +10,6 @@ from typing import Any, Literal
 import numpy as np
 
 from personagap.analysis.agreement import (
-    DEFAULT_RESAMPLES,
     MIN_USERS_FOR_CI,
     Estimate,
 )
@@ -47,7 +46,6 @@ class OptimizeSettings:
     max_demos: int = 8
     max_bootstrapped: int = 4
     threads: int = 8
-    n_resamples: int = DEFAULT_RESAMPLES
     datasets: tuple[str, ...] | None = None
     max_items: int | None = None
     """At most this many items per side (a seeded sample drawn after the user split): a cheap run."""

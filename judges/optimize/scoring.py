@@ -190,19 +190,18 @@ class Comparison:
 
 
 def compare(examples: Sequence[Example], before: Mapping[str, str | None], after: Mapping[str, str | None],
-            classes: Sequence[str], metrics: Sequence[str], *, n_resamples: int | None = None,
-            seed: int | None = None, level: float = 0.95) -> tuple[dict[str, Comparison], int, int]:
+            classes: Sequence[str], metrics: Sequence[str], *,
+            level: float = 0.95) -> tuple[dict[str, Comparison], int, int]:
     """Before/after figures on the same items (both labelled), user-clustered, and their paired difference.
 
     Both programs' tables sit side by side per user ``(U, 2, K, K)``, so leaving a user out removes that user
     from both: the difference's CI reflects that the same users were judged twice. Every CI is the one CI rule
     (:func:`~personagap.analysis.agreement.cluster_estimate`): none below ``MIN_USERS_FOR_CI`` users, and users
-    without whom a figure is undefined are counted. ``n_resamples`` and ``seed`` are deprecated and ignored.
+    without whom a figure is undefined are counted.
 
     Returns:
         (metric -> comparison, number of items, number of users).
     """
-    del n_resamples, seed  # deprecated: the CI rule draws no resamples
     both = [e for e in examples if before.get(e.item_id) in classes and after.get(e.item_id) in classes]
     users = sorted({e.user_id for e in both})
     paired = np.stack([user_tables(both, before, classes, users), user_tables(both, after, classes, users)], axis=1)

@@ -153,8 +153,7 @@ def optimize(db: str | Path, settings: OptimizeSettings, lm: LMConfig, out: str 
     finally:
         save_cache(db, judge, lm.model, meter.new_entries)
     reported = reported_metrics(classes)
-    test, n_items, n_users = compare(sides["test"], before.labels, after.labels, classes, reported,
-                                     n_resamples=settings.n_resamples, seed=settings.seed)
+    test, n_items, n_users = compare(sides["test"], before.labels, after.labels, classes, reported)
     result = OptimizeResult(
         plan=plan, program_path=str(out), program_id=program_id(chosen, judge), chosen=chosen_name,
         candidates=[{"name": n, "demos": len(program_demos(p)), "dev_score": s} for n, p, s in candidates],

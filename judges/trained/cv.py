@@ -26,6 +26,7 @@ from personagap.judges.trained.models import (
     fit_relevance,
     fit_verifier,
 )
+from personagap.vocabulary import DECISIVE
 
 # --------------------------------------------------------------------------- grouped cross-validation
 
@@ -188,7 +189,7 @@ def cross_val_preference(items: pd.DataFrame, labels: Sequence[str], *, n_splits
     lab = np.asarray(list(labels), dtype=object)
     return _cross_validate(
         items, "question", n_splits=n_splits, seed=seed,
-        train_rows=lambda rest, test: rest[np.isin(lab[rest], ["A", "B"])],
+        train_rows=lambda rest, test: rest[np.isin(lab[rest], DECISIVE)],
         fit=lambda rows: fit_preference(items.iloc[rows], lab[rows].tolist(), c=c, seed=seed),
         proba=lambda model, rows: model.predict_proba(items.iloc[rows]))
 

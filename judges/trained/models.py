@@ -38,7 +38,7 @@ from personagap.judges.trained.specs import (
     VERIFIER_JUDGE,
     TrainedKind,
 )
-from personagap.vocabulary import PAIRWISE_LABELS, RELEVANCE_LABELS, VERIFICATION_LABELS
+from personagap.vocabulary import DECISIVE, RELEVANCE_LABELS, VERIFICATION_LABELS
 
 # --------------------------------------------------------------------------- the saved model
 
@@ -46,7 +46,7 @@ FIT_COLUMNS = ("user_id", "question", "source_user", "item_id")
 """Columns whose distinct values a fit records (:class:`FitRecord`): who and what the model saw."""
 
 
-LABELS: dict[str, tuple[str, str]] = {"relevance": RELEVANCE_LABELS, "preference": PAIRWISE_LABELS[:2],
+LABELS: dict[str, tuple[str, str]] = {"relevance": RELEVANCE_LABELS, "preference": DECISIVE,
                                          "verifier": VERIFICATION_LABELS[:2]}
 """Each trained judge kind's (positive, negative) label: its probability is the positive label's."""
 POSITIVE_LABELS: frozenset[str] = frozenset(yes for yes, _ in LABELS.values())
@@ -238,7 +238,7 @@ def fit_preference(items: pd.DataFrame, labels: Sequence[str], *, c: float = 1.0
         ValueError: A label other than A/B, or no pairs.
     """
     y_text = list(labels)
-    if not y_text or set(y_text) - {"A", "B"}:
+    if not y_text or set(y_text) - set(DECISIVE):
         raise ValueError("a preference model trains on pairs labelled 'A' or 'B' (drop ties first)")
     vocab = fit_preference_vocab(pd.concat([items["question"], items["answer_a"], items["answer_b"],
                                             items["profile"]]).fillna("").astype(str).tolist())

@@ -15,7 +15,7 @@ from types import FrameType
 import click
 
 from personagap._cli_base import cli, db_option, demo_step, run_or_exit
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, json_safe
+from personagap.analysis.agreement import DEFAULT_SEED, json_safe
 
 DB_ENV = "PERSONAGAP_DB"
 JUDGES_TITLE = "Can your judges tell you? (judge–human agreement per stage)"
@@ -123,13 +123,10 @@ def dashboard(db: str, port: int, host: str) -> None:
 @cli.command()
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
-@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
-                   "resamples); kept so that older scripts run, and recorded with the report.")
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Seed of the two halves of users the best judge is chosen and measured on (cross-fitting); "
                    "the CIs themselves draw nothing at random.")
-def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
+def diagnose(db: str, as_json: bool, seed: int) -> None:
     """Which stage of your pipeline fails by human verdict, then whether your judges can tell you.
 
     First, per stage and system, the share of outputs humans judge failed (rejected attributes, irrelevant
@@ -145,7 +142,7 @@ def diagnose(db: str, as_json: bool, resamples: int, seed: int) -> None:
 
     # From DuckDB's aggregates, counted once for the pipeline view and the diagnosis: memory does not grow with
     # the number of labels.
-    done = run_or_exit(lambda: diagnose_store(db, view=True, extras=True, n_resamples=resamples, seed=seed))
+    done = run_or_exit(lambda: diagnose_store(db, view=True, extras=True, seed=seed))
     result, tests, view = done.diagnosis, done.extras, done.view
     assert view is not None
     if as_json:

@@ -24,7 +24,6 @@ from personagap._cli_base import (
     weight_option,
     with_confidence,
 )
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
     from personagap.analysis.weighting import Weight
@@ -63,21 +62,16 @@ def import_extraction(path: str, db: str) -> None:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
 @click.option("--no-categories", is_flag=True, help="Leave out per-category precision/recall rows.")
-@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
-                   "resamples); kept so that older scripts run, and recorded with the report.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
-              help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
 @weight_option
-def report_extraction(db: str, as_json: bool, no_categories: bool, resamples: int, seed: int,
+def report_extraction(db: str, as_json: bool, no_categories: bool,
                       target_accuracy: float | None, target_kappa: float | None, weight: Weight) -> None:
     """Stage 1: human agreement on verdicts, acceptance, verifier-human kappa, precision/recall vs gold.
 
     Acceptance and over-generalisation (share marked bad) per extractor and rater; precision, recall and
     F1 against gold preferences overall and per category, with user-clustered 95% CIs.
     """
-    result = run_or_exit(lambda: stage1.report_extraction(db, n_resamples=resamples, seed=seed, weight=weight))
+    result = run_or_exit(lambda: stage1.report_extraction(db, weight=weight))
     click.echo(with_confidence(db, "extraction", result, as_json,
                                lambda r: stage1.render_extraction(r, categories=not no_categories),
                                target_accuracy, target_kappa))

@@ -17,7 +17,6 @@ from personagap._cli_base import (
     refuse_repeats,
     require_lm,
 )
-from personagap.analysis.agreement import DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig
@@ -44,7 +43,8 @@ DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
               help="Where to save the program (DSPy JSON; sidecar PROGRAM.meta.json beside it) "
                    "[default: optimized-STAGE.json].")
 @click.option("--dry-run", is_flag=True, help="Print the plan (split sizes, most calls, cost estimate) and exit.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the user split (recorded).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the user split, the pairwise A/B order and the optimiser's draws (recorded).")
 @click.option("--users", "n_users", type=click.IntRange(min=3), default=None,
               help="Use a seeded subset of this many users (a quick or cheap run).")
 @click.option("--max-items", type=click.IntRange(min=1), default=None,
@@ -54,15 +54,12 @@ DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}
 @click.option("--max-demos", type=click.IntRange(min=0), default=8, show_default=True,
               help="Most demonstrations in a program.")
 @click.option("--dataset", "datasets", multiple=True, help="Only these imported datasets (repeatable).")
-@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
-                   "resamples); kept so that older scripts run, and recorded with the report.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @llm_judge_options()
 @db_option
 def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric: str, budget: int, out: str | None,
                      dry_run: bool, seed: int, n_users: int | None, max_items: int | None, candidates: int,
-                     max_demos: int, datasets: tuple[str, ...], resamples: int, as_json: bool, lm: LMConfig | None,
+                     max_demos: int, datasets: tuple[str, ...], as_json: bool, lm: LMConfig | None,
                      run: RunSettings, db: str) -> None:
     """Optimise a judge's DSPy program toward agreement with humans; report before/after on held-out users.
 
@@ -82,7 +79,7 @@ def optimize_command(stage: str, judge_name: str | None, optimizer: str, metric:
     settings = OptimizeSettings(stage=stage, judge=judge, optimizer=optimizer, metric=metric,  # type: ignore[arg-type]
                                 budget=budget, seed=seed, n_users=n_users, candidates=candidates,
                                 max_demos=max_demos, max_bootstrapped=min(4, max_demos), threads=run.concurrency,
-                                n_resamples=resamples, datasets=datasets or None, max_items=max_items)
+                                datasets=datasets or None, max_items=max_items)
     path = out or f"optimized-{stage}.json"
 
     result: Any

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import click
 
 from personagap._cli_base import cli, db_option, run_or_exit
 from personagap.stage_names import STAGES
+from personagap.vocabulary import HUMAN_SETS, HumanSet
 
 if TYPE_CHECKING:
     from personagap.analysis.budget import Plan
 
 
 
-def load_plan(db: str, stage: str, dataset: str | None, *, humans: Literal["blind", "anchored"], halfwidth: float,
+def load_plan(db: str, stage: str, dataset: str | None, *, humans: HumanSet, halfwidth: float,
               power: float, epsilon: float, simulations: int, seed: int, assurance: float = 0.8) -> Plan:
     """Read one stage's counts from ``db`` (read-only) and compute its label budget.
 
@@ -117,7 +118,7 @@ def render_plan(plan: Plan) -> str:
               show_default=True, help="Target power of the alternative-annotator test.")
 @click.option("--epsilon", type=click.FloatRange(min=0, max=1), default=0.2, show_default=True,
               help="The alternative-annotator test's cost-benefit margin.")
-@click.option("--humans", type=click.Choice(["blind", "anchored"]), default="blind", show_default=True,
+@click.option("--humans", type=click.Choice(HUMAN_SETS), default="blind", show_default=True,
               help="Plan against blind humans (the reference) or anchored ones (saw an LLM's label first).")
 @click.option("--simulations", type=click.IntRange(min=10), default=100, show_default=True,
               help="Simulated studies per candidate size.")
@@ -125,7 +126,7 @@ def render_plan(plan: Plan) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @db_option
 def plan(stage: str, dataset: str | None, halfwidth: float, assurance: float, power: float, epsilon: float,
-         humans: Literal["blind", "anchored"], simulations: int, seed: int, as_json: bool, db: str) -> None:
+         humans: HumanSet, simulations: int, seed: int, as_json: bool, db: str) -> None:
     r"""How many more human-labelled users/items a stage needs, by simulation from the stored counts.
 
     \b

@@ -24,7 +24,6 @@ from personagap._cli_base import (
     weight_option,
     with_confidence,
 )
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
 
 if TYPE_CHECKING:
@@ -52,14 +51,9 @@ def import_recenter(path: str, db: str) -> None:
 @report_group.command("relevance")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
-@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
-                   "resamples); kept so that older scripts run, and recorded with the report.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
-              help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
 @weight_option
-def report_relevance(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
+def report_relevance(db: str, as_json: bool, target_accuracy: float | None,
                      target_kappa: float | None, weight: Weight) -> None:
     """Stage 2: every judge vs the blind human majority, then the pilot's rater agreement.
 
@@ -69,7 +63,7 @@ def report_relevance(db: str, as_json: bool, resamples: int, seed: int, target_a
     labels given after seeing an LLM's label, reported apart as anchored. Majority: the unique most frequent
     label; a tie is undecided. For judges that state a confidence: calibration and agreement at each confidence.
     """
-    result = run_or_exit(lambda: api.report_relevance(db, n_resamples=resamples, seed=seed, weight=weight))
+    result = run_or_exit(lambda: api.report_relevance(db, weight=weight))
     click.echo(with_confidence(db, "relevance", result, as_json, stage2.render_relevance, target_accuracy,
                                target_kappa))
 

@@ -26,7 +26,6 @@ from personagap._cli_base import (
     weight_option,
     with_confidence,
 )
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 from personagap.commands.optimize import judge_program, program_option
 
 if TYPE_CHECKING:
@@ -124,14 +123,9 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
 @report_group.command("response")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
-@click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-              help="Unused by the CIs (the one CI rule, a leave-one-user-out jackknife-t, draws no "
-                   "resamples); kept so that older scripts run, and recorded with the report.")
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
-              help="Unused by the CIs (the jackknife-t draws nothing at random); recorded with the report.")
 @target_options
 @weight_option
-def report_response(db: str, as_json: bool, resamples: int, seed: int, target_accuracy: float | None,
+def report_response(db: str, as_json: bool, target_accuracy: float | None,
                     target_kappa: float | None, weight: Weight) -> None:
     """Stage 3: per judge and dataset, accuracy and kappa vs humans with 95% CIs, and biases.
 
@@ -139,7 +133,7 @@ def report_response(db: str, as_json: bool, resamples: int, seed: int, target_ac
     with/without-profile gap and USR rater agreement; for judges that state a confidence (PRISM's certainty),
     calibration, agreement at each confidence and, with a target, a threshold checked on held-out users.
     """
-    result = run_or_exit(lambda: stage.report_response(db, n_resamples=resamples, seed=seed, weight=weight))
+    result = run_or_exit(lambda: stage.report_response(db, weight=weight))
     click.echo(with_confidence(db, "response", result, as_json, stage.render_response, target_accuracy,
                                target_kappa))
 

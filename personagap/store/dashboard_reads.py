@@ -4,9 +4,8 @@ The dashboard (:mod:`personagap.dashboard.queries`) opens the store read-only fo
 and closes it again (a judge run may write between two batches). Every filter is a bound parameter and the SQL text
 is static: optional filters use the ``(? IS NULL OR col = ?)`` form instead of being appended as strings. Which
 labels count is :mod:`personagap.analysis.comparable`'s rule. Most reads are aggregates per (dataset, rater,
-condition, user, ...) or one page of rows; two still return one row per label, because their callers score
-labels one by one: :func:`bias_labels` (the relevance page's position/length bias; :func:`bias_counts` holds the
-same rows counted per user) and :func:`agreement_labels` (the agreement matrix's pairwise kappas).
+condition, user, ...) or one page of rows. The pages read counts (:func:`bias_counts`, :func:`agreement_counts`);
+the per-label :func:`bias_labels` and :func:`agreement_labels` stay for tests (their per-label oracles).
 """
 
 from __future__ import annotations
@@ -156,12 +155,106 @@ def agreement_labels(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -
     """, [stage, dataset])
 
 
+@dataclass(frozen=True)
+class AgreementCounts:
+    """:func:`agreement_labels`' labels counted for the pairwise matrix (:func:`agreement_counts`)."""
+
+    raters: pd.DataFrame
+    """``rater``, ``rater_kind`` (one row per distinct pair, sorted) and ``items`` (the items the rater labelled)."""
+    pairs: pd.DataFrame
+    """Per (``rater_a`` < ``rater_b``, ``user_id``, ``label_a``, ``label_b``): ``n``, the items both labelled."""
+    users: list[str]
+    """Every user with a labelled item, sorted."""
+    categories: list[str]
+    """Every label given, sorted."""
+
+
+def agreement_counts(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, *,
+                     mask_bits: int = 64) -> AgreementCounts:
+    """:func:`agreement_labels` of one dataset counted per (rater pair, user, label pair), never a row per label.
+
+    One label per (item, rater) (the smallest where a rater labelled an item twice). Rows grow with rater pairs x
+    users x label pairs, not with labels. ``mask_bits``: the most (rater, label) codes a bit-mask pattern holds.
+    """
+    params: dict[str, Any] = {"stage": stage, "dataset": dataset}
+    dictionary = _frame(con, f"SELECT DISTINCT rater, rater_kind, label FROM ({_MATRIX_RATERS}) "
+                             "WHERE stage = ? AND dataset = ?", [stage, dataset])
+    names, labels = sorted(set(dictionary["rater"])), sorted(set(dictionary["label"]))
+    # Each item's set of (rater, label) is its pattern; items are counted per (user, pattern) in one pass over the
+    # labels, and only the few distinct patterns are expanded into raters and rater pairs. A pattern is a bit mask
+    # of (rater, label) codes where they fit in 64 bits, else a sorted list.
+    if len(names) * len(labels) <= min(mask_bits, 64):
+        params |= {"raters": names, "labels": labels, "k": len(labels)}
+        pattern = ("bit_or(CAST(1 AS UBIGINT) << CAST((list_position($raters, rater) - 1) * $k "
+                   "+ list_position($labels, label) - 1 AS UBIGINT))")
+        entries = """
+            SELECT pattern, {'r': list_extract($raters, c // $k + 1), 'l': list_extract($labels, c % $k + 1)} AS x
+            FROM (SELECT pattern, unnest(range(64)) AS c FROM (SELECT DISTINCT pattern FROM pg_matrix_counted))
+            WHERE (pattern >> CAST(c AS UBIGINT)) & CAST(1 AS UBIGINT) = 1
+        """
+    else:
+        pattern = "list_sort(list({'r': rater, 'l': label}))"
+        entries = "SELECT pattern, unnest(pattern) AS x FROM (SELECT DISTINCT pattern FROM pg_matrix_counted)"
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE pg_matrix_counted AS
+        WITH per_item AS (
+            SELECT any_value(user_id) AS user_id, {pattern} AS pattern
+            FROM ({_MATRIX_RATERS}) WHERE stage = $stage AND dataset = $dataset GROUP BY item_id
+        )
+        SELECT user_id, pattern, count(*) AS n FROM per_item GROUP BY ALL
+    """, params)
+    used = {k: v for k, v in params.items() if k in ("raters", "labels", "k")}
+    voted = f"""
+        WITH entries AS ({entries}),
+        voted AS (SELECT pattern, x.r AS rater, min(x.l) AS label FROM entries GROUP BY ALL)
+    """
+    try:
+        items = cast(pd.DataFrame, con.execute(voted + """
+            SELECT v.rater, CAST(sum(c.n) AS BIGINT) AS items
+            FROM pg_matrix_counted c JOIN voted v USING (pattern) GROUP BY 1
+        """, used).df())
+        raters = (dictionary[["rater", "rater_kind"]].drop_duplicates().merge(items, on="rater")
+                  .sort_values(["rater", "rater_kind"], ignore_index=True))
+        pairs = cast(pd.DataFrame, con.execute(voted + """,
+            pair AS (SELECT a.pattern, a.rater AS rater_a, b.rater AS rater_b, a.label AS label_a, b.label AS label_b
+                     FROM voted a JOIN voted b ON a.pattern = b.pattern AND a.rater < b.rater)
+            SELECT p.rater_a, p.rater_b, c.user_id, p.label_a, p.label_b, CAST(sum(c.n) AS BIGINT) AS n
+            FROM pg_matrix_counted c JOIN pair p USING (pattern)
+            GROUP BY ALL ORDER BY ALL
+        """, used).df())
+        users = [str(r[0]) for r in con.execute(
+            "SELECT DISTINCT user_id FROM pg_matrix_counted ORDER BY 1").fetchall()]
+        categories = [str(r[0]) for r in con.execute(voted + "SELECT DISTINCT label FROM voted ORDER BY 1",
+                                                      used).fetchall()]
+    finally:
+        con.execute("DROP TABLE IF EXISTS pg_matrix_counted")
+    return AgreementCounts(raters=raters, pairs=pairs, users=users, categories=categories)
+
+
+def human_rater_counts(con: duckdb.DuckDBPyConnection, stage: str) -> dict[str, int]:
+    """Dataset -> distinct individual human raters (kind ``human``) with a parsed label, for datasets with any.
+
+    A cheap check before the pilot's agreement among raters, which needs two such raters and reads every label.
+    """
+    return {str(r[0]): int(r[1]) for r in con.execute(
+        "SELECT i.dataset, count(DISTINCT l.rater) FROM labels l JOIN items i USING (item_id) "
+        "WHERE i.stage = ? AND l.rater_kind = 'human' AND l.label IS NOT NULL GROUP BY 1 ORDER BY 1",
+        [stage]).fetchall()}
+
+
 def matrix_choices(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """(stage, dataset) pairs with at least two raters, with rater and label counts."""
+    # Labels counted per (stage, dataset, rater, condition) first; the display names of those few rows after.
     return _frame(con, f"""
-        SELECT stage, dataset, count(DISTINCT rater) AS raters, count(*) AS labels
-        FROM ({_MATRIX_RATERS})
-        GROUP BY ALL HAVING count(DISTINCT rater) >= 2 ORDER BY 1, 2
+        WITH per AS (
+            SELECT i.stage, i.dataset, l.rater, l.condition, count(*) AS n
+            FROM labels l JOIN items i USING (item_id)
+            WHERE l.label IS NOT NULL AND ({blind_human_sql('l')} OR {comparable_judge_sql('l')})
+            GROUP BY ALL
+        )
+        SELECT stage, dataset, count(DISTINCT {judge_display_sql('per')}) AS raters, CAST(sum(n) AS BIGINT) AS labels
+        FROM per
+        GROUP BY ALL HAVING count(DISTINCT {judge_display_sql('per')}) >= 2 ORDER BY 1, 2
     """)
 
 

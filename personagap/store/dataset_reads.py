@@ -73,6 +73,19 @@ def record_entries(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     ).fetchall()}
 
 
+def meta_with_prefix(con: duckdb.DuckDBPyConnection, prefix: str) -> dict[str, str]:
+    """The meta entries whose key starts with ``prefix`` (key -> value)."""
+    return {str(k): str(v) for k, v in con.execute("SELECT key, value FROM meta WHERE starts_with(key, ?)",
+                                                   [prefix]).fetchall()}
+
+
+def datasets_with_human_labels(con: duckdb.DuckDBPyConnection, stage: str) -> list[str]:
+    """The datasets of ``stage`` with at least one label by an individual human (rater kind ``human``), sorted."""
+    return [str(r[0]) for r in con.execute(
+        "SELECT DISTINCT i.dataset FROM labels l JOIN items i USING (item_id) "
+        "WHERE i.stage = ? AND l.rater_kind = 'human' ORDER BY 1", [stage]).fetchall()]
+
+
 def unsettled_scale_labels(con: duckdb.DuckDBPyConnection, settled: Sequence[str],
                            datasets: Sequence[str]) -> pd.DataFrame:
     """:data:`SCALE_LABELS_SQL`'s rows of ``datasets`` whose label is not one of ``settled``.

@@ -32,36 +32,12 @@ def test_undefined_figures_are_nan_and_a_denominator_of_one_is_fine() -> None:
     assert float(ag.over_selection_from_tables(one)) == pytest.approx(1 / 3)
 
 
-def test_resample_weights_of_one_and_of_no_cluster() -> None:
-    one = ag.resample_weights(1, n_resamples=7, seed=3)
-    assert one.shape == (7, 1) and (one == 1.0).all()
-    none = ag.resample_weights(0, n_resamples=4)
-    assert none.shape == (4, 0)
-
-
-def test_percentile_interval_of_a_single_defined_sample() -> None:
-    assert ag.percentile_interval(np.array([0.3, np.nan])) == (0.3, 0.3)
-    lo, hi = ag.percentile_interval(np.array([np.nan, np.nan]))
-    assert math.isnan(lo) and math.isnan(hi)
-
-
-def test_bootstrap_estimate_defaults_to_95_percent_and_counts_undefined() -> None:
-    rng = np.random.default_rng(0)
-    samples = np.concatenate([rng.normal(size=999), [np.nan, np.nan]])
-    est = ag.bootstrap_estimate(0.1, samples, n_clusters=30)
-    reference = np.percentile(samples[~np.isnan(samples)], [2.5, 97.5])
-    assert est.ci == pytest.approx(tuple(reference)) and est.value == 0.1
-    assert est.n_clusters == 30 and est.n_undefined == 2
-    few = ag.bootstrap_estimate(0.1, samples, n_clusters=ag.MIN_USERS_FOR_CI - 1)
-    assert few.too_few_users and all(math.isnan(v) for v in few.ci)
-
-
 def test_fleiss_ci_honours_a_non_default_level() -> None:
     rng = np.random.default_rng(1)
     counts = np.stack([rng.multinomial(3, [0.6, 0.4]) for _ in range(60)])
     clusters = np.repeat(np.arange(12), 5)
-    wide = ag.fleiss_kappa_ci(counts, clusters, n_resamples=400, seed=2)
-    narrow = ag.fleiss_kappa_ci(counts, clusters, n_resamples=400, seed=2, level=0.5)
+    wide = ag.fleiss_kappa_ci(counts, clusters)
+    narrow = ag.fleiss_kappa_ci(counts, clusters, level=0.5)
     assert wide.ci[0] < narrow.ci[0] <= narrow.ci[1] < wide.ci[1]
 
 
@@ -84,9 +60,7 @@ def test_ci_text_is_the_one_shape_reports_print() -> None:
     assert ag.ci_text(ci=[0.1, 0.2], n_users=below) == f"(too few users for a CI: {below} users)"
     assert ag.ci_text(ci=[float("nan"), 0.2], n_users=19) == "[no CI; 19 users]"
     assert ag.ci_text(ci=None) == "[no CI]"
-    assert ag.ci_text(ci=[0.1, 0.2], n_users=19, undefined=3, n_resamples=1000) == \
-        "[0.10, 0.20; 19 users] (3/1000 resamples undefined)"
-    # Without a resample count the undefined figures are leave-one-user-out ones (the one CI rule).
+    # The undefined figures are leave-one-user-out ones (the one CI rule).
     assert ag.ci_text(ci=[float("nan")] * 2, n_users=19, undefined=3) == \
         "[no CI; 19 users] (undefined without 3 of the users)"
 
@@ -124,13 +98,8 @@ def test_binary_metrics_reject_judge_codes_outside_0_1_and_honour_the_level() ->
         judge = human.copy()
         judge[3] = bad
         with pytest.raises(ValueError, match="0/1"):
-            ag.agreement(human, judge, users, metrics=("precision",), n_resamples=20)
+            ag.agreement(human, judge, users, metrics=("precision",))
     judge = np.where(np.arange(40) % 5 == 0, 1 - human, human)
-    wide = ag.agreement(human, judge, users, metrics=("kappa",), n_resamples=400)["kappa"]
-    narrow = ag.agreement(human, judge, users, metrics=("kappa",), n_resamples=400, level=0.5)["kappa"]
+    wide = ag.agreement(human, judge, users, metrics=("kappa",))["kappa"]
+    narrow = ag.agreement(human, judge, users, metrics=("kappa",), level=0.5)["kappa"]
     assert wide.ci[0] < narrow.ci[0] <= narrow.ci[1] < wide.ci[1]
-
-
-def test_too_few_users_still_reports_undefined_resamples() -> None:
-    few = ag.bootstrap_estimate(0.2, np.array([0.1, np.nan, 0.3]), n_clusters=2)
-    assert few.n_undefined == 1 and few.n_clusters == 2

@@ -97,13 +97,12 @@ def test_ordinal_alt_test_matches_the_papers_procedure(seed: int) -> None:
 def test_reports_score_an_ordinal_dataset_by_negative_rmse() -> None:
     labels = _ordinal_labels(0)
     scale = DatasetScale(kind="ordinal", categories=("1", "2", "3", "4", "5"))
-    tests, rates = report_extras(labels, ["ratings"], positive="yes", n_resamples=20, seed=0,
-                                 scales={"ratings": scale})
+    tests, rates = report_extras(labels, ["ratings"], positive="yes", scales={"ratings": scale})
     constant, row = tests  # the constant judge's row first, scored the same way
     assert constant["rater_kind"] == "baseline" and constant["scoring"] == row["scoring"] == "neg_rmse"
     assert row["advantage_probability"] == pytest.approx(_by_the_paper(labels)["advantage_probability"])
     assert rates == []  # no "yes" rate on a 1-5 scale
-    report = relevance_report(labels.assign(dataset="ratings"), n_resamples=20, seed=0, scales={"ratings": scale})
+    report = relevance_report(labels.assign(dataset="ratings"), scales={"ratings": scale})
     assert [t["scoring"] for t in report.alt_test] == ["neg_rmse", "neg_rmse"]
     (judge,) = report.judges
     assert judge.scale == "ordinal" and judge.weighted_kappa is not None and judge.over_selection is None
@@ -118,11 +117,10 @@ def test_an_ordinal_label_off_the_scale_is_no_rating_in_the_test() -> None:
     off = labels.copy()
     off.loc[judge[:3], "label"] = ["n/a", "7", "0"]
     off.loc[judge[3], "label"] = "4.0"  # the level 4, spelled as a number: on the scale, kept
-    tests, _ = report_extras(off, ["ratings"], positive=None, n_resamples=20, seed=0, scales={"ratings": scale})
+    tests, _ = report_extras(off, ["ratings"], positive=None, scales={"ratings": scale})
     dropped = labels.drop(judge[:3]).assign(label=lambda f: f["label"].where(f.index != judge[3], "4"))
-    expected, _ = report_extras(dropped, ["ratings"], positive=None, n_resamples=20, seed=0,
-                                scales={"ratings": scale})
+    expected, _ = report_extras(dropped, ["ratings"], positive=None, scales={"ratings": scale})
     assert [t["advantage_probability"] for t in tests] == [t["advantage_probability"] for t in expected]
     assert [t["n_items"] for t in tests] == [t["n_items"] for t in expected]
-    assert tests[1]["n_items"] < report_extras(labels, ["ratings"], positive=None, n_resamples=20, seed=0,
+    assert tests[1]["n_items"] < report_extras(labels, ["ratings"], positive=None,
                                                scales={"ratings": scale})[0][1]["n_items"]

@@ -24,7 +24,6 @@ from personagap.analysis.robust import BASE_RATE_JUDGE, panel_rows
 from personagap.cli import cli
 from tests.support.stores import copy_store
 
-RESAMPLES = 100
 FIGURES = ("kappa", "ac1", "pabak", "mcc", "balanced_accuracy")
 
 
@@ -69,7 +68,7 @@ def test_diagnose_scores_a_judge_that_never_says_tie_over_the_datasets_scale() -
     inventory = pd.DataFrame([{"stage": "response", "n_items": 18, "n_labels": 54, "n_human_labels": 18,
                                "n_judge_labels": 36}])
     d = diagnose(_pairs(), pd.DataFrame(columns=["stage", "dataset", "rater", "rater_kind", "condition", "failures"]),
-                 empty, inventory, n_resamples=RESAMPLES, seed=0)
+                 empty, inventory, seed=0)
     by = {j.rater: j for j in d.stage("response").judges}
     assert by["ab"].categories == by["t"].categories == ["A", "B", "tie"]
     assert by["ab"].ac1 == pytest.approx(_ac1_by_hand(HUMAN_AB, JUDGE_AB, ["A", "B", "tie"]))
@@ -108,7 +107,7 @@ def prism_db(prism_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -
 
 
 def _cli_json(*args: str) -> dict:
-    out = CliRunner().invoke(cli, [*args, "--json", "--resamples", str(RESAMPLES)])
+    out = CliRunner().invoke(cli, [*args, "--json"])
     assert out.exit_code == 0, out.output
     return json.loads(out.output)
 
@@ -118,7 +117,7 @@ def _panel(db: Path, stage: str, dataset: str) -> dict[str, dict]:
 
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage=stage)
-    return {r["judge"]: r for r in panel_rows(labels, dataset, n_resamples=RESAMPLES, seed=0)
+    return {r["judge"]: r for r in panel_rows(labels, dataset)
             if r["judge"] != BASE_RATE_JUDGE}
 
 
@@ -200,8 +199,7 @@ def test_a_declared_scale_counts_even_when_no_one_used_a_category(shared_data: P
     with opened(db, read_only=True) as con:
         labels = load_labels(con, stage="response")
     # The panel is handed the dataset's scale, as every report takes it from the dataset record.
-    panel = {r["judge"]: r for r in panel_rows(labels, "ab", n_resamples=RESAMPLES, seed=0,
-                                               declared=score["categories"])}
+    panel = {r["judge"]: r for r in panel_rows(labels, "ab", declared=score["categories"])}
     assert panel["command-r-plus"]["ac1"] == pytest.approx(score["ac1"])
     pairs = {}
     for r in rows:

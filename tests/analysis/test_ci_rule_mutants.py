@@ -246,10 +246,6 @@ def test_ci_text_says_how_many_are_undefined() -> None:
     users = MIN + 2
     est = cr.Estimate(0.5, (float("nan"), float("nan")), users, 3)
     assert cr.ci_text(est) == f"[no CI; {users} users] (undefined without 3 of the users)"
-    # The deprecated bootstrap's count is over resamples.
-    assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=4, n_resamples=200) == (
-        f"[0.10, 0.20; {users} users] (4/200 resamples undefined)")
-    assert cr.ci_text(ci=[0.1, 0.2], n_users=users, undefined=0, n_resamples=200) == f"[0.10, 0.20; {users} users]"
 
 
 # The rule's parameters, transforms and reasons (issue 30) --------------------------------------------------------

@@ -62,14 +62,14 @@ def test_judge_score_multiclass_has_no_yes_rates():
 
 def test_without_ceilings_the_verdict_names_no_stage():
     # The lowest kappa alone says nothing about which stage fails: without a human ceiling on the judged
-    # dataset a stage is listed, not ranked (tests/test_verdict.py covers ranking by the gap).
+    # dataset a stage is listed, not ranked (tests/analysis/test_verdicts.py covers ranking by the gap).
     good = _pairs("relevance", "good", {("yes", "yes"): 40, ("no", "no"): 40, ("no", "yes"): 20})
     bad = _pairs("response", "bad", {("yes", "yes"): 20, ("no", "no"): 20, ("no", "yes"): 20, ("yes", "no"): 20})
     inventory = pd.DataFrame([
         {"stage": "relevance", "n_items": 100, "n_labels": 200, "n_human_labels": 100, "n_judge_labels": 100},
         {"stage": "response", "n_items": 80, "n_labels": 160, "n_human_labels": 80, "n_judge_labels": 80},
     ])
-    d = diagnose(pd.concat([good, bad]), EMPTY_FAIL, EMPTY_HUM, inventory, n_resamples=100)
+    d = diagnose(pd.concat([good, bad]), EMPTY_FAIL, EMPTY_HUM, inventory)
     assert d.worst_stage is None and d.ranking == []
     assert d.verdict.startswith("Cannot tell") and "stage 3 (response)" in d.verdict and "bad" in d.verdict
     assert d.stage("extraction").status == "no_data"
@@ -80,7 +80,7 @@ def test_without_ceilings_the_verdict_names_no_stage():
 def test_empty_store_diagnosis_is_honest():
     pairs = pd.DataFrame(columns=["stage", "dataset", "rater", "rater_kind", "condition", "user_id", "human",
                                   "label", "n"])
-    d = diagnose(pairs, EMPTY_FAIL, EMPTY_HUM, EMPTY_INV, n_resamples=50)
+    d = diagnose(pairs, EMPTY_FAIL, EMPTY_HUM, EMPTY_INV)
     assert d.worst_stage is None
     assert all(s.status == "no_data" and "No stage-" in s.message for s in d.stages)
     assert "No stage has both judge and human labels" in render_diagnosis(d)
@@ -96,21 +96,21 @@ def test_human_ceiling_from_individual_humans():
                          "user_id": f"u{i % 10}"})
     d = diagnose(_pairs("relevance", "j", {("yes", "yes"): 40, ("no", "no"): 40}), EMPTY_FAIL, pd.DataFrame(rows),
                  pd.DataFrame([{"stage": "relevance", "n_items": 40, "n_labels": 200, "n_human_labels": 120,
-                                "n_judge_labels": 80}]), n_resamples=100)
+                                "n_judge_labels": 80}]))
     c = d.stage("relevance").ceiling
     assert c is not None and c.n_raters == 3 and c.n_pairs == 3
     assert 0.5 < c.mean_kappa < 1.0
     # SQL returns rows in no fixed order: the same labels in another order must give the same CI.
     for seed in range(3):
         shuffled = pd.DataFrame(rows).sample(frac=1, random_state=seed)
-        again = human_ceiling(shuffled, n_resamples=100, seed=0)
+        again = human_ceiling(shuffled)
         assert again is not None and (again.mean_kappa, again.ci) == (c.mean_kappa, c.ci)
 
 
 @pytest.mark.slow
 def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
-    d = diagnose_store(recenter_db, n_resamples=200).diagnosis
-    report = report_relevance(recenter_db, n_resamples=200)
+    d = diagnose_store(recenter_db).diagnosis
+    report = report_relevance(recenter_db)
     rel = d.stage("relevance")
     by_key = {(j.rater, j.dataset): j for j in rel.judges}
     for j in report.judges:  # same kappa and over-selection as the stage-2 report, judge by judge
@@ -135,7 +135,7 @@ def test_diagnosis_on_real_data_agrees_with_the_stage2_report(recenter_db):
 @pytest.mark.slow
 def test_cli_diagnose_json_and_text(recenter_db):
     runner = CliRunner()
-    out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json", "--resamples", "100"])
+    out = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["worst_stage"] is None and data["verdict"].startswith("Cannot tell")
@@ -143,7 +143,7 @@ def test_cli_diagnose_json_and_text(recenter_db):
     best = data["stages"][1]["best"]
     assert best["kappa_ci"][0] <= best["kappa"] <= best["kappa_ci"][1]
     assert not any(isinstance(v, float) and math.isnan(v) for v in best.values())
-    text = runner.invoke(cli, ["diagnose", "--db", str(recenter_db), "--resamples", "100"])
+    text = runner.invoke(cli, ["diagnose", "--db", str(recenter_db)])
     assert text.exit_code == 0 and "best judge:" in text.output and data["verdict"] in text.output
 
 

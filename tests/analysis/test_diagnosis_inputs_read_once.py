@@ -3,7 +3,7 @@
 :func:`personagap.analysis.diagnosis_store.diagnose_store` hands the judge counts it has already counted
 (:func:`personagap.store.aggregates.label_counts`) to :func:`personagap.store.aggregates.diagnosis_inputs`, which
 then reads only the other labels for its summary. The frames must be those of the per-label definitions, as
-without the counts (tests/test_perf_diagnosis_inputs.py).
+without the counts (tests/analysis/test_diagnosis_inputs.py).
 """
 
 from __future__ import annotations

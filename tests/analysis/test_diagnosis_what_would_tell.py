@@ -15,8 +15,6 @@ from click.testing import CliRunner
 from personagap.cli import cli
 from tests.support.byo_data import HUMANS, LLM, team_rows, write_rows
 
-RESAMPLES = "60"
-
 
 def _cli(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args))
@@ -30,7 +28,7 @@ def _import(tmp_path: Path, db: str, stage: str, dataset: str, rows: list[dict[s
 
 
 def _diagnose(db: str) -> dict[str, Any]:
-    return dict(json.loads(_cli("diagnose", "--db", db, "--resamples", RESAMPLES, "--json")))
+    return dict(json.loads(_cli("diagnose", "--db", db, "--json")))
 
 
 def test_one_human_per_item_asks_for_a_second_and_the_plan_command_runs(tmp_path: Path) -> None:

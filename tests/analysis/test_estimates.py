@@ -43,7 +43,7 @@ def test_hand_worked_frame() -> None:
     human, judge = "yynnnn", "ynynnnyynn"
     rows = [(f"i{k}", "hm", "human_majority", "yes" if h == "y" else "no", f"u{k % 2}") for k, h in enumerate(human)]
     rows += [(f"i{k}", "llm1", "llm", "yes" if j == "y" else "no", f"u{k % 2}") for k, j in enumerate(judge)]
-    [row] = estimate_rows(_frame(rows), "d", n_resamples=200)
+    [row] = estimate_rows(_frame(rows), "d")
     assert row["naive"] == pytest.approx(0.4)
     assert row["sensitivity"] == pytest.approx(0.5) and row["specificity"] == pytest.approx(0.75)
     assert row["rogan_gladen"] == pytest.approx(0.6)
@@ -76,7 +76,7 @@ def _synthetic(seed: int, *, n_users: int = 40, per_user: int = 30, se: float = 
 
 def test_ppi_matches_ppi_py_on_synthetic_data() -> None:
     frame, y, yhat, yhat_u = _synthetic(11)
-    [row] = estimate_rows(frame, "d", n_resamples=100)
+    [row] = estimate_rows(frame, "d")
     # Our rows are assembled from the tidy frame; ppi_py gets the generator's arrays directly, at our lam.
     lam = row["ppi_lambda"]
     assert 0.0 < lam < 1.0
@@ -95,7 +95,7 @@ def test_coverage_with_a_known_truth() -> None:
     covered = {"naive": 0, "rogan_gladen": 0, "ppi": 0, "human_only": 0}
     runs = 50
     for seed in range(runs):
-        [row] = estimate_rows(_synthetic(seed)[0], "d", n_resamples=200, seed=seed)
+        [row] = estimate_rows(_synthetic(seed)[0], "d")
         for key in covered:
             lo, hi = row[f"{key}_ci"]
             covered[key] += lo <= TRUTH <= hi
@@ -107,7 +107,7 @@ def test_coverage_with_a_known_truth() -> None:
 def test_rogan_gladen_ci_carries_sensitivity_and_specificity_uncertainty() -> None:
     # Few human labels (5%): sensitivity and specificity are uncertain, so the corrected CI must be wider than
     # the naive CI pushed through the correction with sensitivity and specificity held at their point values.
-    [row] = estimate_rows(_synthetic(5, labelled=0.05)[0], "d", n_resamples=500)
+    [row] = estimate_rows(_synthetic(5, labelled=0.05)[0], "d")
     fixed = rogan_gladen(np.array(row["naive_ci"]), row["sensitivity"], row["specificity"])
     assert row["rogan_gladen_ci"][1] - row["rogan_gladen_ci"][0] > 2 * float(fixed[1] - fixed[0])
 
@@ -117,7 +117,7 @@ def test_recenter(recenter_db: Path) -> None:
 
     with opened(recenter_db, read_only=True) as con:
         labels = load_labels(con, stage="relevance")
-    rows = estimate_rows(labels, "recenter-stage2", n_resamples=300)
+    rows = estimate_rows(labels, "recenter-stage2")
     assert len(rows) >= 2
     for r in rows:
         lo, hi = r["human_only_ci"]
@@ -126,7 +126,7 @@ def test_recenter(recenter_db: Path) -> None:
         assert abs(r["rogan_gladen"] - r["human_only"]) < abs(r["naive"] - r["human_only"])
         assert r["rogan_gladen_ci"][0] <= r["rogan_gladen"] <= r["rogan_gladen_ci"][1]
         assert r["n_judge"] > r["n_both"] > 0
-    pilot = estimate_rows(labels, "recenter-pilot", n_resamples=100)
+    pilot = estimate_rows(labels, "recenter-pilot")
     # Where every judged item is human-labelled, Rogan–Gladen recovers the human rate exactly (algebra, not fit).
     for r in (r for r in pilot if r["n_judge"] == r["n_both"]):
         assert r["rogan_gladen"] == pytest.approx(r["human_only"])
@@ -136,7 +136,7 @@ def test_a_label_the_dataset_does_not_use_gives_no_rows() -> None:
     rows = [("i1", "hm", "human_majority", "A", "u1"), ("i1", "llm1", "llm", "B", "u1"),
             ("i2", "hm", "human_majority", "B", "u2"), ("i2", "llm1", "llm", "B", "u2")]
     assert estimate_rows(_frame(rows), "d") == []  # no "yes" anywhere: a yes-rate means nothing here
-    [row] = estimate_rows(_frame(rows), "d", positive="A", n_resamples=50)
+    [row] = estimate_rows(_frame(rows), "d", positive="A")
     assert row["quantity"] == "A_rate" and row["naive"] == 0.0 and row["human_only"] == 0.5
 
 
@@ -149,8 +149,7 @@ def test_positive_label_per_item() -> None:
     rows = [(i, "hm", "human_majority", h, "u" + i) for i, h in zip(personalised.index, "ABBA", strict=True)]
     rows += [(i, "llm1", "llm", "A", "u" + i) for i in personalised.index]
     rows += [("i5", "hm", "human_majority", "A", "u5"), ("i5", "llm1", "llm", "A", "u5")]  # no target: left out
-    [row] = estimate_rows(_frame(rows), "d", positive_by_item=personalised, quantity="personalised_preferred",
-                          n_resamples=50)
+    [row] = estimate_rows(_frame(rows), "d", positive_by_item=personalised, quantity="personalised_preferred")
     assert row["quantity"] == "personalised_preferred"
     assert row["human_only"] == 0.5 and row["naive"] == 0.5 and row["n_human"] == 4 and row["n_judge"] == 4
     assert row["sensitivity"] == 0.5 and row["specificity"] == 0.5 and row["rogan_gladen"] is None

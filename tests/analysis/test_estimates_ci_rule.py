@@ -1,6 +1,6 @@
 """Defect 5: the corrected estimates and the trained verifier's AUC follow the one CI rule.
 
-``agreement.bootstrap_estimate``: no CI below ``MIN_USERS_FOR_CI`` users (the output says why), resamples where
+The one CI rule: no CI below ``MIN_USERS_FOR_CI`` users (the output says why), resamples where
 a figure is undefined counted. Before, ``estimates.human_rate``, ``judge_estimates`` and
 ``stages.trained._auc_estimate`` called the percentile function directly and printed a 2-user CI.
 """
@@ -43,7 +43,7 @@ def _has_ci(ci: list[float | None]) -> bool:
 
 
 def test_two_users_get_no_ci_and_are_told_why() -> None:
-    [row] = estimate_rows(_labels(2), "d", n_resamples=100)
+    [row] = estimate_rows(_labels(2), "d")
     assert row["n_users"] == 2
     assert not any(_has_ci(row[k]) for k in _BOOTSTRAP_CIS)
     assert row["ci_note"] == f"too few users for a CI: 2 users, {MIN_USERS_FOR_CI} needed"
@@ -57,7 +57,7 @@ def test_two_users_get_no_ci_and_are_told_why() -> None:
 def test_five_users_get_every_ci() -> None:
     # The human-based figures need MIN_LABELLED_USERS users with human labels (issue 21's harness), the others
     # MIN_USERS_FOR_CI users.
-    [row] = estimate_rows(_labels(MIN_LABELLED_USERS), "d", n_resamples=100)
+    [row] = estimate_rows(_labels(MIN_LABELLED_USERS), "d")
     assert row["n_users"] == MIN_LABELLED_USERS and row["ci_note"] is None
     assert all(_has_ci(row[k]) for k in (*_BOOTSTRAP_CIS, "ppi_ci"))
     lo, hi = row["human_only_ci"]
@@ -72,7 +72,7 @@ def test_undefined_resamples_are_counted() -> None:
     labels = _labels(MIN_USERS_FOR_CI)
     no_yes = (labels["user_id"] != "u0") & (labels["rater"] == "ann")
     labels.loc[no_yes, "label"] = "no"
-    [row] = estimate_rows(labels, "d", n_resamples=200)
+    [row] = estimate_rows(labels, "d")
     assert row["ci_undefined"]["rogan_gladen"] > 0 and row["ci_undefined"]["naive"] == 0
 
 
@@ -82,8 +82,8 @@ def test_auc_has_no_ci_below_the_minimum_users() -> None:
     p = y * 0.4 + rng.random(y.size) * 0.7
     for n_users in (2, MIN_USERS_FOR_CI + 1):
         users = np.array([f"u{i % n_users}" for i in range(y.size)])
-        est = _auc_estimate(y, p, users, 200, 0)
+        est = _auc_estimate(y, p, users)
         assert est.value == pytest.approx(roc_auc_score(y, p)) and est.n_clusters == n_users
         assert (n_users >= MIN_USERS_FOR_CI) == (not math.isnan(est.ci[0]))
-    assert ci_text(_auc_estimate(y, p, np.array([f"u{i % 2}" for i in range(y.size)]), 200, 0)) == \
+    assert ci_text(_auc_estimate(y, p, np.array([f"u{i % 2}" for i in range(y.size)]))) == \
         "(too few users for a CI: 2 users)"

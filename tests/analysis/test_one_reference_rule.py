@@ -108,13 +108,13 @@ def test_estimates_plan_and_panel_score_against_the_same_reference() -> None:
     ref = c.reference_labels(labels).sort_index()
     judge = labels[labels["rater"] == "gpt"].set_index("item_id")["label"].loc[ref.index]
     # Human-only yes-rate: share of "yes" in the one reference (x counts as "no").
-    [row] = estimate_rows(labels, DATASET, n_resamples=50)
+    [row] = estimate_rows(labels, DATASET)
     assert row["human_only"] == pytest.approx((ref == "yes").mean())
     # plan's kappa and the panel's kappa: sklearn's kappa of the judge against that reference.
     expected = cohen_kappa_score(ref.tolist(), judge.tolist())
     [budget] = plan_rows(labels, [DATASET], simulations=5).kappa
     assert budget.kappa == pytest.approx(expected) and budget.n_items == len(ref)
-    panel = [r for r in panel_rows(labels, DATASET, n_resamples=50) if r["rater"] == "gpt"]
+    panel = [r for r in panel_rows(labels, DATASET) if r["rater"] == "gpt"]
     assert panel[0]["kappa"] == pytest.approx(expected) and panel[0]["n"] == len(ref)
 
 
@@ -177,7 +177,7 @@ def test_estimates_and_plan_use_the_reference_items(data: tuple[pd.DataFrame, tu
     labels, categories = data
     ref = c.reference_labels(labels).astype(str)
     positive = categories[-1]
-    for row in estimate_rows(labels, DATASET, positive=positive, n_resamples=20):
+    for row in estimate_rows(labels, DATASET, positive=positive):
         assert row["n_human"] == len(ref)
         assert row["human_only"] == pytest.approx((ref == positive).mean())
     judges = labels[c.comparable_judge_mask(labels) & labels["label"].notna()]

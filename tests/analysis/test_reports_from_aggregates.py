@@ -21,7 +21,6 @@ from personagap.stages.response import import_prism, import_usr
 from personagap.store import load_labels, opened
 from tests.support.oracles import estimate_rows, relevance_report, report_extras
 
-RESAMPLES = 200
 TOLERANCE = 1e-12
 
 
@@ -49,7 +48,7 @@ def per_label_json(db: Path) -> dict[str, Any]:
         labels = load_labels(con, stage="relevance")
         origins = dataset_origins(con)
         scales = {ds: r.scale for (stage, ds), r in dataset_records(con).items() if stage == "relevance"}
-    report = relevance_report(labels, n_resamples=RESAMPLES, seed=0, origins=origins, scales=scales)
+    report = relevance_report(labels, origins=origins, scales=scales)
     return json_safe(report.to_json_dict())  # type: ignore[no-any-return]
 
 
@@ -91,7 +90,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_relevance_from_aggregates_is_the_per_label_report(store: str, request: pytest.FixtureRequest) -> None:
     db = request.getfixturevalue(store)
     old = per_label_json(db)
-    new = json_safe(report_relevance(db, n_resamples=RESAMPLES, seed=0).to_json_dict())
+    new = json_safe(report_relevance(db).to_json_dict())
     assert old["judges"], "the store must have judge rows for the comparison to mean something"
     assert differences(old, new) == []
 
@@ -110,7 +109,7 @@ def per_label_best_judge_rows(db: str, diagnosis: Any) -> dict[str, Any]:
             labels = load_labels(con, stage=s.stage, dataset=ds)
             anchored = [ds] if anchored_human_mask(labels).any() else []
             tests, rates = report_extras(labels, [ds], positive="yes" if best.binary else None, anchored=anchored,
-                                         n_resamples=RESAMPLES, seed=0, scales={ds: records[(s.stage, ds)].scale})
+                                         scales={ds: records[(s.stage, ds)].scale})
             name = judge_display(best.rater, best.condition)
             out[s.stage] = {"alt_test": [t for t in tests if t["judge"] == name],
                             "estimates": [e for e in rates if e["judge"] == name]}
@@ -124,10 +123,10 @@ def test_best_judge_extras_from_aggregates_are_the_per_label_rows(store: str, re
     from personagap.analysis.diagnosis_store import best_judge_extras, diagnose_store
 
     db = request.getfixturevalue(store)
-    diagnosis = diagnose_store(db, n_resamples=RESAMPLES).diagnosis
+    diagnosis = diagnose_store(db).diagnosis
     old = json_safe(per_label_best_judge_rows(db, diagnosis))
     with opened(db, read_only=True) as con:
-        new = json_safe(best_judge_extras(con, diagnosis, n_resamples=RESAMPLES, seed=0))
+        new = json_safe(best_judge_extras(con, diagnosis))
     assert any(rows["alt_test"] or rows["estimates"] for rows in old.values())
     assert differences(old, new) == []
 
@@ -144,10 +143,9 @@ def test_estimates_from_counts_are_the_per_item_estimates(store: str, request: p
         labels = load_labels(con, stage="relevance")
         for ds in sorted(set(labels["dataset"])):
             for which in ("blind", "anchored"):
-                old = estimate_rows(labels, ds, humans=which, n_resamples=RESAMPLES, seed=0)
+                old = estimate_rows(labels, ds, humans=which)
                 judges, reference = label_counts(con, "relevance", which, ds)
-                new = estimate_rows_from_counts(judges, reference, ds, humans=which, positive="yes",
-                                                n_resamples=RESAMPLES, seed=0)
+                new = estimate_rows_from_counts(judges, reference, ds, humans=which, positive="yes")
                 assert differences(json_safe(old), json_safe(new)) == []
                 compared += len(old)
     assert compared
@@ -159,7 +157,7 @@ def test_diagnose_store_best_judge_rows_are_the_per_label_rows(store: str, reque
     from personagap.analysis.diagnosis_store import diagnose_store
 
     db = request.getfixturevalue(store)
-    done = diagnose_store(db, extras=True, n_resamples=RESAMPLES, seed=0)
+    done = diagnose_store(db, extras=True, seed=0)
     old = json_safe(per_label_best_judge_rows(db, done.diagnosis))
     assert done.diagnosis.stages[1].judges and old
     assert differences(old, json_safe(done.extras)) == []

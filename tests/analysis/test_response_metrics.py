@@ -33,13 +33,12 @@ def test_chose_first_undoes_the_swap() -> None:
 
 def test_first_position_rate_hand_worked() -> None:
     # 3 decisive verdicts shown first out of 4 decisive (the tie is not counted): 0.75.
-    est = first_position_rate(["A", "A", "B", "B", "tie"], [False, False, True, False, False], [1, 1, 2, 2, 3],
-                              n_resamples=200)
+    est = first_position_rate(["A", "A", "B", "B", "tie"], [False, False, True, False, False], [1, 1, 2, 2, 3])
     assert est.value == pytest.approx(0.75)
     # Two users (the tie of user 3 is not counted) are too few for a CI: none is given, and the estimate says so.
     assert est.too_few_users and est.n_clusters == 2 and all(math.isnan(c) for c in est.ci)
     many = first_position_rate(["A", "A", "B", "B", "tie"] * 3, [False, False, True, False, False] * 3,
-                               list(range(15)), n_resamples=200)  # 12 decisive users: a CI
+                               list(range(15)))  # 12 decisive users: a CI
     assert many.value == pytest.approx(0.75) and not many.too_few_users
     assert 0.0 <= many.ci[0] <= many.value <= many.ci[1] <= 1.0
 
@@ -52,28 +51,20 @@ def test_longer_rate_skips_ties_and_equal_lengths() -> None:
     # Item 2 has equal lengths, item 3 is a tie: counted are 0, 1, 4; longer chosen in 0 and 1, not in 4.
     assert counted.tolist() == [True, True, False, False, True]
     assert longer[counted].tolist() == [True, True, False]
-    assert longer_rate(labels, len_a, len_b, [0, 1, 2, 3, 4], n_resamples=50).value == pytest.approx(2 / 3)
+    assert longer_rate(labels, len_a, len_b, [0, 1, 2, 3, 4]).value == pytest.approx(2 / 3)
 
 
 def test_clustered_rate_empty_is_nan_and_constant_has_no_zero_width_ci() -> None:
     assert math.isnan(clustered_rate([], []).value)
-    est = clustered_rate([True] * 10, [f"u{i}" for i in range(10)], n_resamples=100)
+    est = clustered_rate([True] * 10, [f"u{i}" for i in range(10)])
     # A rate of 1 with or without any user: the jackknife would print [1, 1]; the rule prints none, and says why.
     assert est.value == 1.0 and math.isnan(est.ci[0]) and math.isnan(est.ci[1]) and est.n_undefined == 0
     assert "edge of its range" in est.reason
 
 
-def test_clustered_rate_resamples_whole_clusters() -> None:
-    # Two clusters: u (all hits, 3 items) and v (no hits, 1 item). A resample holds 0, 1 or 2 copies
-    # of u, so every resampled rate is 0, 0.75 or 1 - never 0.5 as an item-level bootstrap could give.
-    from personagap.analysis.agreement import bootstrap_tables, resample_weights
-
-    w = resample_weights(2, 300, 0)
-    per = np.array([[3.0, 3.0], [0.0, 1.0]])
-    boot = bootstrap_tables(per, w)
-    rates = set(np.round(boot[:, 0] / boot[:, 1], 6))
-    assert rates <= {0.0, 0.75, 1.0}
-    est = clustered_rate([True, True, True, False], ["u", "u", "u", "v"], n_resamples=300)
+def test_clustered_rate_counts_whole_clusters() -> None:
+    # Two clusters: u (all hits, 3 items) and v (no hits, 1 item).
+    est = clustered_rate([True, True, True, False], ["u", "u", "u", "v"])
     assert est.value == pytest.approx(0.75)
     assert est.n_clusters == 2 and est.too_few_users and math.isnan(est.ci[0])  # 2 users: no CI
 
@@ -82,13 +73,13 @@ def test_judge_vs_human_matches_sklearn_three_classes() -> None:
     rng = np.random.default_rng(3)
     human = rng.choice(["A", "B", "tie"], size=200)
     judge = np.where(rng.random(200) < 0.6, human, rng.choice(["A", "B", "tie"], size=200))
-    est = judge_vs_human(human, judge, rng.integers(0, 30, size=200), n_resamples=100)
+    est = judge_vs_human(human, judge, rng.integers(0, 30, size=200))
     assert est["accuracy"].value == pytest.approx(accuracy_score(human, judge))
     assert est["kappa"].value == pytest.approx(cohen_kappa_score(human, judge))
 
 
 def test_judge_vs_human_total_disagreement() -> None:
-    est = judge_vs_human(["A", "B", "A", "B"], ["B", "A", "B", "A"], [1, 2, 3, 4], n_resamples=20)
+    est = judge_vs_human(["A", "B", "A", "B"], ["B", "A", "B", "A"], [1, 2, 3, 4])
     assert est["accuracy"].value == 0.0
     assert est["kappa"].value == -1.0
 
@@ -98,7 +89,7 @@ def test_accuracy_gap_hand_worked() -> None:
     with_profile = ["A", "B"] * 10       # all right
     without_profile = ["B", "B"] * 10    # half right
     clusters = np.repeat(np.arange(10), 2)
-    acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, clusters, n_resamples=200)
+    acc_with, acc_without, gap = accuracy_gap(human, with_profile, without_profile, clusters)
     assert (acc_with, acc_without) == (1.0, 0.5)
     assert gap.value == pytest.approx(0.5)
     # Every cluster gives a gap of 0.5: so does the figure without any one of them; a CI of no width would claim a
@@ -111,7 +102,7 @@ def test_rater_agreement_matches_statsmodels_and_krippendorff() -> None:
     truth = rng.integers(0, 2, size=60)
     data = np.stack([np.where(rng.random(60) < 0.85, truth, 1 - truth) for _ in range(3)], axis=1).astype(float)
     wide = pd.DataFrame(data, columns=["r1", "r2", "r3"])
-    out = rater_agreement(wide, [0.0, 1.0], np.arange(60) // 5, "nominal", n_resamples=100)
+    out = rater_agreement(wide, [0.0, 1.0], np.arange(60) // 5, "nominal")
     counts = np.column_stack([(data == v).sum(axis=1) for v in (0.0, 1.0)])
     assert out["fleiss"].value == pytest.approx(sm_fleiss(counts))
     assert out["alpha"].value == pytest.approx(krippendorff.alpha(reliability_data=data.T,
@@ -121,7 +112,7 @@ def test_rater_agreement_matches_statsmodels_and_krippendorff() -> None:
 def test_rater_agreement_with_missing_ratings_uses_modal_count_for_fleiss() -> None:
     # 4 raters, each item rated by 3 (like USR): NaN where a rater did not rate.
     data = np.array([[1, 1, 1, np.nan], [0, 0, np.nan, 0], [1, np.nan, 0, 1], [np.nan, 0, 0, 0]], dtype=float)
-    out = rater_agreement(pd.DataFrame(data), [0.0, 1.0], [0, 1, 2, 3], "nominal", n_resamples=50)
+    out = rater_agreement(pd.DataFrame(data), [0.0, 1.0], [0, 1, 2, 3], "nominal")
     counts = np.array([[0, 3], [3, 0], [1, 2], [3, 0]])
     assert out["fleiss"].value == pytest.approx(sm_fleiss(counts))
     assert out["alpha"].value == pytest.approx(krippendorff.alpha(reliability_data=data.T,

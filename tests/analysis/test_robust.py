@@ -178,7 +178,7 @@ def test_reference_ties_give_no_reference() -> None:
 
 
 def test_panel_rows_on_recenter(recenter_labels: pd.DataFrame) -> None:
-    rows = panel_rows(recenter_labels, "recenter-stage2", n_resamples=200, seed=0)
+    rows = panel_rows(recenter_labels, "recenter-stage2")
     judges = {r["judge"]: r for r in rows}
     base = judges.pop(BASE_RATE_JUDGE)
     assert judges, "the imported LLMs have rows"
@@ -210,14 +210,14 @@ def test_panel_from_label_arrays_resamples_the_same_users_as_agreement() -> None
     users = rng.integers(0, 30, 600)
     human = (rng.random(600) < 0.2).astype(int)
     judge = np.where(rng.random(600) < 0.8, human, 1 - human)
-    est = agreement(human, judge, users, metrics=("ac1", "mcc", "kappa"), n_resamples=300, seed=9)
-    p = panel(human, judge, users, n_resamples=300, seed=9)
+    est = agreement(human, judge, users, metrics=("ac1", "mcc", "kappa"))
+    p = panel(human, judge, users)
     assert p["ac1"] == pytest.approx(est["ac1"].value) and p["ac1_ci"] == pytest.approx(list(est["ac1"].ci))
     assert p["mcc_ci"] == pytest.approx(list(est["mcc"].ci))
     pi, bi = p["prevalence_index"], p["bias_index"]
     assert est["kappa"].value == pytest.approx((p["pabak"] - pi**2 + bi**2) / (1 - pi**2 + bi**2))
-    base = base_rate(human, users, n_resamples=100)
+    base = base_rate(human, users)
     assert base["majority_class"] == 0 and base["accuracy"] == pytest.approx(1 - human.mean())
     # String labels go through the same encoding as agreement(): "no" < "yes".
     words = np.where(human == 1, "yes", "no")
-    assert panel(words, np.where(judge == 1, "yes", "no"), users, n_resamples=300, seed=9)["ac1"] == p["ac1"]
+    assert panel(words, np.where(judge == 1, "yes", "no"), users)["ac1"] == p["ac1"]

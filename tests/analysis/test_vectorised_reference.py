@@ -171,8 +171,7 @@ def _loop_estimates(labels: pd.DataFrame, dataset: str, humans: str) -> list[dic
     judges = list(judge_labels(frame))
     if reference.empty or not ((reference["label"] == "yes").any() or any((j.labels == "yes").any() for j in judges)):
         return []
-    return [json_safe_dict(judge_estimates(j, reference, dataset=dataset, humans=humans,  # type: ignore[arg-type]
-                                           n_resamples=200, seed=3).model_dump())
+    return [json_safe_dict(judge_estimates(j, reference, dataset=dataset, humans=humans).model_dump())
             for j in judges if not j.labels.index.intersection(reference.index).empty]
 
 
@@ -182,7 +181,7 @@ def test_estimate_rows_equal_judge_by_judge(seed: int) -> None:
     for dataset in ("d1", "d2"):
         for humans in ("blind", "anchored"):
             expected = _loop_estimates(labels, dataset, humans)
-            got = estimate_rows(labels, dataset, humans=humans, n_resamples=200, seed=3)  # type: ignore[arg-type]
+            got = estimate_rows(labels, dataset, humans=humans)  # type: ignore[arg-type]
             assert _same(got, expected)
             assert len(expected) == 4 or humans == "anchored"
 

@@ -73,13 +73,13 @@ def test_diagnose_json_never_ranks_in_sample_labels(recenter_db_copy: Path) -> N
     assert len(ref) > 1000
     _write(recenter_db_copy, [Label(item_id=i, rater="trained-relevance/v1", rater_kind="trained",
                                     condition=IN_SAMPLE, label=lab, run_id=RUN) for i, lab in ref])
-    data = _json(["diagnose", "--db", str(recenter_db_copy), "--json", "--resamples", "50"])
+    data = _json(["diagnose", "--db", str(recenter_db_copy), "--json"])
     listed = [j for s in data["stages"] for j in [*s["judges"], *s.get("gaps", []), s["best"], s["worst"]] if j]
     assert listed  # the imported LLMs are still ranked
     assert not [j for j in listed if j["condition"] == IN_SAMPLE or j["rater"] == "trained-relevance/v1"]
     best = data["stages"][1]["best"]
     assert best["kappa"] < 0.9  # the copied labels would have scored 1.0
-    report = _json(["report", "relevance", "--db", str(recenter_db_copy), "--json", "--resamples", "50"])
+    report = _json(["report", "relevance", "--db", str(recenter_db_copy), "--json"])
     assert "trained-relevance/v1" not in json.dumps(report)
 
 
@@ -92,7 +92,7 @@ def test_response_report_never_scores_in_sample_labels(shared_db: Path, tmp_path
                      "AND l.label IS NOT NULL")
     _write(db, [Label(item_id=i, rater="trained-preference/v1", rater_kind="trained", condition=IN_SAMPLE,
                       label=lab, run_id=RUN, meta={"swapped": False}) for i, lab in ref])
-    report = _json(["report", "response", "--db", str(db), "--json", "--resamples", "50"])
+    report = _json(["report", "response", "--db", str(db), "--json"])
     assert report["judges"]  # the recorded PRISM judges are there
     assert not [j for j in report["judges"] if j["rater"] == "trained-preference/v1"]
 
@@ -122,7 +122,7 @@ def test_pilot_reports_anchored_labels_apart_and_kinds_apart(recenter_db_copy: P
         labels.append(Label(item_id=iid, rater="trained-relevance/v1/cv", rater_kind="trained", label=lab,
                             run_id=RUN))
     _write(recenter_db_copy, labels)
-    report = _json(["report", "relevance", "--db", str(recenter_db_copy), "--json", "--resamples", "50"])
+    report = _json(["report", "relevance", "--db", str(recenter_db_copy), "--json"])
     pilot = report["pilot"]
     llms = {r for (r,) in _query(recenter_db_copy, "SELECT DISTINCT l.rater FROM labels l JOIN items i USING "
                                                    "(item_id) WHERE i.dataset = 'recenter-pilot' AND "
@@ -131,7 +131,7 @@ def test_pilot_reports_anchored_labels_apart_and_kinds_apart(recenter_db_copy: P
     assert {r for r, g in pilot["raters"].items() if g == "llm"} == llms
     assert pilot["raters"]["trained-relevance/v1/cv"] == "trained"
     assert {"human–trained", "llm–trained"} <= {g["pair_type"] for g in pilot["groups"]}
-    text = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db_copy), "--resamples", "50"])
+    text = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db_copy)])
     assert f"{len(llms)} LLMs, 1 trained model" in text.output
     # Defect 5: labels given after seeing an LLM's label are never blind, and are reported apart, labelled.
     assert {"blind_x", "blind_y"} <= {r for r, g in pilot["raters"].items() if g == "human"}
@@ -156,7 +156,7 @@ def _release_blind_annotators(root: Path) -> set[str]:
 
 def test_real_pilot_blind_figures_use_blind_annotators_only(recenter_db: Path, shared_data: Path) -> None:
     blind = _release_blind_annotators(shared_data / "recenter")
-    report = _json(["report", "relevance", "--db", str(recenter_db), "--json", "--resamples", "50"])
+    report = _json(["report", "relevance", "--db", str(recenter_db), "--json"])
     if len(blind) < 2:
         assert report["pilot"] is None
         assert any("too few blind labels" in n for n in report["notes"])
@@ -210,7 +210,7 @@ def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> No
     # a higher kappa but sits far below humans who agree almost perfectly (gap ~0.3). The old rule named stage 2.
     db = tmp_path / "gap.duckdb"
     _synthetic(db, [("relevance", "rel-ds", 3, 0.15, 0.17), ("response", "resp-ds", 3, 0.01, 0.15)])
-    d = diagnose_store(db, n_resamples=300).diagnosis
+    d = diagnose_store(db).diagnosis
     rel, resp = d.stage("relevance"), d.stage("response")
     assert rel.best is not None and resp.best is not None and rel.best.kappa < resp.best.kappa
     assert rel.gap is not None and resp.gap is not None
@@ -223,7 +223,7 @@ def test_verdict_ranks_by_gap_to_the_same_datasets_ceiling(tmp_path: Path) -> No
 def test_verdict_cannot_tell_when_gap_cis_overlap(tmp_path: Path) -> None:
     db = tmp_path / "tie.duckdb"
     _synthetic(db, [("relevance", "rel-ds", 3, 0.1, 0.2), ("response", "resp-ds", 3, 0.1, 0.2)])
-    d = diagnose_store(db, n_resamples=300).diagnosis
+    d = diagnose_store(db).diagnosis
     assert d.worst_stage is None
     assert d.verdict.startswith("Cannot tell") and "includes 0" in d.verdict
     assert set(d.ranking) == {"relevance", "response"}
@@ -233,7 +233,7 @@ def test_a_ceiling_is_never_borrowed_from_another_dataset(tmp_path: Path) -> Non
     # Stage 3: judges on a dataset with one human per item, and three humans on another dataset (no judge).
     db = tmp_path / "borrow.duckdb"
     _synthetic(db, [("response", "one-human", 1, 0.0, 0.3), ("response", "three-humans", 3, 0.05, None)])
-    d = diagnose_store(db, n_resamples=100).diagnosis
+    d = diagnose_store(db).diagnosis
     s = d.stage("response")
     assert s.best is not None and s.best.dataset == "one-human"
     assert [c.dataset for c in s.ceilings] == ["three-humans"]
@@ -291,7 +291,7 @@ def test_gap_ci_is_paired_over_users_at_95_percent(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
-    data = _json(["diagnose", "--db", str(shared_db), "--json", "--resamples", "100"])
+    data = _json(["diagnose", "--db", str(shared_db), "--json"])
     response = data["stages"][2]
     assert response["best"]["dataset"] == "prism-judge"
     assert response["ceiling"] is None or response["ceiling"]["dataset"] == "prism-judge"
@@ -306,7 +306,7 @@ def test_real_data_verdict_borrows_no_ceiling(shared_db: Path) -> None:
 
 @pytest.mark.slow
 def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: Path) -> None:
-    report = _json(["report", "response", "--db", str(shared_db), "--json", "--resamples", "50"])
+    report = _json(["report", "response", "--db", str(shared_db), "--json"])
     assert report["profile_gaps"]
     def judged(g: dict, condition: str) -> set[str]:
         return {i for (i,) in _query(shared_db, f"""
@@ -320,7 +320,7 @@ def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: P
         with_, without = judged(g, g["with_condition"]), judged(g, g["without_condition"])
         assert (g["n_with"], g["n_without"], g["n"]) == (len(with_), len(without), len(with_ & without))
         assert g["n"] < min(g["n_with"], g["n_without"])  # on PRISM the shared subset is much smaller
-    text = CliRunner().invoke(cli, ["report", "response", "--db", str(shared_db), "--resamples", "50"]).output
+    text = CliRunner().invoke(cli, ["report", "response", "--db", str(shared_db)]).output
     g = report["profile_gaps"][0]
     assert (f"on the {g['n']} items both conditions judged (of {g['n_with']} judged with the profile, "
             f"{g['n_without']} without)") in text
@@ -331,7 +331,7 @@ def test_profile_gap_says_it_uses_only_items_both_conditions_judged(shared_db: P
 
 @pytest.mark.slow
 def test_response_report_and_diagnosis_carry_the_robust_panel(shared_db: Path) -> None:
-    report = _json(["report", "response", "--db", str(shared_db), "--json", "--resamples", "50"])
+    report = _json(["report", "response", "--db", str(shared_db), "--json"])
     pairwise = [j for j in report["judges"] if j["dataset"] == "prism-judge"]
     assert pairwise
     for j in pairwise:  # A/B/tie: the panel is defined, the yes/no indices are not
@@ -340,7 +340,7 @@ def test_response_report_and_diagnosis_carry_the_robust_panel(shared_db: Path) -
     prism_tests = [t for t in report["alt_test"] if t["dataset"] == "prism-judge"]
     assert prism_tests and not any(t["applicable"] for t in prism_tests)  # one human per item: says why not
     assert all(t["reason"] for t in prism_tests)
-    data = _json(["diagnose", "--db", str(shared_db), "--json", "--resamples", "50"])
+    data = _json(["diagnose", "--db", str(shared_db), "--json"])
     best = data["stages"][2]["best"]
     assert best["ac1"] is not None and best["balanced_accuracy_ci"][0] <= best["balanced_accuracy"]
     (row,) = [j for j in pairwise if j["judge"] == best["judge"]]
@@ -381,7 +381,7 @@ def test_demo_replaces_its_own_database_and_force_replaces_others(tmp_path: Path
 def test_diagnose_tests_each_best_judge_like_the_stage_report(recenter_db: Path) -> None:
     """`diagnose --json` gives the best judge's alternative-annotator test and corrected estimates, the very rows
     `report relevance --json` holds for that judge (one implementation), blind and anchored humans apart."""
-    args = ["--db", str(recenter_db), "--resamples", "50", "--json"]
+    args = ["--db", str(recenter_db), "--json"]
     diag = CliRunner().invoke(cli, ["diagnose", *args])
     assert diag.exit_code == 0, diag.output
     d = json.loads(diag.output)

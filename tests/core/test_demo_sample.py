@@ -46,7 +46,7 @@ def _sections(output: str) -> dict[str, str]:
 
 
 def _report(db: Path, stage: str) -> dict[str, Any]:
-    out = CliRunner().invoke(cli, ["report", stage, "--db", str(db), "--json", "--resamples", "200"])
+    out = CliRunner().invoke(cli, ["report", stage, "--db", str(db), "--json"])
     assert out.exit_code == 0, out.output
     data: dict[str, Any] = json.loads(out.output)
     return data

@@ -65,7 +65,7 @@ def corrupt_db(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 
 @pytest.mark.parametrize("command", [["report", "relevance"], ["diagnose"]])
 def test_a_corrupt_page_met_mid_query_is_one_line_naming_the_file(corrupt_db: Path, command: list[str]) -> None:
-    result = CliRunner().invoke(cli, [*command, "--db", str(corrupt_db), "--resamples", "10"])
+    result = CliRunner().invoke(cli, [*command, "--db", str(corrupt_db)])
     line = assert_one_line(result.exit_code, result.stdout, result.stderr, result.exception, str(corrupt_db))
     # What DuckDB said, so the user knows the file is damaged (not that PersonaGap has a bug).
     assert "Corrupt database file" in line

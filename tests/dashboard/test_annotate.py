@@ -320,7 +320,7 @@ def test_two_annotators_give_the_dataset_a_human_ceiling_and_their_labels_export
     stage, dataset = "relevance", "recenter-stage2"
 
     def ceiling_raters() -> int:
-        d = diagnose_store(db, n_resamples=50).diagnosis
+        d = diagnose_store(db).diagnosis
         found = [c for c in d.stage(stage).ceilings if c.dataset == dataset]
         return found[0].n_raters if found else 0
 

@@ -301,12 +301,12 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
-def _full_reload_panel(db: Path, stage: str, datasets: list[str], n_resamples: int) -> list[dict]:
+def _full_reload_panel(db: Path, stage: str, datasets: list[str]) -> list[dict]:
     from personagap.analysis.robust import panel_rows
 
     with store.opened(db, read_only=True) as con:
         labels = store.load_labels(con, stage=stage)
-    return [r for ds in datasets for r in panel_rows(labels, ds, n_resamples=n_resamples, seed=0)]
+    return [r for ds in datasets for r in panel_rows(labels, ds)]
 
 
 @pytest.mark.parametrize("stage", ["relevance", "response"])
@@ -316,8 +316,8 @@ def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db:
 
     d = diagnose_store(recenter_prism_db).diagnosis
     datasets = sorted({j.dataset for j in d.stage(stage).judges})
-    expected = _full_reload_panel(recenter_prism_db, stage, datasets, d.n_resamples)
-    got = stage_panel(recenter_prism_db, d, stage, datasets, n_resamples=d.n_resamples, seed=d.seed)
+    expected = _full_reload_panel(recenter_prism_db, stage, datasets)
+    got = stage_panel(recenter_prism_db, d, stage, datasets)
     assert [(r["dataset"], r["judge"]) for r in got] == [(r["dataset"], r["judge"]) for r in expected]
     for want, have in zip(expected, got, strict=True):
         assert set(want) <= set(have)
@@ -327,8 +327,7 @@ def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db:
     # say 'tie' over A/B/tie, so every panel figure comes straight from it (the recount path is exercised by
     # test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings).
     reference, scales = queries.panel_reference(recenter_prism_db, stage)
-    recount = needs_recount(d, stage, dataset_categories(reference, scales), n_resamples=d.n_resamples,
-                            seed=d.seed, level=d.ci_level)
+    recount = needs_recount(d, stage, dataset_categories(reference, scales), level=d.ci_level)
     assert recount == []
     if stage == "response":
         never_tie = [j for j in d.stage(stage).judges if not any(row[2] for row in j.confusion)]
@@ -338,10 +337,10 @@ def test_robust_panel_from_the_diagnosis_equals_a_full_reload(recenter_prism_db:
 def test_robust_panel_recounts_when_the_diagnosis_used_other_bootstrap_settings(recenter_db: Path):
     from personagap.dashboard.robust_panel import stage_panel
 
-    d = diagnose_store(recenter_db, n_resamples=200).diagnosis
+    d = diagnose_store(recenter_db).diagnosis
     datasets = sorted({j.dataset for j in d.stage("relevance").judges})
-    got = stage_panel(recenter_db, d, "relevance", datasets, n_resamples=1000, seed=0)
-    expected = _full_reload_panel(recenter_db, "relevance", datasets, 1000)
+    got = stage_panel(recenter_db, d, "relevance", datasets)
+    expected = _full_reload_panel(recenter_db, "relevance", datasets)
     assert len(got) == len(expected)
     for want, have in zip(expected, got, strict=True):
         assert all(_same(want[k], have[k]) for k in want), want["judge"]
@@ -359,7 +358,7 @@ def test_stage3_page_shows_the_panel_figures_of_a_full_reload(recenter_prism_db:
     (table,) = [d.value for d in at.dataframe if "PABAK" in d.value.columns]
     d = diagnose_store(recenter_prism_db).diagnosis
     datasets = sorted({j.dataset for j in d.stage("response").judges})
-    expected = _full_reload_panel(recenter_prism_db, "response", datasets, d.n_resamples)
+    expected = _full_reload_panel(recenter_prism_db, "response", datasets)
     assert list(table["judge"]) == [r["judge"] for r in expected]
     for row, want in zip(table.to_dict("records"), expected, strict=True):
         for column, key in (("AC1", "ac1"), ("PABAK", "pabak"), ("MCC", "mcc"), ("kappa", "kappa")):

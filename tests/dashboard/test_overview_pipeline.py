@@ -1,6 +1,6 @@
 """The Overview leads with which stage fails (by human verdict); Disagreements filters over-personalised answers.
 
-Streamlit's AppTest on a store with planted rates and cascade (tests/test_pipe_planted.py's generator): what the
+Streamlit's AppTest on a store with planted rates and cascade (tests/support/planted_pipeline.py's generator): what the
 pages say is checked against :func:`personagap.analysis.pipeline.pipeline_db` of the same store.
 """
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
+from personagap.analysis.agreement import DEFAULT_SEED
 from personagap.analysis.diagnosis_store import diagnose_store
 from personagap.analysis.pipeline import pipeline_db
 from personagap.dashboard import prefetch, queries, serve
@@ -36,7 +36,7 @@ def test_the_child_sends_the_view_and_the_diagnosis_the_page_computes(sample_db:
     view = future.result(timeout=120)
     assert view == pipeline_db(sample_db)
     assert view.rows, "the sample pipeline has rows on every stage"
-    got = prefetch.take(sample_db, DEFAULT_RESAMPLES, DEFAULT_SEED)
+    got = prefetch.take(sample_db, DEFAULT_SEED)
     assert got is not None and got.to_json_dict() == diagnose_store(sample_db).diagnosis.to_json_dict()
 
 
@@ -48,7 +48,7 @@ def test_a_failing_child_is_an_error_for_the_page_not_a_hang(tmp_path: Path) -> 
     assert early is not None
     with pytest.raises(prefetch.PrefetchError, match=r"\w"):
         early[1].result(timeout=120)
-    assert prefetch.take(str(bad), DEFAULT_RESAMPLES, DEFAULT_SEED, timeout=120) is None
+    assert prefetch.take(str(bad), DEFAULT_SEED, timeout=120) is None
 
 
 def test_row_counts_read_at_start_up_are_served_once_and_never_after_a_write(sample_db: str, tmp_path: Path) -> None:
@@ -194,7 +194,7 @@ def test_the_child_holds_the_diagnosis_back_until_a_page_asks(sample_db: str, tm
     time.sleep(2)
     # Held: alive and idle (unheld, it would have computed the diagnosis, sent it and ended).
     assert _alive(child) and _cpu_seconds(child) - before < 0.05
-    got = prefetch.take(str(db), DEFAULT_RESAMPLES, DEFAULT_SEED, timeout=120)  # asks: long before the 600 s
+    got = prefetch.take(str(db), DEFAULT_SEED, timeout=120)  # asks: long before the 600 s
     assert got is not None and got.to_json_dict() == diagnose_store(db).diagnosis.to_json_dict()
 
 
@@ -210,5 +210,5 @@ def test_the_child_computes_the_diagnosis_anyway_once_the_hold_has_passed(sample
     while any(_alive(p) for p in children) and time.monotonic() < deadline:  # nobody asks: it ends by itself
         time.sleep(0.05)
     assert not [p for p in children if _alive(p)], "the child still waits after its hold"
-    got = prefetch.take(str(db), DEFAULT_RESAMPLES, DEFAULT_SEED, timeout=10)  # sent before it ended
+    got = prefetch.take(str(db), DEFAULT_SEED, timeout=10)  # sent before it ended
     assert got is not None and got.to_json_dict() == diagnose_store(db).diagnosis.to_json_dict()

@@ -59,7 +59,7 @@ def test_dashboard_reads_while_a_writer_commits_batches(recenter_db_copy: Path, 
             assert set(page["judge"]) <= {"lock-writer"}
             reads += 2
             if reads % 10 == 0:
-                assert diagnose_store(db, n_resamples=20).diagnosis.stage("relevance").best is not None
+                assert diagnose_store(db).diagnosis.stage("relevance").best is not None
                 at = AppTest.from_file(str(APP), default_timeout=120)
                 at.run().run()  # the Overview's two runs: the pipeline view, then the judges' part
                 assert not at.exception and not [e for e in at.error if "Cannot read" in e.value]

@@ -26,7 +26,6 @@ from tests.support.ordinal_rows import make_rows as _rows
 from tests.support.paths import REPO
 from tests.support.response_rows import FACTS, QUALITY, TONE, judge_pairs, single_rows
 
-RESAMPLES = "50"
 APP = REPO / "dashboard" / "app.py"
 SINGLE = {"team-tone": TONE, "team-facts": FACTS, "team-quality": QUALITY}
 
@@ -47,7 +46,7 @@ def one_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFr
 
 
 def _cli(*args: str) -> str:
-    out = CliRunner().invoke(cli, [*args, "--resamples", RESAMPLES])
+    out = CliRunner().invoke(cli, [*args])
     assert out.exit_code == 0, out.output
     return out.output
 

@@ -28,12 +28,11 @@ from tests.support.ordinal_rows import aligned as _aligned
 from tests.support.ordinal_rows import majority_reference as _reference
 from tests.support.ordinal_rows import make_rows as _rows
 
-RESAMPLES = "50"
 LEVELS = ("1", "2", "3", "4", "5")
 
 
 def _cli_json(*args: str) -> Any:
-    out = CliRunner().invoke(cli, [*args, "--json", "--resamples", RESAMPLES])
+    out = CliRunner().invoke(cli, [*args, "--json"])
     assert out.exit_code == 0, out.output
     return json.loads(out.output)
 
@@ -106,8 +105,8 @@ def test_ordinal_dataset_is_scored_by_weighted_kappa_in_diagnose(
 
 def test_text_reports_name_the_ordinal_figures(store: tuple[Path, pd.DataFrame, pd.DataFrame]) -> None:
     db, _, _ = store
-    out = CliRunner().invoke(cli, ["diagnose", "--db", str(db), "--resamples", RESAMPLES])
+    out = CliRunner().invoke(cli, ["diagnose", "--db", str(db)])
     assert out.exit_code == 0, out.output
     assert "quadratic-weighted kappa" in out.output and "Krippendorff's alpha (ordinal)" in out.output
-    out = CliRunner().invoke(cli, ["report", "relevance", "--db", str(db), "--resamples", RESAMPLES])
+    out = CliRunner().invoke(cli, ["report", "relevance", "--db", str(db)])
     assert out.exit_code == 0 and "judge-tri" in out.output, out.output

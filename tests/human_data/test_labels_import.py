@@ -18,12 +18,10 @@ from click.testing import CliRunner
 
 from personagap.cli import cli
 from personagap.human_data import DataError
-from personagap.human_data.label_format import RATER_KINDS
 from personagap.labels_api import dataset_origins, import_labels, load_labels
+from personagap.vocabulary import FILE_RATER_KINDS
 from tests.support.byo_data import HUMANS, LLM, expected_vs_majority, team_rows, write_rows
 from tests.support.openai_server import ScriptedOpenAIServer
-
-RESAMPLES = "50"
 
 
 def run(*args: str) -> Any:
@@ -45,13 +43,13 @@ def test_relevance_jsonl_end_to_end(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert f"labels {len(rows)} inserted" in result.output
 
-    report = ok_json("report", "relevance", "--db", db, "--resamples", RESAMPLES)
+    report = ok_json("report", "relevance", "--db", db)
     (judge,) = [j for j in report["judges"] if j["dataset"] == "team-rel" and j["judge"] == LLM]
     n, kappa = expected_vs_majority(rows)
     assert judge["n"] == n and judge["n_users"] == 12
     assert judge["kappa"] == pytest.approx(kappa)
 
-    diagnosis = ok_json("diagnose", "--db", db, "--resamples", RESAMPLES)
+    diagnosis = ok_json("diagnose", "--db", db)
     (stage,) = [s for s in diagnosis["stages"] if s["stage"] == "relevance"]
     assert stage["n_items"] == 48 and stage["n_human_labels"] == 48 * len(HUMANS)
     assert stage["best"]["judge"] == LLM and stage["best"]["kappa"] == pytest.approx(kappa)
@@ -67,7 +65,7 @@ def test_anchored_human_labels_are_kept_out_of_the_blind_reference(tmp_path: Pat
     import_labels(write_rows(tmp_path / "rel.jsonl", rows), stage="relevance", dataset="team-rel", db=db)
     stored = load_labels(db, dataset="team-rel")
     assert set(stored.loc[stored["rater"] == HUMANS[2], "condition"]) == {"shown-llm"}
-    report = ok_json("report", "relevance", "--db", db, "--resamples", RESAMPLES)
+    report = ok_json("report", "relevance", "--db", db)
     (judge,) = [j for j in report["judges"] if j["dataset"] == "team-rel" and j["judge"] == LLM]
     n, kappa = expected_vs_majority([r for r in rows if not r.get("condition")])
     assert judge["n"] == n and judge["kappa"] == pytest.approx(kappa)
@@ -111,7 +109,7 @@ def test_response_pairwise_csv_and_single_parquet(tmp_path: Path) -> None:
                  "--dataset", "team-single", "--origin", "synthetic", "--db", db)
     assert result.exit_code == 0, result.output
 
-    report = ok_json("report", "response", "--db", db, "--resamples", RESAMPLES)
+    report = ok_json("report", "response", "--db", db)
     pairwise = [j for j in report["judges"] if j["dataset"] == "team-resp" and j["reference"] == "human"]
     assert [j["judge"] for j in pairwise] == [LLM]
     n, kappa = expected_vs_majority(pairs)
@@ -123,7 +121,7 @@ def test_response_pairwise_csv_and_single_parquet(tmp_path: Path) -> None:
     n_single, kappa_single = expected_vs_majority(singles)
     assert vs_majority[0]["n"] == n_single and vs_majority[0]["kappa"] == pytest.approx(kappa_single)
 
-    diagnosis = ok_json("diagnose", "--db", db, "--resamples", RESAMPLES)
+    diagnosis = ok_json("diagnose", "--db", db)
     (stage,) = [s for s in diagnosis["stages"] if s["stage"] == "response"]
     assert stage["n_items"] == 96 and stage["n_judge_labels"] == 96
     with duckdb.connect(db, read_only=True) as con:
@@ -147,7 +145,7 @@ def test_response_items_are_judgeable_pairwise(tmp_path: Path) -> None:
                      server.base_url, "--dataset", "team-resp", "--no-progress", "--db", db)
         assert result.exit_code == 0, result.output
     assert len(seen) == 4 and all(any(json.dumps(a)[1:-1] in t for a in answers) for t in seen)
-    report = ok_json("report", "response", "--db", db, "--resamples", RESAMPLES)
+    report = ok_json("report", "response", "--db", db)
     assert any(j["judge"].startswith("pairwise/") and j["dataset"] == "team-resp" for j in report["judges"])
 
 
@@ -180,7 +178,7 @@ def test_extraction_verdicts_end_to_end_and_in_the_dashboard(tmp_path: Path) -> 
     result = run("import", "labels", str(write_rows(tmp_path / "ext.jsonl", rows)), "--stage", "extraction",
                  "--dataset", "team-ext", "--db", db)
     assert result.exit_code == 0, result.output
-    report = ok_json("report", "extraction", "--db", db, "--resamples", RESAMPLES)
+    report = ok_json("report", "extraction", "--db", db)
     (agreement,) = [h for h in report["human_agreement"] if h["dataset"] == "team-ext"]
     assert agreement["annotators"] == 3 and agreement["items"] == 48
     (verifier,) = [v for v in report["verifiers"] if v["dataset"] == "team-ext"]
@@ -310,7 +308,7 @@ def test_the_first_problem_in_file_order_is_named_in_a_large_file(tmp_path: Path
                  "--db", str(tmp_path / "big.duckdb"))
     assert result.exit_code == 2
     assert result.output.strip() == (f"{path}:{expected_line}: field 'rater_kind': unknown rater kind 'robot' "
-                                     f"(one of {', '.join(RATER_KINDS)})")
+                                     f"(one of {', '.join(FILE_RATER_KINDS)})")
     assert not (tmp_path / "big.duckdb").exists()
 
 

@@ -49,7 +49,7 @@ def stage2_copy(shared_data: Path, tmp_path: Path) -> Path:
 
 
 def _judge_n(db: Path) -> tuple[int, int]:
-    report = report_relevance(db, n_resamples=20).to_json_dict()
+    report = report_relevance(db).to_json_dict()
     rows = [j for j in report["judges"] if j["judge"] == LLM and j["dataset"] == STAGE2]
     assert len(rows) == 1, rows
     return rows[0]["n"], rows[0]["n"] + rows[0]["failures"] + rows[0]["unmatched"]

@@ -39,7 +39,7 @@ def response_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 @pytest.fixture(scope="session")
 def report(response_db: Path) -> dict:
-    result = CliRunner().invoke(cli, ["report", "response", "--db", str(response_db), "--json", "--resamples", "100"])
+    result = CliRunner().invoke(cli, ["report", "response", "--db", str(response_db), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -185,7 +185,7 @@ def test_personafeedback_fixture(tmp_path: Path) -> None:
 
     db = tmp_path / "pf.duckdb"
     stage.import_personafeedback(FIXTURES / "personafeedback", db)
-    rep = stage.report_response(db, n_resamples=50)
+    rep = stage.report_response(db)
     (humans,) = rep.humans
     assert humans.n == 6 and humans.first_position_rate is None  # A/B order was never shown to the annotators
     # 4 of the 6 chosen answers are the longer one (hand-counted: all but tomatoes and the First World War).

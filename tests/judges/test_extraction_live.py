@@ -42,7 +42,7 @@ def test_extract_then_verify_live_reports_precision_recall(laps_val_db: Path):
         summary = judge_extraction(laps_val_db, "extract", lm, limit=4, concurrency=2, progress=False)
         assert summary.tasks >= 4 and server.count == summary.tasks
         assert summary.judged + summary.failed == summary.tasks
-        report = report_extraction(laps_val_db, n_resamples=100)
+        report = report_extraction(laps_val_db)
         (run,) = report.extractors
         assert run.extractor == "extract/v1/openai/scripted" and run.units_attempted == 4
         assert 1 <= run.units_complete <= 4 and run.chunk_failures == summary.failed
@@ -60,7 +60,7 @@ def test_extract_then_verify_live_reports_precision_recall(laps_val_db: Path):
 
         verify = judge_extraction(laps_val_db, "verify", lm, limit=5, progress=False)
         assert verify.judged == 5
-    report = report_extraction(laps_val_db, n_resamples=50)
+    report = report_extraction(laps_val_db)
     (row,) = [r for r in report.acceptance if r.rater.startswith("verify/v1")]
     assert row.n == 5 and row.ok == 1.0
 
@@ -79,7 +79,7 @@ def test_invalid_turn_id_fails_the_whole_history(laps_val_db: Path):
     with duckdb.connect(str(laps_val_db), read_only=True) as con:
         errors = con.execute("SELECT error FROM labels WHERE rater = 'extract/v1/openai/bad'").fetchall()
     assert errors and all(e[0].startswith("invalid:") for e in errors)
-    report = report_extraction(laps_val_db, n_resamples=20)
+    report = report_extraction(laps_val_db)
     assert report.extractors[0].units_complete == 0 and report.matching == []
 
 
@@ -104,7 +104,7 @@ def test_llm_matcher_live_feeds_precision_recall_and_skips_incomplete_units(laps
             return json.dumps({"reason": "scripted", "answer": verdict})
         return answer
 
-    report = report_extraction(laps_val_db, n_resamples=50)
+    report = report_extraction(laps_val_db)
     offline = [m for m in report.matching if m.category == "all" and m.matcher.startswith("offline@")]
     assert len(offline) == 1
     units = offline[0].users
@@ -127,7 +127,7 @@ def test_llm_matcher_live_feeds_precision_recall_and_skips_incomplete_units(laps
     assert summaries["one-spoilt"].failed >= 1
     assert summaries["one-spoilt"].failures_by_reason == {"unparseable": summaries["one-spoilt"].failed}
 
-    report = report_extraction(laps_val_db, n_resamples=50)
+    report = report_extraction(laps_val_db)
     rows = {m.matcher: m for m in report.matching if m.category == "all"}
     same, different = rows["match/v1/openai/all-same"], rows["match/v1/openai/all-different"]
     assert same.users == different.users == units

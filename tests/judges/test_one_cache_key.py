@@ -20,7 +20,7 @@ from tests.support.db_cut import keep_first_users
 from tests.support.demo_judge import DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 
 JUDGE = "relevance-per-attribute"
-SETTINGS = OptimizeSettings(stage="relevance", judge=JUDGE, n_users=5, budget=12, candidates=1, n_resamples=50,
+SETTINGS = OptimizeSettings(stage="relevance", judge=JUDGE, n_users=5, budget=12, candidates=1,
                             seed=3, fractions=(0.4, 0.2, 0.4))
 
 

@@ -82,7 +82,7 @@ def data(opt_db: Path) -> tuple[dict[str, str], dict[str, bool]]:
 
 
 def _settings(**kw: object) -> OptimizeSettings:
-    base = dict(stage="relevance", judge=JUDGE, n_users=N_USERS, budget=60, candidates=2, n_resamples=300, seed=3,
+    base = dict(stage="relevance", judge=JUDGE, n_users=N_USERS, budget=60, candidates=2, seed=3,
                 fractions=FRACTIONS)
     return OptimizeSettings(**(base | kw))  # type: ignore[arg-type]
 
@@ -220,7 +220,7 @@ def test_budget_caps_the_optimiser_calls(opt_db: Path, data: tuple[dict[str, str
 def test_rerun_answers_from_the_cache(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                       tmp_path: Path) -> None:
     _, oracle = data
-    settings = _settings(n_users=5, candidates=1, n_resamples=50)
+    settings = _settings(n_users=5, candidates=1)
     with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
         lm = LMConfig(model="openai/demo-cache", api_base=server.base_url)
         first = optimize(opt_db, settings, lm, tmp_path / "a.json")
@@ -255,7 +255,7 @@ def test_cli_runs_end_to_end(opt_db: Path, data: tuple[dict[str, str], dict[str,
     with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
         result = CliRunner().invoke(cli, ["optimize", "relevance", "--model", "openai/demo-cli", "--api-base",
                                           server.base_url, "--users", "6", "--candidates", "1", "--budget", "20",
-                                          "--resamples", "50", "--metric", "ac1", "--out", str(out),
+                                          "--metric", "ac1", "--out", str(out),
                                           "--db", str(opt_db)])
     assert result.exit_code == 0, result.output
     assert "test users only" in result.output and "calls used: optimiser" in result.output
@@ -321,8 +321,8 @@ def test_selection_metrics_match_references() -> None:
 @pytest.mark.slow
 def test_simba_stays_within_budget(opt_db: Path, data: tuple[dict[str, str], dict[str, bool]],
                                    tmp_path: Path) -> None:
-    result, starts = _counted_run(opt_db, data[1], _settings(optimizer="simba", budget=24, candidates=2, n_users=5,
-                                                            n_resamples=50), tmp_path / "s.json")
+    result, starts = _counted_run(opt_db, data[1], _settings(optimizer="simba", budget=24, candidates=2, n_users=5),
+                                      tmp_path / "s.json")
     assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 24
     assert [c["name"] for c in result.candidates][0] == "unoptimised" and len(result.candidates) >= 1
     assert load_program(tmp_path / "s.json").meta["optimizer"] == "simba"
@@ -336,7 +336,7 @@ def test_mipro_finds_the_instruction_the_model_follows(opt_db: Path, data: tuple
     starts: dict[str, int] = {}
     with DemoSensitiveServer(DemoSensitiveModel(oracle)) as server:
         lm = LMConfig(model="openai/demo-mipro", api_base=server.base_url)
-        result = optimize(opt_db, _settings(optimizer="mipro", budget=700, candidates=3, n_users=6, n_resamples=50),
+        result = optimize(opt_db, _settings(optimizer="mipro", budget=700, candidates=3, n_users=6),
                           lm, tmp_path / "m.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
         log = list(server.log)
     assert result.calls["optimise"] <= 700
@@ -360,7 +360,7 @@ def test_response_persona_use_on_usr(usr_release_db: Path, tmp_path: Path) -> No
         lm = LMConfig(model="openai/demo", api_base=server.base_url)
         # 10 train, 4 dev and MIN_USERS_FOR_CI (10) test users: the gain's CI needs that many.
         result = optimize(db, OptimizeSettings(stage="response", judge="persona-use", n_users=24, budget=40,
-                                               candidates=2, n_resamples=300, seed=1, fractions=(0.4, 0.15, 0.45)),
+                                               candidates=2, seed=1, fractions=(0.4, 0.15, 0.45)),
                           lm, tmp_path / "r.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
         log = list(server.log)
     meta = load_program(tmp_path / "r.json").meta

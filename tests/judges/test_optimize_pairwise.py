@@ -112,7 +112,7 @@ def _inputs(record: dict[str, Any]) -> dict[str, str]:
 
 
 def _settings(**kw: object) -> OptimizeSettings:
-    base = dict(stage="response", judge=JUDGE, budget=60, candidates=2, n_resamples=300, seed=SEED)
+    base = dict(stage="response", judge=JUDGE, budget=60, candidates=2, seed=SEED)
     return OptimizeSettings(**(base | kw))  # type: ignore[arg-type]
 
 
@@ -237,7 +237,7 @@ def test_budget_caps_the_pairwise_optimiser(prism_db: Path, truth: Truth, tmp_pa
     starts: dict[str, int] = {}
     with DemoSensitiveServer(truth.model()) as server:
         lm = LMConfig(model="openai/demo-pairwise-budget", api_base=server.base_url)
-        result = optimize(prism_db, _settings(budget=3, candidates=3, n_resamples=50), lm, tmp_path / "b.json",
+        result = optimize(prism_db, _settings(budget=3, candidates=3), lm, tmp_path / "b.json",
                           on_phase=lambda name: starts.setdefault(name, server.count))
     assert starts["dev"] - starts["optimise"] == result.calls["optimise"] <= 3
     assert result.budget_exhausted
@@ -257,7 +257,7 @@ def test_cli_optimize_then_judge_then_report(prism_db: Path, truth: Truth, tmp_p
     with DemoSensitiveServer(truth.model()) as server:
         common = ["--model", model, "--api-base", server.base_url, "--db", str(db)]
         opt = _cli("optimize", "response", "--judge", JUDGE, "--budget", "40", "--candidates", "2",
-                   "--resamples", "200", "--seed", str(SEED), "--out", str(program), "--json", *common)
+                   "--seed", str(SEED), "--out", str(program), "--json", *common)
         assert opt.exit_code == 0, opt.output
         optimised = json.loads(opt.stdout)
         assert sum(optimised["calls"].values()) == server.count  # every call counted, none unseen
@@ -312,7 +312,7 @@ def test_cli_optimize_then_judge_then_report(prism_db: Path, truth: Truth, tmp_p
         else:
             assert answer == UNPARSEABLE_VERDICT
 
-    report = _cli("report", "response", "--json", "--resamples", "200", "--db", str(db))
+    report = _cli("report", "response", "--json", "--db", str(db))
     assert report.exit_code == 0, report.output
     judges = json.loads(report.stdout)["judges"]
     (mine,) = [j for j in judges if j["rater"] == rater]  # in-sample labels are not compared with humans
@@ -391,7 +391,7 @@ def test_team_pairwise_import_optimises_on_majorities(tmp_path: Path) -> None:
     program = tmp_path / "team.json"
     with DemoSensitiveServer(truth.model()) as server:
         out = _cli("optimize", "response", "--model", "openai/demo-team", "--api-base", server.base_url,
-                   "--dataset", "team", "--budget", "30", "--candidates", "2", "--resamples", "200",
+                   "--dataset", "team", "--budget", "30", "--candidates", "2",
                    "--out", str(program), "--json", "--db", str(db))
         log = list(server.log)
     assert out.exit_code == 0, out.output
@@ -420,7 +420,7 @@ def test_mipro_finds_the_pairwise_instruction(prism_db: Path, truth: Truth, tmp_
     starts: dict[str, int] = {}
     with DemoSensitiveServer(truth.model()) as server:
         lm = LMConfig(model="openai/demo-pairwise-mipro", api_base=server.base_url)
-        result = optimize(prism_db, _settings(optimizer="mipro", budget=300, candidates=3, n_resamples=200), lm,
+        result = optimize(prism_db, _settings(optimizer="mipro", budget=300, candidates=3), lm,
                           tmp_path / "m.json", on_phase=lambda name: starts.setdefault(name, len(server.log)))
         log = list(server.log)
     assert result.calls["optimise"] <= 300

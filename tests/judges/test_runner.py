@@ -134,7 +134,7 @@ def test_report_lists_live_judge_with_failures(recenter_db_copy: Path) -> None:
     with ScriptedOpenAIServer(lambda b: "no idea" if _bucket(b) == 3 else _good(b)) as server:
         api.judge_relevance(recenter_db_copy, "relevance-per-attribute",
                             LMConfig(model=MODEL, api_base=server.base_url), limit=80, progress=False)
-    report = api.report_relevance(recenter_db_copy, n_resamples=50)
+    report = api.report_relevance(recenter_db_copy)
     (live,) = [j for j in report.judges if j.judge.startswith("relevance-per-attribute/v1/")]
     assert live.failures > 0 and live.failure_reasons == {"unparseable": live.failures}
     assert live.n + live.unmatched + live.failures == 80  # unmatched: prompts the humans did not label
@@ -352,8 +352,8 @@ def test_api_key_is_used_but_never_stored_or_printed(recenter_db_copy: Path, tmp
         auth = {h.get("Authorization") or h.get("authorization") for h in server.headers_seen}
     assert out.returncode == 0, out.stderr
     assert auth == {f"Bearer {sentinel}"}  # the key did reach the provider
-    report = subprocess.run([str(exe), "report", "relevance", "--db", str(recenter_db_copy), "--json",
-                             "--resamples", "20"], capture_output=True, text=True, env=env, timeout=120)
+    report = subprocess.run([str(exe), "report", "relevance", "--db", str(recenter_db_copy), "--json"],
+                            capture_output=True, text=True, env=env, timeout=120)
     for text in (out.stdout, out.stderr, report.stdout, report.stderr):
         assert sentinel not in text
     for path in recenter_db_copy.parent.iterdir():  # the database and any WAL beside it

@@ -23,8 +23,6 @@ from personagap.judges import trained as judges_trained
 from personagap.judges.trained import CrossValidation, cross_val_preference, cross_val_relevance, sidecar_path
 from personagap.stages import trained as stage
 
-N_RESAMPLES = 20
-
 
 def assert_grouped_and_train_only(cv: CrossValidation, items: pd.DataFrame, by: str) -> None:
     """The record says: groups never on both sides, each row tested once, each model fitted on its train rows."""
@@ -53,7 +51,7 @@ def relevance_run(recenter_db: Path, tmp_path_factory: pytest.TempPathFactory) -
     work = tmp_path_factory.mktemp("cv-rel")
     db = work / "db.duckdb"
     shutil.copy(recenter_db, db)
-    return db, work / "rel.joblib", stage.train_relevance(db, work / "rel.joblib", n_resamples=N_RESAMPLES)
+    return db, work / "rel.joblib", stage.train_relevance(db, work / "rel.joblib")
 
 
 @pytest.mark.slow

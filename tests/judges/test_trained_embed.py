@@ -105,8 +105,7 @@ def test_embed_cli_trains_a_separate_rater_with_grouped_cv_and_judges(recenter_d
     shutil.copy(recenter_db, db)
     model_path = tmp_path / "embed.joblib"
     runner = CliRunner()
-    out = runner.invoke(cli, ["train", "relevance", "--features", "embed", "--db", str(db), "--out", str(model_path),
-                              "--resamples", "20"])
+    out = runner.invoke(cli, ["train", "relevance", "--features", "embed", "--db", str(db), "--out", str(model_path)])
     assert out.exit_code == 0, out.output
     assert "trained-relevance-embed/v1/cv" in out.output and "grouped by user" in out.output
     meta = json.loads(sidecar_path(model_path).read_text())

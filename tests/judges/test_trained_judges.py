@@ -22,9 +22,6 @@ from personagap.judges.trained import (
 from personagap.stages import trained as stage
 from tests.support.stores import copy_store
 
-N_RESAMPLES = 50
-
-
 # --------------------------------------------------------------------------- pure parts
 
 def test_grouped_folds_never_share_a_group_and_cover_every_item_once() -> None:
@@ -57,7 +54,7 @@ def trained_relevance(recenter_db: Path, tmp_path_factory: pytest.TempPathFactor
     work = tmp_path_factory.mktemp("trained-rel")
     db = work / "db.duckdb"
     shutil.copy(recenter_db, db)
-    result = stage.train_relevance(db, work / "rel.joblib", n_resamples=N_RESAMPLES)
+    result = stage.train_relevance(db, work / "rel.joblib")
     return db, work / "rel.joblib", result
 
 
@@ -90,7 +87,7 @@ def test_relevance_cv_is_grouped_by_user_and_stored_as_a_trained_rater(trained_r
 def stage_report_judges(db: Path) -> dict[str, object]:
     from personagap.api import report_relevance
 
-    return {j.judge: j for j in report_relevance(db, n_resamples=N_RESAMPLES).judges
+    return {j.judge: j for j in report_relevance(db).judges
             if j.dataset == "recenter-stage2"}
 
 
@@ -155,7 +152,7 @@ def test_in_sample_labels_are_kept_out_of_the_comparison(trained_relevance, tmp_
         conditions = dict(con.execute("SELECT condition, count(*) FROM labels WHERE rater = ? GROUP BY ALL",
                                       [summary.rater]).fetchall())
     assert conditions.get(stage.IN_SAMPLE) == summary.in_training
-    report = report_relevance(own, n_resamples=20)
+    report = report_relevance(own)
     listed = [j for j in report.judges if j.judge == summary.rater]
     # Only items outside the training data may count (here: prompts without human labels, i.e. none matched).
     assert all(j.n <= summary.labelled - summary.in_training for j in listed)
@@ -212,8 +209,7 @@ def test_preference_cli_trains_grouped_by_question_and_judges(prism_db: Path, tm
     shutil.copy(prism_db, db)
     model_path = tmp_path / "pref.joblib"
     runner = CliRunner()
-    out = runner.invoke(cli, ["train", "preference", "--db", str(db), "--out", str(model_path),
-                              "--resamples", str(N_RESAMPLES)])
+    out = runner.invoke(cli, ["train", "preference", "--db", str(db), "--out", str(model_path)])
     assert out.exit_code == 0, out.output
     assert "grouped by question" in out.output and "trained-preference/v1/cv" in out.output
     model = load_model(model_path, "preference")
@@ -234,7 +230,7 @@ def test_preference_cli_trains_grouped_by_question_and_judges(prism_db: Path, tm
     assert judged.exit_code == 0, judged.output
     from personagap.stages.response import report_response
 
-    report = report_response(db, n_resamples=N_RESAMPLES)
+    report = report_response(db)
     raters = {j.rater: j for j in report.judges if j.dataset == "prism-judge"}
     assert {"trained-preference/v1/cv", f"trained-preference/v1/{model.tag}"} <= set(raters)
     cv = raters["trained-preference/v1/cv"]
@@ -265,7 +261,7 @@ def test_train_relevance_on_imported_team_labels(tmp_path: Path) -> None:
                                    "relevance", "--dataset", "team", "--db", db])
     assert imported.exit_code == 0, imported.output
     trained = runner.invoke(cli, ["train", "relevance", "--dataset", "team", "--out", str(tmp_path / "m.joblib"),
-                                  "--folds", "3", "--resamples", "20", "--db", db])
+                                  "--folds", "3", "--db", db])
     assert trained.exit_code == 0, trained.output
     votes: dict[str, list[str]] = {}
     for r in rows:

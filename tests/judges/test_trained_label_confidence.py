@@ -27,7 +27,7 @@ def sample_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_trained_judge_labels_carry_the_probability_of_the_label_given(sample_db: Path, tmp_path: Path) -> None:
     model_path = tmp_path / "rel.joblib"
-    stage.train_relevance(sample_db, model_path, n_resamples=20, store_cv=False)
+    stage.train_relevance(sample_db, model_path, store_cv=False)
     summary = stage.judge_relevance_trained(sample_db, model_path)
     model = load_model(model_path, "relevance")
     items = stage.relevance_items(sample_db, ("recenter-stage2",))
@@ -49,7 +49,7 @@ def test_trained_judge_labels_carry_the_probability_of_the_label_given(sample_db
 def test_out_of_fold_labels_carry_the_probability_of_the_label_given(sample_db: Path, tmp_path: Path) -> None:
     # The /cv rater is the honest trained judge (no label on its own training users): its labels carry the
     # out-of-fold probability of the label each got, read from the label (each fold has its own threshold).
-    result = stage.train_relevance(sample_db, tmp_path / "rel.joblib", n_resamples=20)
+    result = stage.train_relevance(sample_db, tmp_path / "rel.joblib")
     assert result.cv is not None and result.stored_cv_labels > 0
     rater = result.metadata["cv"]["rater"]
     with duckdb.connect(str(sample_db), read_only=True) as con:

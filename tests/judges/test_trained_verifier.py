@@ -19,8 +19,6 @@ from personagap.judges.trained import grouped_folds, load_model, sidecar_path
 from personagap.stages import trained as stage
 from tests.support.stores import copy_store
 
-N_RESAMPLES = 50
-
 
 @pytest.fixture(scope="module")
 def laps_verifier(laps_release_db: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
@@ -28,8 +26,7 @@ def laps_verifier(laps_release_db: Path, tmp_path_factory: pytest.TempPathFactor
     work = tmp_path_factory.mktemp("verifier")
     db = copy_store(laps_release_db, work / "laps.duckdb")
     model_path = work / "verifier.joblib"
-    out = CliRunner().invoke(cli, ["train", "verifier", "--db", str(db), "--out", str(model_path),
-                                   "--resamples", str(N_RESAMPLES)])
+    out = CliRunner().invoke(cli, ["train", "verifier", "--db", str(db), "--out", str(model_path)])
     assert out.exit_code == 0, out.output
     return db, model_path, out.output
 
@@ -154,7 +151,7 @@ def test_cli_judges_extracted_attributes_as_a_trained_verifier(laps_verifier: tu
     assert len(items) == n_attributes and set(got["item_id"]) == set(items["item_id"])
     assert (got["rater_kind"] == "trained").all() and (got["condition"] == "").all()
     assert got.set_index("item_id")["label"].loc[items["item_id"]].tolist() == model.predict(items)
-    report = report_extraction(db, n_resamples=N_RESAMPLES)
+    report = report_extraction(db)
     assert any(r.rater == rater and r.rater_kind == "trained" and r.n == n_attributes for r in report.acceptance)
     assert any(v.verifier == rater for v in report.verifiers)
 

@@ -30,7 +30,7 @@ def real_db(recenter_db: Path, shared_data: Path, tmp_path_factory: pytest.TempP
 
 
 def test_real_report_shows_pilot_human_agreement(real_db: Path, shared_data: Path):
-    report = report_extraction(real_db, n_resamples=200)
+    report = report_extraction(real_db)
     (pilot,) = report.human_agreement
     assert pilot.dataset == "recenter-pilot" and pilot.annotators == 8 and pilot.users == 5
     # Alpha recomputed straight from the release files (attributes by (file index, position)).
@@ -65,7 +65,7 @@ def test_a_ci_over_too_few_users_is_not_printed_as_one(real_db: Path):
     # nothing. The report gives no CI there and says why, with the user count.
     from personagap.analysis.agreement import MIN_USERS_FOR_CI
 
-    report = report_extraction(real_db, n_resamples=100)
+    report = report_extraction(real_db)
     (pilot,) = report.human_agreement
     assert pilot.fleiss_users < MIN_USERS_FOR_CI and pilot.fleiss_items > 0
     assert all(math.isnan(c) for c in pilot.fleiss_ci) and not math.isnan(pilot.fleiss)
@@ -82,7 +82,7 @@ def _fmt3(v: float) -> str:
 
 
 def test_real_report_shows_laps_gold(real_db: Path):
-    report = report_extraction(real_db, n_resamples=50)
+    report = report_extraction(real_db)
     gold = {g.split: g for g in report.gold if g.dataset == "laps"}
     assert set(gold) == {"train", "val"}
     assert gold["train"].sessions == 981 and gold["val"].sessions == 143
@@ -109,7 +109,7 @@ def test_cli_import_and_report_json(tmp_path: Path, shared_data: Path):
     out = runner.invoke(cli, ["import", "laps", str(shared_data / "laps" / "movie_dataset_val.json"), "--db", db])
     assert out.exit_code == 0, out.output
     assert "19 workers" in out.output
-    out = runner.invoke(cli, ["report", "extraction", "--db", db, "--json", "--resamples", "20"])
+    out = runner.invoke(cli, ["report", "extraction", "--db", db, "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["gold"][0]["split"] == "val" and data["threshold"] == pytest.approx(OFFLINE_THRESHOLD)
@@ -131,7 +131,7 @@ def test_demo_step_reports_stage1_offline(tmp_path: Path):
     assert "Stage 1 — attribute extraction" in text
     assert "sample-extraction: 2 annotators" in text
     assert "sample-verifier" in text and "offline@" in text
-    report = report_extraction(tmp_path / "demo.duckdb", n_resamples=50)
+    report = report_extraction(tmp_path / "demo.duckdb")
     # Expected counts are recounted from the sample JSONL the demo step wrote, not typed in.
     rows = [json.loads(line) for line in (tmp_path / "sample_extraction/extraction_sample.jsonl").open()]
     verdicts = [v for r in rows for a in r["attributes"] for v in a["verdicts"] if v.get("kind", "human") == "human"]

@@ -13,8 +13,6 @@ from personagap.stages import extraction
 from personagap.store import load_labels, opened
 from tests.support.oracles import extraction_report
 
-RESAMPLES = 30
-
 
 @pytest.fixture(scope="module")
 def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -43,9 +41,9 @@ def test_report_takes_each_dataset_scale_from_dataset_records(demo_db: Path, mon
                 for k, r in datasets.dataset_records(con).items()}
 
     monkeypatch.setattr(extraction, "dataset_records", records_with_wider_scales)
-    read = _pabak(extraction.report_extraction(demo_db, n_resamples=RESAMPLES))
-    pure_wider = _pabak(extraction_report(items, labels, n_resamples=RESAMPLES, scales=wider))
-    pure_own = _pabak(extraction_report(items, labels, n_resamples=RESAMPLES, scales=ours))
+    read = _pabak(extraction.report_extraction(demo_db))
+    pure_wider = _pabak(extraction_report(items, labels, scales=wider))
+    pure_own = _pabak(extraction_report(items, labels, scales=ours))
     assert read and read == pure_wider
     assert read != pure_own  # the scale handed in is the one scored over
 
@@ -55,5 +53,5 @@ def test_pure_report_without_records_infers_the_readers_scale(demo_db: Path) -> 
     with opened(demo_db, read_only=True) as con:
         items, labels = extraction.load_items(con), load_labels(con, stage="extraction")
         ours = {ds: r.scale for (stage, ds), r in datasets.dataset_records(con).items() if stage == "extraction"}
-    assert (_pabak(extraction_report(items, labels, n_resamples=RESAMPLES))
-            == _pabak(extraction_report(items, labels, n_resamples=RESAMPLES, scales=ours)))
+    assert (_pabak(extraction_report(items, labels))
+            == _pabak(extraction_report(items, labels, scales=ours)))

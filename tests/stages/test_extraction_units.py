@@ -167,7 +167,7 @@ def test_match_unit_assigns_nearest_gold_and_flags():
 
 def test_prf_hand_worked_and_ci_contains_point():
     # user a: 1 of 2 attributes matched, 1 of 1 gold found; user b: 1 of 1, 1 of 3.
-    out = prf([1, 1], [2, 1], [1, 1], [1, 3], ["a", "b"], n_resamples=200)
+    out = prf([1, 1], [2, 1], [1, 1], [1, 3], ["a", "b"])
     assert out.precision.value == pytest.approx(2 / 3)
     assert out.recall.value == pytest.approx(2 / 4)
     assert out.f1.value == pytest.approx(4 / 7)
@@ -175,19 +175,19 @@ def test_prf_hand_worked_and_ci_contains_point():
     # Two users are below the documented minimum for a CI: no interval, rather than a misleading one.
     assert all(math.isnan(b) for b in out.precision.ci)
     # The same two users' counts, six times over (twelve users): now the CI exists and holds the point.
-    many = prf([1, 1] * 6, [2, 1] * 6, [1, 1] * 6, [1, 3] * 6, [f"u{i}" for i in range(12)], n_resamples=200)
+    many = prf([1, 1] * 6, [2, 1] * 6, [1, 1] * 6, [1, 3] * 6, [f"u{i}" for i in range(12)])
     assert many.precision.value == pytest.approx(2 / 3) and many.n_users == 12
     assert many.precision.ci[0] <= 2 / 3 <= many.precision.ci[1] and many.precision.ci[0] < many.precision.ci[1]
 
 
 def test_prf_no_attributes_is_nan_not_zero():
-    out = prf([0], [0], [0], [2], ["a"], n_resamples=10)
+    out = prf([0], [0], [0], [2], ["a"])
     assert math.isnan(out.precision.value) and out.recall.value == 0.0
 
 
 def test_ratio_and_verdict_rates():
-    assert ratio([1, 0, 1], [1, 1, 1], ["a", "a", "b"], n_resamples=50).value == pytest.approx(2 / 3)
-    rates = verdict_rates(["ok", "ok", "bad", "unsure"], ["a", "a", "b", "b"], n_resamples=50)
+    assert ratio([1, 0, 1], [1, 1, 1], ["a", "a", "b"]).value == pytest.approx(2 / 3)
+    rates = verdict_rates(["ok", "ok", "bad", "unsure"], ["a", "a", "b", "b"])
     assert (rates["ok"].value, rates["bad"].value, rates["unsure"].value) == (0.5, 0.25, 0.25)
 
 
@@ -201,7 +201,7 @@ def test_judge_vs_reference_kappa_hand_worked():
     # 2x2: po = 3/4; reference ok/bad 1/2 each, judge ok 3/4 -> pe = 1/2*3/4 + 1/2*1/4 = 1/2 -> kappa 1/2.
     ref = {"1": "ok", "2": "bad", "3": "ok", "4": "bad", "5": "ok"}
     judge = {"1": "ok", "2": "ok", "3": "ok", "4": "bad"}  # item 5 unjudged: left out
-    est = judge_vs_reference(judge, ref, {k: "u" + k for k in ref}, n_resamples=50)
+    est = judge_vs_reference(judge, ref, {k: "u" + k for k in ref})
     assert est["kappa"].value == pytest.approx(0.5)
     assert est["accuracy"].value == pytest.approx(0.75)
 
@@ -217,7 +217,7 @@ def test_rater_agreement_matches_krippendorff_and_statsmodels():
             rows.append({"item_id": f"i{item}", "rater": rater, "label": label, "cluster": f"u{item // 2}"})
     rows.append({"item_id": "i99", "rater": "a", "label": "ok", "cluster": "u9"})  # rated once: ignored
     frame = pd.DataFrame(rows)
-    out = rater_agreement(frame, n_resamples=100)
+    out = rater_agreement(frame)
     wide = frame[frame["item_id"] != "i99"].pivot(index="item_id", columns="rater", values="label")
     coded = wide.apply(lambda c: c.map({"ok": 0, "bad": 1, "unsure": 2})).to_numpy(dtype=float)
     expected = krippendorff.alpha(reliability_data=coded.T, level_of_measurement="nominal")

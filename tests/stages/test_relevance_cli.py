@@ -50,7 +50,7 @@ def _stage2_labels(root: Path, name: str) -> tuple[dict, dict, list]:
 
 @pytest.fixture(scope="module")
 def report_json(recenter_db: Path) -> dict:
-    result = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db), "--json", "--resamples", "200"])
+    result = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db), "--json"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -112,7 +112,7 @@ def test_pilot_tables_have_all_three_pair_types(report_json: dict) -> None:
 
 
 def test_text_report_names_each_judge(recenter_db: Path) -> None:
-    result = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db), "--resamples", "50"])
+    result = CliRunner().invoke(cli, ["report", "relevance", "--db", str(recenter_db)])
     assert result.exit_code == 0
     assert "gpt-5.4" in result.output and "google_gemma-4-31b-it" in result.output
     assert "human–human" in result.output

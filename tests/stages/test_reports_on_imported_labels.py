@@ -20,7 +20,6 @@ from sklearn.metrics import balanced_accuracy_score, matthews_corrcoef
 from personagap.cli import cli
 from tests.support.byo_data import HUMANS, LLM, team_rows, write_rows
 
-RESAMPLES = "60"
 STAGES = {"relevance": ("yes", "no"), "response": ("A", "B", "tie"), "extraction": ("ok", "bad", "unsure")}
 
 
@@ -66,7 +65,7 @@ def test_panel_and_alt_test_on_imported_labels(tmp_path: Path, stage: str) -> No
     db = str(tmp_path / "team.duckdb")
     _cli("import", "labels", str(write_rows(tmp_path / "team.jsonl", rows)), "--stage", stage, "--dataset", "team",
          "--db", db)
-    report = json.loads(_cli("report", stage, "--db", db, "--resamples", RESAMPLES, "--json"))
+    report = json.loads(_cli("report", stage, "--db", db, "--json"))
 
     (test,) = [t for t in report["alt_test"] if t["judge"] == LLM and t["dataset"] == "team"]
     assert test["applicable"] is True, test
@@ -96,10 +95,10 @@ def test_persona_use_section_names_an_imported_dataset(tmp_path: Path) -> None:
     db = str(tmp_path / "team.duckdb")
     _cli("import", "labels", str(write_rows(tmp_path / "single.jsonl", rows)), "--stage", "response", "--dataset",
          "our-persona-use", "--db", db)
-    report = json.loads(_cli("report", "response", "--db", db, "--resamples", RESAMPLES, "--json"))
+    report = json.loads(_cli("report", "response", "--db", db, "--json"))
     (section,) = report["single_responses"]
     assert section["dataset"] == "our-persona-use" and section["origin"] == "real"
-    text = _cli("report", "response", "--db", db, "--resamples", RESAMPLES)
+    text = _cli("report", "response", "--db", db)
     # Titled with the dataset's question (the default one: the import named none), then the dataset.
     assert f"{section['question']}\n  our-persona-use: 48 responses" in text
     assert "USR PersonaChat" not in text

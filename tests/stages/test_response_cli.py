@@ -24,7 +24,7 @@ def test_demo_step_is_offline_and_reports_sample_failures(tmp_path: Path) -> Non
     text = demo_response(tmp_path, tmp_path / "demo.duckdb")
     assert "sample-judge [all-features]" in text and "sample-judge [no-profile]" in text
     assert "unparseable" in text
-    rep = stage.report_response(tmp_path / "demo.duckdb", n_resamples=50)
+    rep = stage.report_response(tmp_path / "demo.duckdb")
     failures = {j.judge: j.failures for j in rep.judges}
     # Recount the unparseable answers straight from the written sample files.
     for name, judge in (("prism_all_features_sample-judge.jsonl", "sample-judge [all-features]"),
@@ -77,7 +77,7 @@ def test_live_pairwise_undoes_the_seeded_swap(live_db: Path) -> None:
     # The judge always named the first answer shown, so the stored canonical label is B exactly when swapped.
     assert all(label == ("B" if meta["swapped"] else "A") for label, meta in parsed)
     assert {meta["swapped"] for _, meta in parsed} == {True, False}
-    rep = stage.report_response(live_db, n_resamples=50)
+    rep = stage.report_response(live_db)
     (row,) = [j for j in rep.judges if j.rater == "pairwise/v1/openai/scripted"]
     assert row.condition == "profile" and row.n == len(parsed) and row.failures == len(failed)
     assert row.first_position_rate == 1.0
@@ -99,7 +99,7 @@ def test_live_persona_use_against_each_usr_rater(live_db: Path, tmp_path: Path) 
     bad = CliRunner().invoke(cli, ["judge", "response", "--judge", "persona-use", "--model", MODEL, "--no-profile",
                                    "--db", str(db)])
     assert bad.exit_code == 2 and "needs the persona" in bad.output
-    rep = stage.report_response(db, n_resamples=50)
+    rep = stage.report_response(db)
     assert rep.usr is not None
     versus = {v.rater: v for v in rep.usr.judges if v.judge == "persona-use/v1/openai/scripted"}
     assert "majority" in versus and len(versus) >= 3
@@ -131,7 +131,7 @@ def test_live_pairwise_on_generic_vs_personalised_pairs(recenter_db_copy: Path) 
             "SELECT meta FROM labels WHERE rater = 'pairwise/v1/openai/scripted' AND label IS NOT NULL").fetchall()]
     finally:
         con.close()
-    rep = stage.report_response(recenter_db_copy, n_resamples=50)
+    rep = stage.report_response(recenter_db_copy)
     (row,) = [g for g in rep.generic_vs_personalized if g.rater == "pairwise/v1/openai/scripted"]
     assert row.n == len(metas) == 30
     # Canonical A is the generic answer: "first shown" is generic exactly when the pair was not swapped.

@@ -26,7 +26,7 @@ from personagap.stages import response as stage
 from tests.support.response_rows import FACTS, HUMANS, JUDGES, QUALITY, TONE, judge_pairs, single_rows
 from tests.support.stores import copy_store
 
-RESAMPLES = "50"
+
 @pytest.fixture(scope="module")
 def three_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
     """One store: two yes/no single-response datasets with different questions and an ordinal 1-5 one."""
@@ -50,7 +50,7 @@ def three_datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict
 @pytest.mark.slow
 def test_each_single_response_dataset_has_a_section_titled_with_its_question(three_datasets: Any) -> None:
     db, _ = three_datasets
-    text = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--resamples", RESAMPLES])
+    text = CliRunner().invoke(cli, ["report", "response", "--db", str(db)])
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
     for question in (TONE, FACTS, QUALITY):
@@ -60,7 +60,7 @@ def test_each_single_response_dataset_has_a_section_titled_with_its_question(thr
 
 def test_json_judge_rows_for_every_dataset_and_scale(three_datasets: Any) -> None:
     db, rows = three_datasets
-    out = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--resamples", RESAMPLES, "--json"])
+    out = CliRunner().invoke(cli, ["report", "response", "--db", str(db), "--json"])
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     by_key = {(j["dataset"], j["judge"]): j for j in report["judges"]}
@@ -108,7 +108,7 @@ def test_zero_one_labels_without_categories_get_their_own_section(tmp_path: Path
     rows = single_rows("binary", ("0", "1"))
     db = tmp_path / "zero-one.duckdb"
     import_labels(pd.DataFrame(rows), stage="response", dataset="team-01", db=db)
-    report = stage.report_response(db, n_resamples=50)
+    report = stage.report_response(db)
     (section,) = report.single_responses
     assert section.dataset == "team-01" and section.categories == ["0", "1"]
     assert section.question == "Is this answer right for this user?"  # the stage's default, from the record
@@ -124,7 +124,7 @@ def test_usr_questions_and_overall_are_data(shared_data: Path, usr_release_db: P
     with duckdb.connect(str(db), read_only=True) as con:
         record = dataset_records(con)[("response", "usr-personachat")]
     assert record.declared and record.item_kind == "single" and "Uses Knowledge" in record.question
-    report = stage.report_response(db, n_resamples=50)
+    report = stage.report_response(db)
     (section,) = report.single_responses
     assert section.question == record.question
     overall = next(a for a in section.aspects if a.condition == "overall")

@@ -21,7 +21,6 @@ from personagap.stages.relevance import render_relevance, report_relevance
 from tests.support.byo_data import HUMANS, LLM, expected_vs_majority, team_rows, write_rows
 from tests.support.paths import REPO
 
-RESAMPLES = "60"
 REAL, SYNTH = "team-real", "team-synth"
 
 
@@ -50,7 +49,7 @@ def _cli(*args: str) -> str:
 
 
 def _report(stage: str, db: str) -> tuple[dict[str, Any], str]:
-    args = ("report", stage, "--db", db, "--resamples", RESAMPLES)
+    args = ("report", stage, "--db", db)
     return json.loads(_cli(*args, "--json")), _cli(*args)
 
 
@@ -111,7 +110,7 @@ def _real_only(tmp_path: Path) -> str:
 
 def test_no_side_by_side_without_both_origins(tmp_path: Path) -> None:
     db = _real_only(tmp_path)
-    report = report_relevance(db, n_resamples=int(RESAMPLES))
+    report = report_relevance(db)
     assert report.origin_comparison == [] and {j.origin for j in report.judges} == {"real"}
     assert "Synthetic personas vs real users" not in render_relevance(report)
 
@@ -119,7 +118,7 @@ def test_no_side_by_side_without_both_origins(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_diagnose_labels_origins_and_says_when_the_best_judge_is_synthetic(tmp_path: Path) -> None:
     db, real, synth = _import(tmp_path, "relevance")
-    diagnosis = json.loads(_cli("diagnose", "--db", db, "--resamples", RESAMPLES, "--json"))
+    diagnosis = json.loads(_cli("diagnose", "--db", db, "--json"))
     (stage,) = [s for s in diagnosis["stages"] if s["stage"] == "relevance"]
     scores = {j["dataset"]: j for j in stage["judges"] if j["judge"] == LLM}
     assert {ds: j["origin"] for ds, j in scores.items()} == {REAL: "real", SYNTH: "synthetic"}
@@ -135,16 +134,16 @@ def test_diagnose_labels_origins_and_says_when_the_best_judge_is_synthetic(tmp_p
     only = str(tmp_path / "synth.duckdb")
     _cli("import", "labels", str(write_rows(tmp_path / "s.jsonl", synth_rows)), "--stage", "relevance", "--dataset",
          SYNTH, "--origin", "synthetic", "--db", only)
-    diagnosis = json.loads(_cli("diagnose", "--db", only, "--resamples", RESAMPLES, "--json"))
+    diagnosis = json.loads(_cli("diagnose", "--db", only, "--json"))
     assert diagnosis["stages"][1]["best"]["origin"] == "synthetic"
     assert f"best judge {LLM} is scored on synthetic personas ({SYNTH})" in diagnosis["verdict"]
-    text = _cli("diagnose", "--db", only, "--resamples", RESAMPLES)
+    text = _cli("diagnose", "--db", only)
     assert f"best judge:  {LLM} ({SYNTH}, synthetic personas" in text
 
 
 def test_diagnose_without_synthetic_data_says_nothing_of_it(tmp_path: Path) -> None:
     db = _real_only(tmp_path)
-    diagnosis = json.loads(_cli("diagnose", "--db", db, "--resamples", RESAMPLES, "--json"))
+    diagnosis = json.loads(_cli("diagnose", "--db", db, "--json"))
     assert "synthetic" not in diagnosis["verdict"]
     assert all(j["origin"] == "real" for s in diagnosis["stages"] for j in s["judges"])
     assert not math.isnan(diagnosis["stages"][1]["best"]["kappa"])
@@ -155,7 +154,7 @@ def test_origins_and_the_side_by_side_survive_an_export_import_round_trip(tmp_pa
     _cli("export", "--db", db, "--out", str(tmp_path / "export"))
     copy = str(tmp_path / "copy.duckdb")
     _cli("import", "parquet", str(tmp_path / "export"), "--db", copy)
-    before, after = (_cli("report", "response", "--db", d, "--resamples", RESAMPLES, "--json") for d in (db, copy))
+    before, after = (_cli("report", "response", "--db", d, "--json") for d in (db, copy))
     assert json.loads(after)["origin_comparison"] and after == before  # byte for byte, PPI included
 
 

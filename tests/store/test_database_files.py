@@ -31,7 +31,7 @@ def _report(db: Path) -> tuple[int, str, str, BaseException | None]:
 
     from personagap.cli import cli
 
-    result = CliRunner().invoke(cli, ["report", "relevance", "--db", str(db), "--resamples", "10"])
+    result = CliRunner().invoke(cli, ["report", "relevance", "--db", str(db)])
     return result.exit_code, result.stdout, result.stderr, result.exception
 
 

@@ -26,10 +26,10 @@ def invoke(*args: str) -> Any:
 def reports(db: Path) -> dict[str, Any]:
     out = {}
     for stage in STAGES:
-        result = invoke("report", stage, "--db", str(db), "--json", "--resamples", "50")
+        result = invoke("report", stage, "--db", str(db), "--json")
         assert result.exit_code == 0, result.output
         out[stage] = json.loads(result.output)
-    result = invoke("diagnose", "--db", str(db), "--json", "--resamples", "50")
+    result = invoke("diagnose", "--db", str(db), "--json")
     assert result.exit_code == 0, result.output
     out["diagnose"] = json.loads(result.output)
     return out

@@ -47,7 +47,7 @@ def _labels(db: Path, rater: str) -> int:
 
 def _report_pairs(db: Path) -> int:
     """Pairs the stage-2 report counts for the LLM: compared + failures + unmatched."""
-    report = report_relevance(db, n_resamples=20).to_json_dict()
+    report = report_relevance(db).to_json_dict()
     rows = [j for j in report["judges"] if j["judge"] == LLM and j["dataset"] == STAGE2]
     assert len(rows) == 1, rows
     return int(rows[0]["n"] + rows[0]["failures"] + rows[0]["unmatched"])

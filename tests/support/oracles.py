@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from personagap.analysis.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED, Estimate, ci_list, json_safe_dict
+from personagap.analysis.agreement import Estimate, ci_list, json_safe_dict
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
@@ -70,21 +70,17 @@ def user_counts(judge: pd.Series, human: pd.Series, users: pd.Series,
     return counts, ids
 
 
-def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: int = DEFAULT_RESAMPLES,
-               seed: int = DEFAULT_SEED, level: float = 0.95) -> Estimate:
+def human_rate(reference: pd.DataFrame, *, positive: str = "yes", level: float = 0.95) -> Estimate:
     """The classical human-only estimate: the share of ``positive`` among the human reference labels.
 
     Args:
         reference: :func:`personagap.analysis.robust.human_reference` of one dataset.
         positive: The label whose rate is estimated.
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
 
     Returns:
         The estimate with its user-clustered CI (none below the minimum number of users).
     """
-    del n_resamples, seed
     y = (reference["label"] == positive).to_numpy(dtype=float)
     ids, index = sorted_codes(reference["user_id"].astype(str).to_numpy())
     per_user = np.column_stack([np.bincount(index, weights=y, minlength=len(ids)),
@@ -93,8 +89,7 @@ def human_rate(reference: pd.DataFrame, *, positive: str = "yes", n_resamples: i
 
 
 def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str, positive: str = "yes",
-                    humans: HumanSet = "blind", n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                    level: float = 0.95, human_only: Estimate | None = None) -> EstimateRow:
+                    humans: HumanSet = "blind", level: float = 0.95, human_only: Estimate | None = None) -> EstimateRow:
     """Naive, Rogan–Gladen, PPI++ and human-only estimates of the human rate of ``positive`` for one judge.
 
     Args:
@@ -103,15 +98,13 @@ def judge_estimates(judge: JudgeLabels, reference: pd.DataFrame, *, dataset: str
         dataset: Dataset key (recorded).
         positive: The label whose rate is estimated.
         humans: Which humans the reference came from (recorded).
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
         human_only: :func:`human_rate` of ``reference``, when the caller has it (the same for every judge).
     """
     users = pd.concat([judge.users, reference["user_id"]])
     users = users[~users.index.duplicated()]
     counts, _ = user_counts(judge.labels, reference["label"], users, positive)
-    human = human_only or human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
+    human = human_only or human_rate(reference, positive=positive, level=level)
     return estimate_row(counts, human, judge=judge.judge, dataset=dataset, quantity=f"{positive}_rate",
                         rater_kind=judge.rater_kind, humans=humans, n_human=len(reference), level=level)
 
@@ -129,7 +122,6 @@ def per_item_hits(labels: pd.Series, target: pd.Series) -> pd.Series:
 
 def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", humans: HumanSet = "blind",
                   positive_by_item: pd.Series | None = None, quantity: str | None = None,
-                  n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                   level: float = 0.95) -> list[dict[str, Any]]:
     """Corrected estimates of the human rate of ``positive`` for every judge of ``dataset`` (report rows).
 
@@ -144,8 +136,6 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
             Items without an entry are left out.
         quantity: Name of the quantity in the rows [default: ``<positive>_rate``, or ``hit_rate`` with
             ``positive_by_item``].
-        n_resamples: Ignored (the one CI rule draws no resamples); kept for callers until it is removed.
-        seed: Ignored, as ``n_resamples``.
         level: Confidence level.
 
     Returns:
@@ -166,12 +156,12 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
     if reference.empty or not used:
         return []  # no reference, or a label this dataset does not use (a "yes" rate of A/B preferences)
     out = []
-    human = human_rate(reference, positive=positive, n_resamples=n_resamples, seed=seed, level=level)
+    human = human_rate(reference, positive=positive, level=level)
     for j in judges:
         if j.labels.index.intersection(reference.index).empty:
             continue
         row = judge_estimates(j, reference, dataset=dataset, positive=positive, humans=humans,
-                              n_resamples=n_resamples, seed=seed, level=level, human_only=human)
+                              level=level, human_only=human)
         if quantity:
             row.quantity = quantity
         out.append(json_safe_dict(row.model_dump()))
@@ -181,7 +171,7 @@ def estimate_rows(labels: pd.DataFrame, dataset: str, *, positive: str = "yes", 
 # --------------------------------------------------------------------------- report extras (panel.py)
 
 def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: str | None, anchored: Iterable[str] = (),
-                  rate_datasets: Iterable[str] | None = None, n_resamples: int, seed: int,
+                  rate_datasets: Iterable[str] | None = None,
                   scales: Mapping[str, DatasetScale]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """A report's ``alt_test`` and ``estimates`` lists over ``datasets``.
 
@@ -191,8 +181,6 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
         positive: The label whose human rate the estimates correct (None: no estimates, e.g. A/B/tie).
         anchored: Datasets to cover again with anchored humans, reported apart (rows say ``humans``).
         rate_datasets: Only these get estimates (default: all), e.g. the yes/no ones.
-        n_resamples: Bootstrap resamples.
-        seed: Bootstrap seed.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`): the alt-test scores an
             ordinal dataset by negative RMSE (:func:`alt_test_scoring`), and no rate of ``positive`` is
             estimated on an ordinal scale or one without that category. Every dataset covered must have one
@@ -204,8 +192,7 @@ def report_extras(labels: pd.DataFrame, datasets: Iterable[str], *, positive: st
     # estimate_rows up to float rounding), so both paths give identical figures.
     return extras_rows(datasets, alt_labels=lambda ds: labels,
                        counts=lambda ds, humans: frame_counts(labels, ds, humans), positive=positive,
-                       anchored=anchored, rate_datasets=rate_datasets, n_resamples=n_resamples, seed=seed,
-                       scales=scales)
+                       anchored=anchored, rate_datasets=rate_datasets, scales=scales)
 
 
 # --------------------------------------------------------------------------- stage 2 (relevance_labels.py)
@@ -253,7 +240,6 @@ def judge_agreements(labels: pd.DataFrame, dataset: str, *, which: HumanSet = "b
 
 
 def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pilot",
-                     n_resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                      origins: Mapping[str, str] | None = None,
                      scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> RelevanceReport:
     """Build the stage-2 report from stored relevance labels.
@@ -261,8 +247,6 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
     Args:
         labels: Output of :func:`personagap.store.load_labels` with ``stage='relevance'``.
         pilot_dataset: The dataset with per-annotator labels for the agreement table.
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed (the same seed gives the same CIs).
         origins: Dataset -> ``real`` or ``synthetic`` (:func:`personagap.labels_api.dataset_origins`); datasets
             missing from it are real.
         scales: Dataset -> its scale (:func:`personagap.datasets.dataset_records`); every judge of a dataset is
@@ -280,21 +264,19 @@ def relevance_report(labels: pd.DataFrame, *, pilot_dataset: str = "recenter-pil
         which: judge_agreements(labels, pilot_dataset, which=which, scale=scale_of[pilot_dataset], weight=weight)
         for which in ("blind", "anchored")} if pilot_dataset in datasets else {}
     pilot, anchored, notes = (pilot_reports(labels, pilot_dataset, scale=scale_of[pilot_dataset],
-                                             n_resamples=n_resamples, seed=seed, weight=weight, judges=pilot_judges)
+                                             weight=weight, judges=pilot_judges)
                               if pilot_dataset in datasets else (None, None, []))
     # Yes-rates are estimated on yes/no scales only; the alt-test scores ordinal datasets by negative RMSE.
     alt_test, estimates = report_extras(labels, datasets, positive="yes",
                                         anchored=[pilot_dataset] if pilot_dataset in datasets else [],
                                         rate_datasets=[ds for ds in datasets if scale_of[ds].categories == YES_NO],
-                                        n_resamples=n_resamples, seed=seed, scales=scale_of)
-    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, n_resamples=n_resamples, seed=seed,
-                   origins=origins, weight=weight)
+                                        scales=scale_of)
+    return assemble_report(judges, pilot, anchored, notes, alt_test, estimates, origins=origins, weight=weight)
 
 
 # --------------------------------------------------------------------------- stage 1 (extraction_build.py)
 
-def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples: int = DEFAULT_RESAMPLES,
-                      seed: int = DEFAULT_SEED, origins: Mapping[str, str] | None = None,
+def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, origins: Mapping[str, str] | None = None,
                       scales: Mapping[str, DatasetScale] | None = None, weight: Weight = "items") -> ExtractionReport:
     """Build the stage-1 report from stored items and labels (pure).
 
@@ -305,8 +287,6 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
         items: Stage-1 items (columns item_id, dataset, user_id, attribute, position, payload),
             e.g. from :func:`load_items`; passed through :func:`items_frame`.
         labels: :func:`personagap.store.load_labels` with ``stage='extraction'``.
-        n_resamples: Bootstrap resamples for every CI.
-        seed: Bootstrap seed.
         origins: Dataset -> ``real`` or ``synthetic``; datasets missing from it are real.
         scales: Dataset -> its scale, from its record (:func:`personagap.datasets.dataset_records`): the
             categories a verifier is scored over. A dataset missing from it is read the way the record reader
@@ -330,13 +310,13 @@ def extraction_report(items: pd.DataFrame, labels: pd.DataFrame, *, n_resamples:
     verdicts = labels[labels["kind"].isna() | (labels["kind"] == "extracted")]
     verdicts = verdicts.assign(extractor=verdicts["item_id"].map(extractor_of).fillna(PILOT_EXTRACTOR))
     verdict_sets = sorted(map(str, verdicts["dataset"].dropna().unique()))
-    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok", n_resamples=n_resamples, seed=seed,
+    alt_test, estimates = report_extras(verdicts, verdict_sets, positive="ok",
                                         scales={ds: scales[ds] for ds in verdict_sets})
     counts, reference = verdict_counts_frame(verdicts)
     humans = verdicts[individual_human_mask(verdicts) & verdicts["label"].notna()]
     return assemble_extraction(counts, reference, humans[["dataset", "item_id", "rater", "label", "user_id"]],
-                           scales, alt_test, estimates, items=items, side_labels=labels, n_resamples=n_resamples,
-                           seed=seed, origins=origins, weight=weight)
+                           scales, alt_test, estimates, items=items, side_labels=labels,
+                           origins=origins, weight=weight)
 
 
 def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -361,3 +341,33 @@ def verdict_counts_frame(verdicts: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
     ref_counts = (with_reference.groupby(["dataset", "user_id", "human"], sort=True).size().rename("n")
                   .reset_index())
     return counts, ref_counts
+
+
+def relevance_bias(labels: pd.DataFrame) -> pd.DataFrame:
+    """The Stage 2 page's position/length bias from one row per label (``dashboard_reads.bias_labels``' rows).
+
+    The per-label twin of :func:`personagap.dashboard.data.relevance_bias` (which reads ``bias_counts``).
+    """
+    from personagap.analysis.response import clustered_rate
+
+    rows: list[dict[str, Any]] = []
+    if labels.empty:
+        return pd.DataFrame(rows)
+    labels = labels.copy()
+    lengths = labels["length"].dropna()
+    if lengths.nunique() >= 4:
+        edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1]))
+        names = [f"length Q{i + 1} ({int(edges[i])}–{int(edges[i + 1])} chars)" for i in range(len(edges) - 1)]
+        labels["length_q"] = pd.cut(labels["length"], edges, labels=names, include_lowest=True).astype(object)
+    for factor, column in {"position": "position", "length": "length_q"}.items():
+        if column not in labels or labels[column].isna().all():
+            continue
+        part = labels.dropna(subset=[column])
+        for (rater, who, bucket), g in part.groupby(["rater", "who", column], sort=True):
+            if len(g) < 5:
+                continue
+            est = clustered_rate(g["hit"].to_numpy(bool), g["user_id"].to_numpy())
+            label = f"position {int(bucket) + 1}" if factor == "position" else str(bucket)
+            rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": len(g),
+                         "rate": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]})
+    return pd.DataFrame(rows)
