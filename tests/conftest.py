@@ -1,5 +1,9 @@
 """Shared fixtures: the real human data in ../shared/data, and databases built from it.
 
+Each real release is imported once per session (once per xdist worker) into its own store: ``recenter_db``,
+``prism_release_db``, ``usr_release_db`` and ``laps_release_db``. They are shared: never write to them; copy one
+first (:func:`tests.support.stores.copy_store`, or ``recenter_db_copy``).
+
 Tests never touch the network: DSPy/LiteLLM are kept offline by environment
 variables set before anything imports them, and every LLM test talks to a server
 on 127.0.0.1.
@@ -45,3 +49,33 @@ def recenter_db_copy(recenter_db: Path, tmp_path: Path) -> Path:
     target = tmp_path / "recenter.duckdb"
     shutil.copy(recenter_db, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def prism_release_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database with the whole PRISM judge release imported (once per session; copy before writing)."""
+    from personagap.stages.response import import_prism
+
+    db = tmp_path_factory.mktemp("prism-release") / "prism.duckdb"
+    import_prism(shared_data / "prism_judge", db)
+    return db
+
+
+@pytest.fixture(scope="session")
+def usr_release_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database with the whole USR PersonaChat release imported (once per session; copy before writing)."""
+    from personagap.stages.response import import_usr
+
+    db = tmp_path_factory.mktemp("usr-release") / "usr.duckdb"
+    import_usr(shared_data / "usr_personachat", db)
+    return db
+
+
+@pytest.fixture(scope="session")
+def laps_release_db(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database with the whole LAPS release imported (once per session; copy before writing)."""
+    from personagap.stages.extraction import import_laps
+
+    db = tmp_path_factory.mktemp("laps-release") / "laps.duckdb"
+    import_laps(shared_data / "laps", db)
+    return db
