@@ -18,7 +18,7 @@ The threshold (:data:`OFFLINE_THRESHOLD`) was chosen on the LAPS **train** split
 :func:`calibrate_threshold` on :func:`laps_calibration_scores`: for each gold preference, the
 best containment in a user turn of its own session (positive: the turn the human wrote it from)
 against the best in the user turns of another worker's session on the same topic (negative),
-picking the threshold with the highest Youden J (TPR - FPR). ``tests/test_extraction_real.py``
+picking the threshold with the highest Youden J (TPR - FPR). ``tests/stages/test_extraction_report.py``
 recomputes it from the shared data.
 """
 

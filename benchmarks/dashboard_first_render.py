@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from personagap import store  # noqa: E402
 from personagap.analysis.pipeline_text import TITLE  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
-from tests.browser_helpers import browser, find_chromium, free_port, serve_dashboard, wait_healthy  # noqa: E402
+from tests.support.browser_helpers import browser, find_chromium, free_port, serve_dashboard, wait_healthy  # noqa: E402
 
 JUDGES = 7
 HUMANS = 3

@@ -40,7 +40,7 @@ from benchmarks.dashboard_first_render import build  # noqa: E402
 from personagap.analysis.agreement import DEFAULT_SEED  # noqa: E402
 from personagap.analysis.diagnosis_store import diagnose_store  # noqa: E402
 from personagap.dashboard import queries  # noqa: E402
-from tests.browser_helpers import browser, find_chromium, serve_dashboard  # noqa: E402
+from tests.support.browser_helpers import browser, find_chromium, serve_dashboard  # noqa: E402
 
 PANEL_TITLE = "Prevalence-robust agreement"
 LAST_SECTION = "What is stored for this stage"

@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
 
     answer = json.dumps({"reason": "benchmark", "answer": "YES"})
-    server = subprocess.Popen([sys.executable, "-m", "tests.llm_server", "--answer", answer, "--latency",
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--answer", answer, "--latency",
                                str(args.latency)], cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE,
                               text=True)
     try:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 import click
 
 # Light imports only: `personagap --help` and every `personagap COMMAND --help` load no DuckDB, pandas, scipy or
-# DSPy (tests/test_perf3_lazy_cli.py); what a command needs is imported where it runs.
+# DSPy (tests/core/test_cli_lazy_imports.py); what a command needs is imported where it runs.
 from personagap import __version__, store
 from personagap.store import StoreError
 from personagap.store.defaults import DEFAULT_DB
@@ -239,7 +239,7 @@ def echo_run(summary: RunSummary) -> None:
 
 _CONFIDENCE_CHOICES = ("none", "verbal", "logprobs")
 """``--confidence`` choices: :data:`personagap.judges.lm.CONFIDENCE_MODES`, spelled here so that ``--help`` does not
-import the judges (DSPy); tests/test_wire_cli.py checks the two are equal."""
+import the judges (DSPy); tests/core/test_confidence_cli_options.py checks the two are equal."""
 
 
 @dataclass(frozen=True)

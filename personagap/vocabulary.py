@@ -1,7 +1,7 @@
 """The vocabularies (issue 31): how labels, rater kinds and human sets are spelled, defined here only.
 
 Every other module imports these names (records, the store's SQL, the stages, the judges, the importers); a
-literal tuple of them anywhere else is a second definition (tests/test_vocabulary.py greps for them). How a
+literal tuple of them anywhere else is a second definition (tests/core/test_vocabulary.py greps for them). How a
 dataset's labels are read against its scale (coercion, checks) is :mod:`personagap.scales`.
 """
 

@@ -13,7 +13,7 @@ from personagap.stage_names import STAGES
 
 JURY_CHOICES = ("majority", "confidence")
 """``--weighting`` choices: :data:`personagap.judges.jury.JURY_RULES`, spelled here so that ``--help`` does not import
-the judges (DSPy); tests/test_wire_cli.py checks the two are equal."""
+the judges (DSPy); tests/core/test_confidence_cli_options.py checks the two are equal."""
 
 
 def jury_rater(rule: str, judges: list[str]) -> str:

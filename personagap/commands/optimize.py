@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from personagap.judges.runner import LMConfig
 
 # personagap.judges.optimize's OPTIMIZERS, SELECTION_METRICS and STAGE_JUDGES, spelt out: importing them would load
-# DSPy at every CLI start. tests/test_splitj_cli_choices.py fails when the two drift apart.
+# DSPy at every CLI start. tests/core/test_optimize_cli_choices.py fails when the two drift apart.
 OPTIMIZERS = ("bootstrap-fewshot", "mipro", "simba")
 METRICS = ("kappa", "ac1", "balanced-accuracy")
 DEFAULT_JUDGE = {"relevance": "relevance-per-attribute", "response": "pairwise"}

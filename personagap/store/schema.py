@@ -16,7 +16,7 @@ SCHEMA_VERSION = 4
 # items and labels carry no PRIMARY KEY constraint: at 10^6 labels DuckDB's key index costs more than
 # reading, checking and writing the rows together (measured: 2.6 s against 1.3 s for the insert and commit
 # alone). Their keys (TABLES below) stay unique because every write goes through upsert_counted, which
-# refuses a batch holding a key twice and replaces stored rows by key; tests/test_store_keys.py checks it.
+# refuses a batch holding a key twice and replaces stored rows by key; tests/store/test_keys.py checks it.
 _ITEMS_COLUMNS = """item_id TEXT NOT NULL, dataset TEXT NOT NULL, stage TEXT NOT NULL, user_id TEXT NOT NULL,
     prompt_index INTEGER, attribute TEXT, position INTEGER, payload JSON"""
 _LABELS_COLUMNS = """item_id TEXT NOT NULL, rater TEXT NOT NULL, rater_kind TEXT NOT NULL, condition TEXT NOT NULL,
