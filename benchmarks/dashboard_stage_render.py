@@ -50,8 +50,8 @@ PAGE_TIMEOUT_MS = 900_000  # a stage page of 10^6 labels takes minutes before th
 
 def _old_panel(db: Path, stage: str, datasets: list[str]) -> list[dict[str, Any]]:
     """What the stage page did before: every label of the stage reloaded, then the tidy-frame panel."""
-    from personagap.analysis.robust import panel_rows
     from personagap.store import load_labels
+    from tests.support.oracles import panel_rows
 
     with queries.read_only(db) as con:
         labels = load_labels(con, stage=stage)

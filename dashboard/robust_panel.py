@@ -1,9 +1,10 @@
 """The stage pages' prevalence-robust panel, built from the diagnosis instead of a reload of every label.
 
-:func:`personagap.analysis.robust.panel_rows` computes the panel from the stage's tidy labels, which at
-10^6 labels means loading all of them (seconds). The diagnosis the Overview caches has already scored every
-judge on the same per-user confusion tables (users sorted by id) with the one CI rule
-(:func:`~personagap.analysis.agreement.cluster_estimate`): its :class:`~personagap.analysis.diagnosis.JudgeScore`
+Computing the panel from the stage's tidy labels (the per-label oracle ``panel_rows`` in
+``tests/support/oracles.py``) would mean loading all of them at 10^6 labels (seconds). The diagnosis the Overview
+caches has already scored every judge on the same per-user confusion tables (users sorted by id) with the one CI
+rule (:func:`~personagap.analysis.agreement.cluster_estimate`): its
+:class:`~personagap.analysis.diagnosis.JudgeScore`
 carries the panel.
 This module reuses those figures and asks SQL only for what the diagnosis does not keep:
 
@@ -103,12 +104,12 @@ def panel_from_diagnosis(diagnosis: Diagnosis, stage: str, datasets: Iterable[st
         reference: :func:`personagap.dashboard.queries.panel_reference`'s per-user reference counts.
         scales: Per dataset, the categories the diagnosis scores it over (``panel_reference``'s second part).
         pair_counts: :func:`personagap.dashboard.queries.panel_pair_counts` for at least the datasets that
-            :func:`needs_recount` names (and every dataset when the diagnosis used other bootstrap settings).
+            :func:`needs_recount` names .
         level: Confidence level.
 
     Returns:
         Per dataset, one row per judge in (rater, kind, condition) order, then the base-rate row; the keys of
-        :func:`~personagap.analysis.robust.panel_rows`.
+        the per-label oracle ``panel_rows`` (``tests/support/oracles.py``).
     """
     s = diagnosis.stage(stage)
     categories = dataset_categories(reference, scales)

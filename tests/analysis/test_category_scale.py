@@ -20,8 +20,9 @@ from irrCAC.raw import CAC
 from personagap.analysis.comparable import categories_for
 from personagap.analysis.diagnosis import diagnose
 from personagap.analysis.panel import scale_estimates
-from personagap.analysis.robust import BASE_RATE_JUDGE, panel_rows
+from personagap.analysis.robust import BASE_RATE_JUDGE
 from personagap.cli import cli
+from tests.support.oracles import panel_rows
 from tests.support.stores import copy_store
 
 FIGURES = ("kappa", "ac1", "pabak", "mcc", "balanced_accuracy")

@@ -23,15 +23,15 @@ from hypothesis import strategies as st
 from sklearn.metrics import cohen_kappa_score
 
 from personagap.analysis import comparable as c
-from personagap.analysis.budget import plan_rows
-from personagap.analysis.robust import human_reference, panel_rows
+from personagap.analysis.robust import human_reference
 from personagap.dashboard import annotate
 from personagap.datasets import SCALE_LABELS_SQL, build_records, record_meta
 from personagap.judges import optimize
 from personagap.records import DatasetRecord, DatasetScale
 from personagap.store import connect, load_labels, upsert
 from personagap.vocabulary import HumanSet
-from tests.support.oracles import estimate_rows
+from tests.support.frames import plan_rows
+from tests.support.oracles import estimate_rows, panel_rows
 
 STAGE, DATASET = "relevance", "d"
 _COLUMNS = ["item_id", "rater", "rater_kind", "condition", "label", "user_id"]

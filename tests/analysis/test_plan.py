@@ -15,7 +15,6 @@ from personagap.analysis.alt_test import indicators
 from personagap.analysis.alt_test_stats import AnnotatorIndicators, Indicators
 from personagap.analysis.budget import (
     alt_test_power,
-    plan_rows,
     reach_share,
     simulated_halfwidth,
     smallest_sufficient,
@@ -24,6 +23,7 @@ from personagap.analysis.budget import (
 from personagap.analysis.robust import human_reference, individual_humans, judge_labels, user_tables
 from personagap.cli import cli
 from personagap.store import load_labels, opened
+from tests.support.frames import plan_rows
 
 SIMS = 60
 

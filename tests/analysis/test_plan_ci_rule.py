@@ -16,12 +16,13 @@ import pytest
 
 from personagap.analysis import budget
 from personagap.analysis.agreement import MIN_USERS_FOR_CI
-from personagap.analysis.budget import plan_rows, simulated_halfwidth
+from personagap.analysis.budget import simulated_halfwidth
 from personagap.analysis.estimates import too_few_users_note
 from personagap.commands.plan import load_plan, render_plan
 from personagap.datasets import record_meta
 from personagap.records import DatasetRecord, DatasetScale
 from personagap.store import connect, upsert
+from tests.support.frames import plan_rows
 
 SIMS = 20
 

@@ -23,9 +23,9 @@ from personagap.analysis.robust import (
     mcc_from_tables,
     pabak_from_tables,
     panel_fields,
-    panel_rows,
     prevalence_index_from_tables,
 )
+from tests.support.oracles import panel_rows
 
 # The kappa paradox, worked by hand. 100 items; table[h, j] (human row, judge column):
 #                judge no  judge yes

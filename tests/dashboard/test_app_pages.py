@@ -302,7 +302,7 @@ def _same(a: object, b: object) -> bool:
 
 
 def _full_reload_panel(db: Path, stage: str, datasets: list[str]) -> list[dict]:
-    from personagap.analysis.robust import panel_rows
+    from tests.support.oracles import panel_rows
 
     with store.opened(db, read_only=True) as con:
         labels = store.load_labels(con, stage=stage)

@@ -19,11 +19,13 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from personagap.analysis import agreement, robust
 from personagap.analysis.agreement import Estimate, ci_list, json_safe_dict
 from personagap.analysis.arrays import FloatArray
 from personagap.analysis.codes import sorted_codes
 from personagap.analysis.comparable import (
     YES_NO,
+    categories_for,
     comparable_judge_mask,
     individual_human_mask,
     judge_display,
@@ -371,3 +373,52 @@ def relevance_bias(labels: pd.DataFrame) -> pd.DataFrame:
             rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": len(g),
                          "rate": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]})
     return pd.DataFrame(rows)
+
+
+def panel_rows(labels: pd.DataFrame, dataset: str, *, humans: HumanSet = "blind",
+               level: float = 0.95, declared: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The robust panel of every judge of ``dataset`` against the human reference, plus a base-rate row.
+
+    Args:
+        labels: Tidy labels of one stage (:func:`personagap.store.load_labels`); other datasets are ignored.
+        dataset: Dataset key.
+        humans: Reference from blind (default) or anchored human labels (labelled in each row).
+        level: Confidence level.
+        declared: The dataset's declared categories, part of its scale
+            (:func:`~personagap.analysis.comparable.categories_for`: every judge is coded over that scale).
+
+    Returns:
+        One dict per judge: ``judge``, ``rater``, ``rater_kind``, ``condition``, ``dataset``, ``humans``,
+        ``n``, ``n_users``, ``kappa``, ``kappa_ci`` and the :func:`panel_fields` keys; the last row is the
+        base-rate judge (``rater_kind`` ``"base-rate"``) on every reference item. Empty without a reference.
+        Class 1 of the binary indices is the later label in sorted order ("yes", "1").
+    """
+    frame = labels[labels["dataset"] == dataset]
+    ref = human_reference(frame, humans)
+    if ref.empty:
+        return []
+    judges = list(judge_labels(frame))
+    # The dataset's scale (comparable.py's one rule), the same for every judge: AC1 and PABAK depend on K.
+    categories = categories_for(frame, declared)
+    out: list[dict[str, Any]] = []
+    for j in judges:
+        shared = j.labels.index.intersection(ref.index)
+        if shared.empty:
+            continue
+        tables, ids = robust.user_tables(ref.loc[shared, "label"], j.labels.loc[shared], ref.loc[shared, "user_id"],
+                                  categories)
+        out.append(_row(j.judge, j.rater, j.rater_kind, j.condition, dataset, humans, tables, len(shared),
+                        level))
+    tables, ids = robust.user_tables(ref["label"], ref["label"], ref["user_id"], categories)
+    base, _ = robust.base_rate_tables(tables)
+    out.append(_row(robust.BASE_RATE_JUDGE, robust.BASE_RATE_JUDGE, "base-rate", "", dataset, humans, base, len(ref),
+                    level))
+    return out
+
+
+def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, humans: HumanSet, tables: FloatArray,
+         n: int, level: float) -> dict[str, Any]:
+    kappa = agreement.estimates(tables, ("kappa",), level=level)["kappa"]
+    return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
+            "humans": humans, "n": n, "n_users": int(tables.shape[0]), "kappa": kappa.value,
+            "kappa_ci": ci_list(kappa), **robust.panel_fields(tables, level=level)}
