@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from numbers import Number
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,6 @@ from personagap.analysis.agreement import (
     cluster_estimate,
     encode,
     get_metric,
-    indexed_tables,
 )
 
 
@@ -63,7 +63,9 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
                        metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
     """Cohen's kappa (or the scale's ``metric``) for every pair of raters, and its mean within and across groups.
 
-    A group mean's CI leaves each user out of every pair at once (:func:`mean_pair_estimate`).
+    A thin adapter: the frame is counted per (rater pair, user, label pair) and scored by
+    :func:`pairwise_from_counts`, the one implementation. A group mean's CI leaves each user out of every pair at
+    once (:func:`mean_pair_estimate`).
 
     Args:
         labels: Long frame with columns ``item_id``, ``rater``, ``label``, ``cluster``
@@ -79,12 +81,13 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
 
     Returns:
         The matrices and group summaries.
+
+    Raises:
+        ValueError: More than one label per (item_id, rater).
     """
-    score = get_metric(metric)
     frame = labels[labels["rater"].isin(list(groups))]
-    raters = sorted(frame["rater"].unique(), key=lambda r: (groups[r], r))
-    # Integer codes and one numpy item x rater array instead of a pandas pivot: same items (sorted), same
-    # raters, same first-seen cluster per item, at a fraction of the cost on hundreds of thousands of labels.
+    # Integer codes and one numpy item x rater array: same items (sorted), same raters, the first-seen cluster
+    # per item, at a fraction of a pandas pivot's cost on hundreds of thousands of labels.
     item_index, items = pd.factorize(frame["item_id"], sort=True)
     rater_index, rater_names = pd.factorize(frame["rater"], sort=True)
     cell = item_index.astype(np.int64) * max(len(rater_names), 1) + rater_index
@@ -98,69 +101,71 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
         n_classes = max(len(categories), 1)
     grid = np.full((len(items), len(rater_names)), -1, dtype=np.int64)  # -1: the rater did not label the item
     grid[item_index, rater_index] = codes
-    column = {r: i for i, r in enumerate(rater_names)}
     _, first_row = np.unique(item_index, return_index=True)
     cluster_ids, cluster_index = np.unique(frame["cluster"].to_numpy()[first_row], return_inverse=True)
-
-    matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
-    overlap = pd.DataFrame(0, index=raters, columns=raters)
-    per_type: dict[str, list[tuple[Any, Any]]] = {}
-    pair_tables: dict[tuple[Any, Any], FloatArray] = {}
-    users_of: dict[str, set[int]] = {}
-    pair_points: dict[tuple[Any, Any], tuple[float, int]] = {}
-    scored: list[tuple[Any, Any, FloatArray, float, int]] = []
-    for a in raters:
-        matrix.loc[a, a] = 1.0
-        overlap.loc[a, a] = int((grid[:, column[a]] >= 0).sum())
-    for a, b in combinations(raters, 2):
-        col_a, col_b = grid[:, column[a]], grid[:, column[b]]
-        mask = (col_a >= 0) & (col_b >= 0)
-        n = int(mask.sum())
-        overlap.loc[a, b] = overlap.loc[b, a] = n
-        if n < min_overlap or (anchor_group is not None and anchor_group not in (groups[a], groups[b])):
+    # Per rater pair (in name order), the items both labelled, counted per (user, label pair).
+    blocks: list[pd.DataFrame] = []
+    size = len(cluster_ids) * n_classes * n_classes
+    for i, j in combinations(range(len(rater_names)), 2):
+        mask = (grid[:, i] >= 0) & (grid[:, j] >= 0)
+        if not mask.any():
             continue
-        tables = indexed_tables(col_a[mask], col_b[mask], cluster_index[mask], len(cluster_ids), n_classes)
-        point = float(score.on(tables.sum(axis=0), levels))
-        matrix.loc[a, b] = matrix.loc[b, a] = point
-        scored.append((a, b, tables, point, n))
-        kind = "–".join(sorted((groups[a], groups[b])))
-        users_of.setdefault(kind, set()).update(
-            np.flatnonzero(np.bincount(cluster_index[mask], minlength=len(cluster_ids))).tolist())
-    for a, b, tables, point, n in scored:
-        key = (a, b) if a <= b else (b, a)
-        pair_tables[key], pair_points[key] = tables, (point, n)
-        per_type.setdefault("–".join(sorted((groups[a], groups[b]))), []).append(key)
-    result = PairwiseResult(matrix=matrix, overlap=overlap, groups={}, tables=pair_tables, points=pair_points,
-                            n_clusters=len(cluster_ids))
-    for kind, keys in sorted(per_type.items()):
-        result.groups[kind] = GroupAgreement(
-            mean_kappa=mean_pair_estimate(result, keys, metric=metric, levels=levels), n_pairs=len(keys),
-            n_items=int(sum(pair_points[k][1] for k in keys)), n_users=len(users_of[kind]))
-    return result
+        flat = np.bincount((cluster_index[mask] * n_classes + grid[mask, i]) * n_classes + grid[mask, j],
+                           minlength=size)
+        cells = np.flatnonzero(flat)
+        user, rest = np.divmod(cells, n_classes * n_classes)
+        label_a, label_b = np.divmod(rest, n_classes)
+        blocks.append(pd.DataFrame({"rater_a": [rater_names[i]] * len(cells), "rater_b": [rater_names[j]] * len(cells),
+                                    "user_id": cluster_ids[user], "label_a": label_a, "label_b": label_b,
+                                    "n": flat[cells]}))
+    columns = ["rater_a", "rater_b", "user_id", "label_a", "label_b", "n"]
+    pairs = pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=columns)
+    labelled = dict(zip(rater_names, (grid >= 0).sum(axis=0).tolist(), strict=True))
+    return pairwise_from_counts(pairs, labelled, list(cluster_ids), range(n_classes), groups,
+                                min_overlap=min_overlap, anchor_group=anchor_group, metric=metric, levels=levels)
+
+
+def _category_order(categories: Sequence[Any]) -> list[Any]:
+    """Categories in code order.
+
+    By value when every one is a number (so that 10 follows 9), else by text as
+    :func:`~personagap.analysis.agreement.encode` sorts them.
+    """
+    distinct = set(categories)
+    if all(isinstance(c, Number) and not isinstance(c, bool) for c in distinct):
+        return sorted(distinct)
+    return sorted(distinct, key=str)
 
 
 def pairwise_from_counts(pairs: pd.DataFrame, items: Mapping[Any, int], users: Sequence[Any],
                          categories: Sequence[Any], groups: Mapping[Any, str], *, min_overlap: int = 10,
+                         anchor_group: str | None = None,
                          metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
-    """:func:`pairwise_agreement` from counts: the same result without a row per label.
+    """The pairwise matrix and group means from per-(rater pair, user, label pair) counts, never a row per label.
+
+    The one implementation of the figure: :func:`pairwise_agreement` counts a long frame and calls it.
 
     Args:
         pairs: Per rater pair (``rater_a``, ``rater_b``, either order, each pair once), ``user_id``, ``label_a``
             and ``label_b``: ``n``, the items both labelled with those labels.
         items: Rater -> the items it labelled (the matrices' diagonal overlap).
         users: Every user (cluster) with a labelled item: the tables' rows, sorted as ``np.unique`` sorts.
-        categories: Every label given (coded in sorted order as :func:`~personagap.analysis.agreement.encode` does).
+        categories: Every label given, or every code of the scale. Coded in order: by value when all are numbers
+            (integer codes ``0..K-1`` stay themselves; pass all K so that an ordinal metric reads the levels in
+            order), else by text as :func:`~personagap.analysis.agreement.encode` does.
         groups: Rater -> group name; raters not listed are ignored.
         min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
+        anchor_group: Score only pairs with at least one rater of this group; other pairs get an overlap but no
+            kappa.
         metric: The registered table metric every pair is scored by.
         levels: The ordinal levels' values (one per code), for metrics that read them.
     """
     score = get_metric(metric)
     raters = sorted((r for r in items if r in groups), key=lambda r: (groups[r], r))
     cluster_ids = np.unique(np.asarray(list(users), dtype=object))
-    ordered = sorted(set(categories), key=str)
+    ordered = _category_order(categories)
     code = {c: i for i, c in enumerate(ordered)}
-    n_classes = max(len(ordered), 1)
+    n_classes = max(len(ordered), 1, 0 if levels is None else np.size(levels))
     u = np.searchsorted(cluster_ids, pairs["user_id"].to_numpy(dtype=object)) if len(pairs) else np.zeros(0, int)
     la = np.fromiter((code[v] for v in pairs["label_a"]), dtype=np.int64, count=len(pairs))
     lb = np.fromiter((code[v] for v in pairs["label_b"]), dtype=np.int64, count=len(pairs))
@@ -202,7 +207,7 @@ def pairwise_from_counts(pairs: pd.DataFrame, items: Mapping[Any, int], users: S
         tables = tables_of(a, b)
         shared = int(tables.sum())
         overlap.loc[a, b] = overlap.loc[b, a] = shared
-        if shared < min_overlap:
+        if shared < min_overlap or (anchor_group is not None and anchor_group not in (groups[a], groups[b])):
             continue
         point = float(score.on(tables.sum(axis=0), levels))
         matrix.loc[a, b] = matrix.loc[b, a] = point

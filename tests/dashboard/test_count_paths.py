@@ -39,26 +39,76 @@ def _assert_same(counted, oracle) -> None:
         np.testing.assert_array_equal([c.mean_kappa.value, *c.mean_kappa.ci], [g.mean_kappa.value, *g.mean_kappa.ci])
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_pairwise_from_counts_is_the_per_label_matrix(seed: int):
+def _sparse_labels(seed: int, raters: list[str], labels: list[object]) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    raters = ["h1", "h2", "j-b", "j-a", "h0"]
     rows = []
     for item in range(400):
         user = f"u{rng.integers(0, 25)}"
         for r in raters:
             if rng.random() < 0.75:  # sparse: pairs share different items, some pairs few
-                rows.append({"item_id": f"i{item}", "rater": r, "label": str(rng.choice(["no", "yes", "maybe"])),
+                rows.append({"item_id": f"i{item}", "rater": r, "label": labels[rng.integers(0, len(labels))],
                              "cluster": user})
-    labels = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_pairwise_from_counts_is_the_per_label_matrix(seed: int):
+    raters = ["h1", "h2", "j-b", "j-a", "h0"]
+    labels = _sparse_labels(seed, raters, ["no", "yes", "maybe"])
     groups = {r: "human" if r.startswith("h") else "judge" for r in raters}
-    oracle = pairwise_agreement(labels, groups)
+    oracle = oracles.pairwise_per_label(labels, groups)
     _assert_same(pairwise_from_counts(*_counts_of(labels), groups), oracle)
+    _assert_same(pairwise_agreement(labels, groups), oracle)  # the frame adapter: counted, then the count path
     # A pair below the overlap threshold: NaN in both, overlap still counted.
     few = labels[~((labels["rater"] == "h0") & (labels["item_id"].str.len() > 2))]
-    oracle = pairwise_agreement(few, groups)
+    oracle = oracles.pairwise_per_label(few, groups)
     assert oracle.matrix.isna().to_numpy().any()
     _assert_same(pairwise_from_counts(*_counts_of(few), groups), oracle)
+    _assert_same(pairwise_agreement(few, groups), oracle)
+    # Only pairs with a human scored: judge–judge keeps its overlap but no kappa.
+    oracle = oracles.pairwise_per_label(labels, groups, anchor_group="human")
+    assert "judge–judge" not in oracle.groups and np.isnan(oracle.matrix.loc["j-a", "j-b"])
+    _assert_same(pairwise_from_counts(*_counts_of(labels), groups, anchor_group="human"), oracle)
+    _assert_same(pairwise_agreement(labels, groups, anchor_group="human"), oracle)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pairwise_counts_code_twelve_ordinal_levels_in_order(seed: int):
+    """Integer codes 0..11 with their levels: 10 and 11 follow 9 (sorting them as text would put them after 1)."""
+    raters = ["h1", "h2", "h3", "j1"]
+    labels = _sparse_labels(seed, raters, list(range(12)))
+    groups = {r: "human" if r.startswith("h") else "llm" for r in raters}
+    levels = np.arange(12, dtype=float) ** 1.5
+    oracle = oracles.pairwise_per_label(labels, groups, metric="weighted_kappa", levels=levels)
+    _assert_same(pairwise_agreement(labels, groups, metric="weighted_kappa", levels=levels), oracle)
+    pairs, items, users, _ = _counts_of(labels)
+    shuffled = [11, 3, 10, 0, 9, 1, 2, 8, 4, 7, 5, 6]
+    _assert_same(pairwise_from_counts(pairs, items, users, shuffled, groups, metric="weighted_kappa",
+                                      levels=levels), oracle)
+    # A level no rater used still has its row and column: the codes are the scale's, passed as every code.
+    unused = labels[labels["label"] != 4]
+    oracle = oracles.pairwise_per_label(unused, groups, metric="weighted_kappa", levels=levels)
+    _assert_same(pairwise_agreement(unused, groups, metric="weighted_kappa", levels=levels), oracle)
+    pairs, items, users, _ = _counts_of(unused)
+    _assert_same(pairwise_from_counts(pairs, items, users, range(12), groups, metric="weighted_kappa",
+                                      levels=levels), oracle)
+
+
+def test_pairwise_agreement_rejects_two_labels_per_item_and_rater():
+    labels = pd.DataFrame({"item_id": ["i1", "i1", "i2"], "rater": ["h1", "h1", "h2"], "label": ["yes", "no", "no"],
+                           "cluster": ["u1", "u1", "u2"]})
+    with pytest.raises(ValueError, match="more than one label"):
+        pairwise_agreement(labels, {"h1": "human", "h2": "human"})
+
+
+def test_pairwise_agreement_with_no_shared_items():
+    labels = pd.DataFrame({"item_id": ["i1", "i2"], "rater": ["h1", "h2"], "label": ["yes", "no"],
+                           "cluster": ["u1", "u2"]})
+    groups = {"h1": "human", "h2": "human"}
+    _assert_same(pairwise_agreement(labels, groups, min_overlap=1),
+                 oracles.pairwise_per_label(labels, groups, min_overlap=1))
+    empty = labels.iloc[:0]
+    _assert_same(pairwise_agreement(empty, groups), oracles.pairwise_per_label(empty, groups))
 
 
 def test_store_counts_match_agreement_labels(recenter_db: Path):

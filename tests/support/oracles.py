@@ -422,3 +422,90 @@ def _row(judge: str, rater: str, kind: str, condition: str, dataset: str, humans
     return {"judge": judge, "rater": rater, "rater_kind": kind, "condition": condition, "dataset": dataset,
             "humans": humans, "n": n, "n_users": int(tables.shape[0]), "kappa": kappa.value,
             "kappa_ci": ci_list(kappa), **robust.panel_fields(tables, level=level)}
+
+
+def pairwise_per_label(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
+                       anchor_group: str | None = None,
+                       metric: str = "kappa", levels: npt.ArrayLike | None = None) -> Any:
+    """:func:`personagap.analysis.pairwise.pairwise_agreement` per label: an item x rater grid, each pair's tables.
+
+    The per-label twin of the package's one count path (:func:`~personagap.analysis.pairwise.pairwise_from_counts`,
+    which ``pairwise_agreement`` counts its frame for), kept as the oracle it is compared with.
+
+    Args:
+        labels: Long frame with columns ``item_id``, ``rater``, ``label``, ``cluster``
+            (one row per rater and item; failures already removed).
+        groups: Rater -> group name (e.g. 'human', 'llm'); raters not listed are ignored.
+        min_overlap: Pairs sharing fewer items are left out (NaN in the matrix).
+        anchor_group: Score only pairs with at least one rater of this group (e.g. 'human' when only
+            human–human and human–judge kappas are needed); other pairs get an overlap but no kappa.
+        metric: The registered table metric every pair is scored by (``weighted_kappa`` on ordinal scales;
+            the fields keep the name ``kappa``). Its tables' categories are the label codes in order, so an
+            ordinal metric needs labels coded in the scale's order (integer codes ``0..K-1``).
+        levels: The ordinal levels' values (one per code), for metrics that read them.
+
+    Returns:
+        The matrices and group summaries (a :class:`~personagap.analysis.pairwise.PairwiseResult`).
+    """
+    from itertools import combinations
+
+    from personagap.analysis.agreement import encode, get_metric, indexed_tables
+    from personagap.analysis.pairwise import GroupAgreement, PairwiseResult, mean_pair_estimate
+
+    score = get_metric(metric)
+    frame = labels[labels["rater"].isin(list(groups))]
+    raters = sorted(frame["rater"].unique(), key=lambda r: (groups[r], r))
+    # Integer codes and one numpy item x rater array instead of a pandas pivot: same items (sorted), same
+    # raters, same first-seen cluster per item, at a fraction of the cost on hundreds of thousands of labels.
+    item_index, items = pd.factorize(frame["item_id"], sort=True)
+    rater_index, rater_names = pd.factorize(frame["rater"], sort=True)
+    cell = item_index.astype(np.int64) * max(len(rater_names), 1) + rater_index
+    if cell.size and np.bincount(cell).max() > 1:
+        raise ValueError("labels hold more than one label per (item_id, rater)")
+    if pd.api.types.is_integer_dtype(frame["label"]):  # already coded (fast path for large frames)
+        codes = frame["label"].to_numpy(dtype=np.int64)
+        n_classes = max(int(codes.max()) + 1 if codes.size else 1, 1, 0 if levels is None else np.size(levels))
+    else:
+        (codes,), categories = encode(frame["label"].to_numpy())
+        n_classes = max(len(categories), 1)
+    grid = np.full((len(items), len(rater_names)), -1, dtype=np.int64)  # -1: the rater did not label the item
+    grid[item_index, rater_index] = codes
+    column = {r: i for i, r in enumerate(rater_names)}
+    _, first_row = np.unique(item_index, return_index=True)
+    cluster_ids, cluster_index = np.unique(frame["cluster"].to_numpy()[first_row], return_inverse=True)
+
+    matrix = pd.DataFrame(np.nan, index=raters, columns=raters)
+    overlap = pd.DataFrame(0, index=raters, columns=raters)
+    per_type: dict[str, list[tuple[Any, Any]]] = {}
+    pair_tables: dict[tuple[Any, Any], FloatArray] = {}
+    users_of: dict[str, set[int]] = {}
+    pair_points: dict[tuple[Any, Any], tuple[float, int]] = {}
+    scored: list[tuple[Any, Any, FloatArray, float, int]] = []
+    for a in raters:
+        matrix.loc[a, a] = 1.0
+        overlap.loc[a, a] = int((grid[:, column[a]] >= 0).sum())
+    for a, b in combinations(raters, 2):
+        col_a, col_b = grid[:, column[a]], grid[:, column[b]]
+        mask = (col_a >= 0) & (col_b >= 0)
+        n = int(mask.sum())
+        overlap.loc[a, b] = overlap.loc[b, a] = n
+        if n < min_overlap or (anchor_group is not None and anchor_group not in (groups[a], groups[b])):
+            continue
+        tables = indexed_tables(col_a[mask], col_b[mask], cluster_index[mask], len(cluster_ids), n_classes)
+        point = float(score.on(tables.sum(axis=0), levels))
+        matrix.loc[a, b] = matrix.loc[b, a] = point
+        scored.append((a, b, tables, point, n))
+        kind = "–".join(sorted((groups[a], groups[b])))
+        users_of.setdefault(kind, set()).update(
+            np.flatnonzero(np.bincount(cluster_index[mask], minlength=len(cluster_ids))).tolist())
+    for a, b, tables, point, n in scored:
+        key = (a, b) if a <= b else (b, a)
+        pair_tables[key], pair_points[key] = tables, (point, n)
+        per_type.setdefault("–".join(sorted((groups[a], groups[b]))), []).append(key)
+    result = PairwiseResult(matrix=matrix, overlap=overlap, groups={}, tables=pair_tables, points=pair_points,
+                            n_clusters=len(cluster_ids))
+    for kind, keys in sorted(per_type.items()):
+        result.groups[kind] = GroupAgreement(
+            mean_kappa=mean_pair_estimate(result, keys, metric=metric, levels=levels), n_pairs=len(keys),
+            n_items=int(sum(pair_points[k][1] for k in keys)), n_users=len(users_of[kind]))
+    return result
