@@ -111,7 +111,8 @@ def judge_confidence(con: duckdb.DuckDBPyConnection, stage: str, *, dataset: str
                                calibration=None, coverage_curve=(), threshold=None, labels=int(gap["labels"]),
                                with_confidence=int(gap["with_confidence"]),
                                confidence_failures=int(gap["confidence_failures"]))
-        stated = sorted(set(rows["confidence_scale"].astype(str)))
+        # The distinct scales, not a Python string per count row (5 * 10^6 rows a judge at 10^7 labels).
+        stated = sorted({str(v) for v in rows["confidence_scale"].astype(str).unique()})
         if len(stated) > 1:
             out.append(replace(base, note=f"confidences on several scales ({', '.join(stated)}): not comparable, "
                                           "so no calibration or curve"))
