@@ -255,6 +255,18 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
+def _units(seed: object, items: Sequence[str]) -> npt.NDArray[np.float64]:
+    """:func:`_unit` of ``(seed, item)`` for every item: one hash per item from a copy of the seed's prefix."""
+    prefix = hashlib.blake2b(f"{seed}\x1f".encode(), digest_size=8)
+    digests = bytearray()
+    for item in items:
+        h = prefix.copy()
+        h.update(str(item).encode())
+        digests += h.digest()
+    # uint64 -> float64 rounds to nearest like int / 2**64; the division by a power of two is exact.
+    return np.frombuffer(bytes(digests), dtype=">u8").astype(np.float64) / 2**64
+
+
 def _certainty(meta: Any) -> float | None:
     # A judge's stated certainty, on whatever scale it used (0-1, 1-5, 0-100, as a number or numeric text).
     if not isinstance(meta, str) or not meta:
@@ -281,21 +293,21 @@ def _certainty(meta: Any) -> float | None:
 
 
 def _modal(labels: pd.DataFrame) -> pd.DataFrame:
-    """Per item (index ``item_id``, sorted): its most common ``label`` and that label's ``share`` of its labels.
+    """Per item (index ``item_id``, sorted): its most common ``label``, its count ``top``, ``total``, ``share``.
 
-    A tie goes to the label that comes first in ``labels``' row order (what ``value_counts`` keeps). Vectorised
-    over integer codes: never a Python call per item (10^6 items at 10^7 labels).
+    A tie goes to the label that sorts first (code-point order, as the store's SQL sorts text): the result does
+    not depend on row order. Vectorised over integer codes: never a Python call per item.
     """
     item_codes, item_names = pd.factorize(labels["item_id"], sort=True)
-    label_codes, label_names = pd.factorize(labels["label"])
+    label_codes, label_names = pd.factorize(labels["label"].astype(str), sort=True)
     width = max(len(label_names), 1)
-    pairs, first, n = np.unique(item_codes.astype(np.int64) * width + label_codes, return_index=True,
-                                return_counts=True)
+    pairs, n = np.unique(item_codes.astype(np.int64) * width + label_codes, return_counts=True)
     item, label = pairs // width, pairs % width
-    total = np.bincount(item, weights=n, minlength=len(item_names))
-    order = np.lexsort((first, -n, item))  # per item: the most labels first, then the first seen
+    total = np.bincount(item, weights=n, minlength=len(item_names)).astype(np.int64)
+    order = np.lexsort((label, -n, item))  # per item: the most labels first, then the label sorting first
     top = order[np.r_[True, item[order][1:] != item[order][:-1]]]
     return pd.DataFrame({"label": np.asarray(label_names, dtype=object)[label[top]].astype(str),
+                         "top": n[top].astype(np.int64), "total": total[item[top]],
                          "share": n[top] / total[item[top]]},
                         index=pd.Index(np.asarray(item_names, dtype=object)[item[top]], name="item_id"))
 
@@ -307,6 +319,79 @@ def _certainties(meta: pd.Series) -> npt.NDArray[np.float64]:
     return np.asarray(values[codes], dtype=np.float64)
 
 
+def _pct_ranks(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """``Series.rank(pct=True)`` of a multiset given as distinct ``values`` (no NaN) with ``counts``.
+
+    The average rank of a value is the count below it plus (its count + 1) / 2, over the multiset's size.
+    """
+    order = np.argsort(values, kind="stable")
+    v, n = values[order], counts[order]
+    distinct, inverse = np.unique(v, return_inverse=True)
+    per = np.bincount(inverse, weights=n).astype(np.int64)
+    below = np.concatenate([[0], np.cumsum(per)[:-1]])
+    pct = (below + (per + 1) / 2) / per.sum()
+    return np.asarray(pct[np.searchsorted(distinct, values)], dtype=np.float64)
+
+
+def _text_or_none(values: pd.Series) -> pd.Series:
+    values = values.astype(object)
+    return values.where(values.notna(), None)
+
+
+def item_scores(judge_labels: pd.DataFrame, best_judge: str | None) -> pd.DataFrame:
+    """The per-item counts every queue order reads, from per-label rows (the oracle of :func:`queue_scores`).
+
+    Columns as :data:`personagap.store.annotate_queue.SCORE_COLUMNS` plus ``certainty`` (the mean percentile
+    rank of the best judge's stated certainties among its own answers; NaN where it states none), one row per
+    item with a comparable judge label, sorted by ``item_id``.
+    """
+    labels = judge_labels[judge_labels["label"].notna()] if not judge_labels.empty else judge_labels
+    if labels.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("item_id", "best_label") else np.int64)
+                             for c in queue_store.SCORE_COLUMNS}).assign(certainty=pd.Series(dtype=float))
+    every = _modal(labels)
+    scores = pd.DataFrame({"total": every["total"], "top": every["top"]}, index=every.index)
+    best = labels[labels["rater"] == best_judge] if best_judge else labels.iloc[0:0]
+    best_top = _modal(best) if not best.empty else pd.DataFrame({"label": [], "top": [], "total": []})
+    scores["best_n"] = best_top["total"].reindex(scores.index).fillna(0).astype(np.int64)
+    scores["best_top"] = best_top["top"].reindex(scores.index).fillna(0).astype(np.int64)
+    scores["best_label"] = _text_or_none(best_top["label"].reindex(scores.index))
+    others = labels[labels["rater"] != best_judge] if best_judge else labels
+    others = others.assign(best=others["item_id"].map(best_top["label"])).dropna(subset=["best"])
+    grouped = (others["label"] != others["best"]).groupby(others["item_id"])
+    scores["other_n"] = grouped.size().reindex(scores.index).fillna(0).astype(np.int64)
+    scores["other_diff"] = grouped.sum().reindex(scores.index).fillna(0).astype(np.int64)
+    certainty = pd.Series(dtype=float)
+    if not best.empty and "meta" in best:
+        values = best.assign(c=_certainties(best["meta"])).dropna(subset=["c"])
+        # Percentile rank within the judge's own answers: comparable whatever scale the judge used.
+        values["c"] = values["c"].rank(pct=True)
+        certainty = values.groupby("item_id")["c"].mean()
+    scores["certainty"] = certainty.reindex(scores.index).astype(float)
+    return scores.rename_axis("item_id").reset_index()
+
+
+def queue_scores(db: str | Path, stage: str, dataset: str, best_judge: str | None) -> pd.DataFrame:
+    """:func:`item_scores` counted in SQL, for every item of the stage and dataset (unlabelled ones count 0).
+
+    Only the distinct meta texts of the best judge pass through Python (for :func:`_certainty`); their percentile
+    ranks are computed from their counts and averaged per item in SQL.
+    """
+    with read_only(db) as con:
+        values = None
+        if best_judge:
+            metas = queue_store.best_judge_metas(con, stage, dataset, best_judge)
+            metas["value"] = _certainties(metas["meta"])
+            metas = metas.dropna(subset=["value"])
+            if not metas.empty:
+                metas["value"] = _pct_ranks(metas["value"].to_numpy(dtype=float), metas["n"].to_numpy(np.int64))
+                values = metas[["meta", "value"]].reset_index(drop=True)
+        scores = queue_store.queue_item_scores(con, stage, dataset, best_judge or "", values)
+    scores["best_label"] = _text_or_none(scores["best_label"])
+    scores["certainty"] = scores["certainty"].astype(float)
+    return scores
+
+
 def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, *, best_judge: str | None = None,
                 seed: int = 0, routed: Sequence[str] | None = None,
                 audit: Sequence[str] | None = None) -> pd.DataFrame:
@@ -315,60 +400,56 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
     Args:
         items: Every item id of the chosen stage and dataset.
         judge_labels: Comparable judge labels on them: ``item_id``, ``rater``, ``label`` (parsed only) and
-            optionally ``meta`` (JSON text; a numeric ``confidence``/``certainty``/``probability`` is used).
+            optionally ``meta`` (JSON text; a numeric ``confidence``/``certainty``/``probability`` is used); or
+            their per-item counts (:func:`item_scores`, :func:`queue_scores` -- of the same ``best_judge``).
         order: ``disagreement``: share of judge labels that differ from the item's most common judge label,
             highest first. ``uncertain``: the best judge's stored certainty (as a percentile rank among its own
             answers, so any scale works), lowest first; without one, how
             inconsistent the best judge is across its conditions (orders, with/without profile), then how many
-            other judges contradict it. ``random``: a seeded random order stratified by the best judge's label
-            (every stratum interleaved in proportion to its size, so each prefix is a stratified sample).
+            other judges contradict its most common label. ``random``: a seeded random order stratified by the
+            best judge's most common label (a tie: the label sorting first; every stratum interleaved in
+            proportion to its size, so each prefix is a stratified sample).
             ``routed``: only the ``routed`` items, in a seeded random order -- so the routed items people have
             labelled at any point are a random sample of them, which the routed estimate's correction assumes
             (:mod:`personagap.analysis.routing`).
-        best_judge: The judge with the highest agreement with humans on this dataset (``uncertain``/``random``).
-        seed: Seed of the random order and of every tie-break.
             ``audit``: only the ``audit`` items, in their draw order (the draw is a random permutation of the kept
             items, so every prefix people have labelled is a simple random sample of them, which the audited
             human rate assumes).
+        best_judge: The judge with the highest agreement with humans on this dataset (``uncertain``/``random``).
+        seed: Seed of the random order and of every tie-break.
         routed: The item ids the stored routing decision left to people (:func:`routed_items`; ``routed`` only).
         audit: The stored audit draw's item ids in draw order (:func:`audit_items`; ``audit`` only).
 
     Returns:
         One row per item, in queue order: ``item_id``, ``score`` (what the order sorts by), ``stratum``, ``rank``.
     """
-    frame = pd.DataFrame({"item_id": list(dict.fromkeys(items))})
-    frame["tie"] = [_unit(seed, i) for i in frame["item_id"]]
+    unique = list(dict.fromkeys(items))
+    frame = pd.DataFrame({"item_id": unique, "tie": _units(seed, unique)})
     frame["stratum"] = ""
-    labels = judge_labels[judge_labels["label"].notna()] if not judge_labels.empty else judge_labels
-    best = labels[labels["rater"] == best_judge] if best_judge and not labels.empty else labels.iloc[0:0]
-    best_top = _modal(best) if not best.empty else pd.DataFrame({"label": [], "share": []})
-    best_modal = best_top["label"]
+    scores = judge_labels if "total" in judge_labels else item_scores(judge_labels, best_judge)
+    scores = scores.set_index("item_id")
+    if not scores.index.equals(pd.Index(unique)):  # (the store's scores come in the items' order: no lookup)
+        scores = scores.reindex(pd.Index(unique))
+    total = scores["total"].fillna(0).to_numpy(dtype=float)
+    best_n = scores["best_n"].fillna(0).to_numpy(dtype=float)
+    has_best = best_n > 0
     if order == "disagreement":
-        if labels.empty:
+        if not (total > 0).any():
             frame["score"] = 0.0
         else:
-            share = 1.0 - _modal(labels)["share"]
-            frame["score"] = frame["item_id"].map(share).fillna(-1.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = 1.0 - scores["top"].to_numpy(dtype=float) / total
+            frame["score"] = np.where(total > 0, share, -1.0)
         frame = frame.sort_values(["score", "tie"], ascending=[False, True])
     elif order == "uncertain":
-        certainty = pd.Series(dtype=float)
-        if not best.empty and "meta" in best:
-            values = best.assign(c=_certainties(best["meta"])).dropna(subset=["c"])
-            # Percentile rank within the judge's own answers: comparable whatever scale the judge used.
-            values["c"] = values["c"].rank(pct=True)
-            certainty = values.groupby("item_id")["c"].mean()
-        inconsistency = 1.0 - best_top["share"] if not best_modal.empty else pd.Series(dtype=float)
-        contradicted = pd.Series(dtype=float)
-        if not best_modal.empty:
-            others = labels[labels["rater"] != best_judge].copy()
-            others["best"] = others["item_id"].map(best_modal)
-            others = others.dropna(subset=["best"])
-            if not others.empty:
-                contradicted = (others["label"] != others["best"]).groupby(others["item_id"]).mean()
-        # (a map, not isin: isin of 10^6 Arrow strings builds a Python scalar per value)
-        has_best = frame["item_id"].map(best_top["share"]).notna()
-        frame["score"] = (1.0 - frame["item_id"].map(certainty)).fillna(frame["item_id"].map(inconsistency))
-        frame["second"] = frame["item_id"].map(contradicted).fillna(0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inconsistency = np.where(has_best, 1.0 - scores["best_top"].to_numpy(dtype=float) / best_n, np.nan)
+            other_n = scores["other_n"].fillna(0).to_numpy(dtype=float)
+            contradicted = np.where(has_best & (other_n > 0),
+                                    scores["other_diff"].to_numpy(dtype=float) / other_n, 0.0)
+        certainty = np.where(has_best, scores["certainty"].to_numpy(dtype=float), np.nan)
+        frame["score"] = pd.Series(1.0 - certainty).fillna(pd.Series(inconsistency)).to_numpy()
+        frame["second"] = contradicted
         frame["has_best"] = has_best
         frame = frame.sort_values(["has_best", "score", "second", "tie"], ascending=[False, False, False, True])
         frame["score"] = frame["score"].fillna(0.0)
@@ -385,8 +466,9 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
         frame = frame[frame["item_id"].map(dict.fromkeys(audit, True)).notna()]
         frame = frame.assign(score=frame["item_id"].map(position).astype(float)).sort_values("score")
     elif order == "random":
-        frame["stratum"] = frame["item_id"].map(best_modal).fillna("(no label)").astype(str) \
-            if not best_modal.empty else "(all)"
+        frame["stratum"] = np.where(has_best, scores["best_label"].to_numpy(dtype=object), "(no label)") \
+            if has_best.any() else "(all)"
+        frame["stratum"] = frame["stratum"].astype(str)
         frame = frame.sort_values(["stratum", "tie"])
         size = frame.groupby("stratum")["item_id"].transform("size")
         position = frame.groupby("stratum").cumcount()
@@ -402,14 +484,17 @@ def order_items(items: Sequence[str], judge_labels: pd.DataFrame, order: Order, 
 
 def queue_inputs(db: str | Path, stage: str, dataset: str, *,
                  meta_of: str | None = None) -> tuple[list[str], pd.DataFrame]:
-    """Every item id of a stage and dataset, and the comparable judge labels on them (one read-only batch).
+    """Every item id of a stage and dataset, and what :func:`order_items` orders them by.
 
-    ``meta_of``: keep the meta of that judge's labels only (the best judge's, all :func:`order_items` reads);
-    None: every label's.
+    ``meta_of``: the best judge (``""``: none): the per-item counts of :func:`queue_scores`, counted in SQL (what
+    the Annotate page reads); None: every comparable judge label with its meta (per-label rows, for tests).
     """
+    if meta_of is not None:
+        scores = queue_scores(db, stage, dataset, meta_of or None)
+        return scores["item_id"].tolist(), scores
     with read_only(db) as con:
         return (queue_store.stage_items(con, stage, dataset),
-                queue_store.queue_judge_labels(con, stage, dataset, meta_of=meta_of))
+                queue_store.queue_judge_labels(con, stage, dataset))
 
 
 def route_decision(db: str | Path, stage: str, dataset: str) -> dict[str, Any] | None:

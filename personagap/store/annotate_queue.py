@@ -88,3 +88,71 @@ def write_annotations(con: duckdb.DuckDBPyConnection, runs: Sequence[Run], label
         with contextlib.suppress(duckdb.Error):
             con.execute("ROLLBACK")
         raise
+
+
+#: Per-item columns of :func:`queue_item_scores` (every count an int; ``best_label`` None where the judge has none).
+SCORE_COLUMNS = ("item_id", "total", "top", "best_n", "best_top", "best_label", "other_n", "other_diff")
+
+
+def queue_item_scores(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, best_judge: str,
+                      meta_values: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per item of a stage and dataset (every one, sorted by ``item_id``), the counts every queue order reads.
+
+    ``total``: its comparable judge labels; ``top``: the count of its most common label; ``best_n``,
+    ``best_top``: the same of ``best_judge``'s labels; ``best_label``: that judge's most common label, a tie going
+    to the label that sorts first (byte order); ``other_n``, ``other_diff``: the other judges' labels on items the
+    best judge labelled, and how many of them differ from ``best_label``; ``certainty``: the mean ``value`` of
+    the best judge's labels whose meta text is in ``meta_values`` (``meta``, ``value``; NULL where none is).
+    """
+    values = meta_values if meta_values is not None else pd.DataFrame(
+        {"meta": pd.Series(dtype=object), "value": pd.Series(dtype=float)})
+    con.register("_meta_values", values)
+    try:
+        return cast(pd.DataFrame, con.execute(f"""
+            WITH per AS (
+                SELECT l.item_id, l.label, count(*) AS n, count(*) FILTER (WHERE l.rater = ?) AS nb
+                FROM labels l JOIN items i USING (item_id)
+                WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND {comparable_judge_sql('l')}
+                GROUP BY ALL
+            ),
+            ranked AS (
+                SELECT *, row_number() OVER (PARTITION BY item_id ORDER BY nb DESC, label) AS k FROM per
+            ),
+            counted AS (
+                SELECT item_id, sum(n)::BIGINT AS total, max(n)::BIGINT AS top, sum(nb)::BIGINT AS best_n,
+                       max(nb)::BIGINT AS best_top, max(label) FILTER (WHERE k = 1 AND nb > 0) AS best_label,
+                       sum(n - nb)::BIGINT AS others, sum(n - nb) FILTER (WHERE k = 1)::BIGINT AS others_same
+                FROM ranked GROUP BY item_id
+            ),
+            e AS (
+                SELECT item_id, total, top, best_n, best_top, best_label,
+                       CASE WHEN best_n > 0 THEN others ELSE 0 END AS other_n,
+                       CASE WHEN best_n > 0 THEN others - others_same ELSE 0 END AS other_diff
+                FROM counted
+            ),
+            c AS (
+                SELECT l.item_id, avg(v.value) AS certainty
+                FROM labels l JOIN items i USING (item_id) JOIN _meta_values v ON CAST(l.meta AS TEXT) = v.meta
+                WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND l.rater = ?
+                  AND {comparable_judge_sql('l')}
+                GROUP BY l.item_id
+            )
+            SELECT i.item_id, coalesce(e.total, 0)::BIGINT AS total, coalesce(e.top, 0)::BIGINT AS top,
+                   coalesce(e.best_n, 0)::BIGINT AS best_n, coalesce(e.best_top, 0)::BIGINT AS best_top,
+                   e.best_label, coalesce(e.other_n, 0)::BIGINT AS other_n,
+                   coalesce(e.other_diff, 0)::BIGINT AS other_diff, c.certainty::DOUBLE AS certainty
+            FROM items i LEFT JOIN e USING (item_id) LEFT JOIN c USING (item_id)
+            WHERE i.stage = ? AND i.dataset = ?
+            ORDER BY i.item_id
+        """, [best_judge, stage, dataset, stage, dataset, best_judge, stage, dataset]).df())
+    finally:
+        con.unregister("_meta_values")
+
+
+def best_judge_metas(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, best_judge: str) -> pd.DataFrame:
+    """The distinct meta texts of a judge's comparable labels on a stage and dataset (``meta``), with ``n`` labels."""
+    return cast(pd.DataFrame, con.execute(f"""
+        SELECT CAST(l.meta AS TEXT) AS meta, count(*) AS n FROM labels l JOIN items i USING (item_id)
+        WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND l.rater = ? AND {comparable_judge_sql('l')}
+        GROUP BY ALL
+    """, [stage, dataset, best_judge]).df())
