@@ -4,8 +4,8 @@ The output contract of issue 23 for ``report STAGE --json`` judge rows: :func:`j
 (dataset, judge display name -- :func:`personagap.analysis.comparable.judge_display`, the key every report joins
 judge rows by), the entries to merge into that row: ``calibration`` (:mod:`personagap.analysis.calibration`),
 ``coverage_curve`` and ``threshold`` (:mod:`personagap.analysis.coverage`), plus what was left out. Computed from
-the per-(judge, user, confidence) counts DuckDB builds (:func:`personagap.store.confidence.confidence_counts`),
-never from per-label frames.
+the per-(judge, user, confidence) counts DuckDB builds (:func:`personagap.store.confidence.confidence_counts`,
+read a judge at a time), never from per-label frames.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from personagap.analysis.comparable import judge_display
 from personagap.analysis.coverage import CoveragePoint, Target, ThresholdChoice, choose_threshold, coverage_curve
 from personagap.confidence import UNSTATED
 from personagap.datasets import dataset_records
-from personagap.store.confidence import any_confidence, confidence_counts, confidence_gaps
+from personagap.store.confidence import any_confidence, confidence_counts_by_judge, confidence_gaps
 
 _JUDGE = ["dataset", "rater", "rater_kind", "condition"]
 
@@ -100,12 +100,12 @@ def judge_confidence(con: duckdb.DuckDBPyConnection, stage: str, *, dataset: str
     """
     if not any_confidence(con):
         return []
-    counts = confidence_counts(con, stage, dataset)
+    counts = confidence_counts_by_judge(con, stage, dataset)
     gaps = confidence_gaps(con, stage, dataset).set_index(_JUDGE)
     scales = {ds: rec.scale for (st, ds), rec in dataset_records(con).items() if st == stage}
     out = []
-    for key, rows in counts.groupby(_JUDGE, sort=True):
-        ds, rater, kind, condition = (str(k) for k in key)
+    for key, rows in counts:
+        ds, rater, kind, condition = key
         gap = gaps.loc[key]
         base = JudgeConfidence(dataset=ds, rater=rater, rater_kind=kind, condition=condition, confidence_scale=None,
                                calibration=None, coverage_curve=(), threshold=None, labels=int(gap["labels"]),

@@ -136,3 +136,19 @@ def test_user_split_is_deterministic_and_blind_to_order() -> None:
     assert split_users(list(reversed(users))) == (choose, report)
     assert set(choose).isdisjoint(report) and set(choose) | set(report) == set(users)
     assert 60 < len(choose) < 140  # a hash splits about in half
+
+
+def test_counts_read_a_judge_at_a_time_are_the_grouped_counts(prism_db: Path) -> None:
+    from personagap.store.confidence import confidence_counts_by_judge
+
+    with opened(prism_db, read_only=True) as con:
+        whole = confidence_counts(con, "response")
+        by_judge = confidence_counts_by_judge(con, "response")
+        # The temporary table is gone and the memory limit reset.
+        assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = '_pg_confidence_counts'"
+                           ).fetchall() == [(0,)]
+    grouped = list(whole.groupby(["dataset", "rater", "rater_kind", "condition"], sort=True))
+    assert len(by_judge) == len(grouped) > 1
+    for (key, rows), (gkey, grows) in zip(by_judge, grouped, strict=True):
+        assert key == tuple(str(k) for k in gkey)
+        pd.testing.assert_frame_equal(rows, grows.reset_index(drop=True))

@@ -109,7 +109,7 @@ def test_a_store_without_any_confidence_skips_the_counts_and_one_with_a_failed_o
     con.execute("""INSERT INTO labels VALUES (NULL), ('{"note": "no confidence here"}')""")
     assert any_confidence(con) is False
     counted: list[str] = []
-    monkeypatch.setattr(confidence_report, "confidence_counts", lambda *a, **k: counted.append("counts"))
+    monkeypatch.setattr(confidence_report, "confidence_counts_by_judge", lambda *a, **k: counted.append("counts"))
     assert confidence_report.judge_confidence(con, "response") == []
     assert counted == []  # the early-out is what returned, not an empty count
     # A confidence that failed to parse still makes a judge's entry (its failures are counted), so it counts.
