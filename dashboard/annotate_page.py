@@ -19,10 +19,15 @@ from personagap.store import StoreError
 FLUSH_EVERY_SECONDS = 2.0
 
 
+@st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Counting the judges' labels…")
+def _queue_inputs(db: str, stage: str, dataset: str, best: str | None) -> tuple[list[str], pd.DataFrame]:
+    # The per-item counts every order reads (SQL), once for all orders; "" names no judge.
+    return annotate.queue_inputs(db, stage, dataset, meta_of=best or "")
+
+
 @st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Ordering the queue…")
 def _queue(db: str, stage: str, dataset: str, order: str, seed: int, best: str | None) -> pd.DataFrame:
-    # Only the best judge's certainty is read (order "uncertain"); "" names no judge.
-    items, judge_labels = annotate.queue_inputs(db, stage, dataset, meta_of=best or "")
+    items, judge_labels = _queue_inputs(db, stage, dataset, best)
     routed = annotate.routed_items(db, stage, dataset) if order == "routed" else None
     audit = annotate.audit_items(db, stage, dataset) if order == "audit" else None
     return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed,  # type: ignore[arg-type]
