@@ -319,18 +319,26 @@ def _certainties(meta: pd.Series) -> npt.NDArray[np.float64]:
     return np.asarray(values[codes], dtype=np.float64)
 
 
-def _pct_ranks(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """``Series.rank(pct=True)`` of a multiset given as distinct ``values`` (no NaN) with ``counts``.
+def _twice_ranks(values: npt.NDArray[np.float64], counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Twice ``Series.rank()`` (an integer) of a multiset given as ``values`` (no NaN) with ``counts``.
 
-    The average rank of a value is the count below it plus (its count + 1) / 2, over the multiset's size.
+    Twice the count below a value, plus its count, plus one.
     """
-    order = np.argsort(values, kind="stable")
-    v, n = values[order], counts[order]
-    distinct, inverse = np.unique(v, return_inverse=True)
-    per = np.bincount(inverse, weights=n).astype(np.int64)
-    below = np.concatenate([[0], np.cumsum(per)[:-1]])
-    pct = (below + (per + 1) / 2) / per.sum()
-    return np.asarray(pct[np.searchsorted(distinct, values)], dtype=np.float64)
+    distinct, inverse = np.unique(values, return_inverse=True)
+    per = np.bincount(inverse, weights=counts).astype(np.int64)
+    below = np.concatenate([[0], np.cumsum(per)[:-1]]).astype(np.int64)
+    return np.asarray((2 * below + per + 1)[inverse], dtype=np.int64)
+
+
+def _mean_rank(twice_sum: Any, n: Any, ranked: int) -> npt.NDArray[np.float64]:
+    """The mean percentile rank of ``n`` answers whose twice-ranks sum to ``twice_sum`` among ``ranked`` answers.
+
+    One division of integers (exact below 2**53), so it does not depend on the order the ranks are summed in
+    (NaN where ``n`` is 0).
+    """
+    twice, count = np.asarray(twice_sum, dtype=np.int64), np.asarray(n, dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(count > 0, twice / (2 * ranked * count), np.nan)
 
 
 def _text_or_none(values: pd.Series) -> pd.Series:
@@ -342,7 +350,8 @@ def item_scores(judge_labels: pd.DataFrame, best_judge: str | None) -> pd.DataFr
     """The per-item counts every queue order reads, from per-label rows (the oracle of :func:`queue_scores`).
 
     Columns as :data:`personagap.store.annotate_queue.SCORE_COLUMNS` plus ``certainty`` (the mean percentile
-    rank of the best judge's stated certainties among its own answers; NaN where it states none), one row per
+    rank of the best judge's stated certainties among its own answers, :func:`_mean_rank`; NaN where it states
+    none), one row per
     item with a comparable judge label, sorted by ``item_id``.
     """
     labels = judge_labels[judge_labels["label"].notna()] if not judge_labels.empty else judge_labels
@@ -361,34 +370,37 @@ def item_scores(judge_labels: pd.DataFrame, best_judge: str | None) -> pd.DataFr
     grouped = (others["label"] != others["best"]).groupby(others["item_id"])
     scores["other_n"] = grouped.size().reindex(scores.index).fillna(0).astype(np.int64)
     scores["other_diff"] = grouped.sum().reindex(scores.index).fillna(0).astype(np.int64)
-    certainty = pd.Series(dtype=float)
+    scores["certainty"] = np.nan
     if not best.empty and "meta" in best:
         values = best.assign(c=_certainties(best["meta"])).dropna(subset=["c"])
-        # Percentile rank within the judge's own answers: comparable whatever scale the judge used.
-        values["c"] = values["c"].rank(pct=True)
-        certainty = values.groupby("item_id")["c"].mean()
-    scores["certainty"] = certainty.reindex(scores.index).astype(float)
+        if not values.empty:
+            # Percentile rank within the judge's own answers: comparable whatever scale the judge used.
+            values["c"] = (values["c"].rank() * 2).astype(np.int64)
+            grouped = values.groupby("item_id")["c"]
+            twice, n = grouped.sum().reindex(scores.index), grouped.size().reindex(scores.index)
+            scores["certainty"] = _mean_rank(twice.fillna(0), n.fillna(0), len(values))
     return scores.rename_axis("item_id").reset_index()
 
 
 def queue_scores(db: str | Path, stage: str, dataset: str, best_judge: str | None) -> pd.DataFrame:
     """:func:`item_scores` counted in SQL, for every item of the stage and dataset (unlabelled ones count 0).
 
-    Only the distinct meta texts of the best judge pass through Python (for :func:`_certainty`); their percentile
-    ranks are computed from their counts and averaged per item in SQL.
+    Only the distinct meta texts of the best judge pass through Python (for :func:`_certainty`); their ranks are
+    computed from their counts (:func:`_twice_ranks`) and summed per item in SQL.
     """
     with read_only(db) as con:
-        values = None
+        values, ranked = None, 0
         if best_judge:
             metas = queue_store.best_judge_metas(con, stage, dataset, best_judge)
             metas["value"] = _certainties(metas["meta"])
             metas = metas.dropna(subset=["value"])
             if not metas.empty:
-                metas["value"] = _pct_ranks(metas["value"].to_numpy(dtype=float), metas["n"].to_numpy(np.int64))
+                ranked = int(metas["n"].sum())
+                metas["value"] = _twice_ranks(metas["value"].to_numpy(dtype=float), metas["n"].to_numpy(np.int64))
                 values = metas[["meta", "value"]].reset_index(drop=True)
         scores = queue_store.queue_item_scores(con, stage, dataset, best_judge or "", values)
     scores["best_label"] = _text_or_none(scores["best_label"])
-    scores["certainty"] = scores["certainty"].astype(float)
+    scores["certainty"] = _mean_rank(scores.pop("value_sum"), scores.pop("value_n"), ranked)
     return scores
 
 

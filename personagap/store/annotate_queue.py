@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from personagap.analysis.comparable import comparable_judge_sql
@@ -101,11 +102,12 @@ def queue_item_scores(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, 
     ``total``: its comparable judge labels; ``top``: the count of its most common label; ``best_n``,
     ``best_top``: the same of ``best_judge``'s labels; ``best_label``: that judge's most common label, a tie going
     to the label that sorts first (byte order); ``other_n``, ``other_diff``: the other judges' labels on items the
-    best judge labelled, and how many of them differ from ``best_label``; ``certainty``: the mean ``value`` of
-    the best judge's labels whose meta text is in ``meta_values`` (``meta``, ``value``; NULL where none is).
+    best judge labelled, and how many of them differ from ``best_label``; ``value_sum``, ``value_n``: the sum
+    and the number of the integer ``value`` of the best judge's labels whose meta text is in ``meta_values``
+    (``meta``, ``value``; 0 where none is).
     """
     values = meta_values if meta_values is not None else pd.DataFrame(
-        {"meta": pd.Series(dtype=object), "value": pd.Series(dtype=float)})
+        {"meta": pd.Series(dtype=object), "value": pd.Series(dtype=np.int64)})
     con.register("_meta_values", values)
     try:
         return cast(pd.DataFrame, con.execute(f"""
@@ -131,7 +133,7 @@ def queue_item_scores(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, 
                 FROM counted
             ),
             c AS (
-                SELECT l.item_id, avg(v.value) AS certainty
+                SELECT l.item_id, sum(v.value)::BIGINT AS value_sum, count(*)::BIGINT AS value_n
                 FROM labels l JOIN items i USING (item_id) JOIN _meta_values v ON CAST(l.meta AS TEXT) = v.meta
                 WHERE i.stage = ? AND i.dataset = ? AND l.label IS NOT NULL AND l.rater = ?
                   AND {comparable_judge_sql('l')}
@@ -140,7 +142,8 @@ def queue_item_scores(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, 
             SELECT i.item_id, coalesce(e.total, 0)::BIGINT AS total, coalesce(e.top, 0)::BIGINT AS top,
                    coalesce(e.best_n, 0)::BIGINT AS best_n, coalesce(e.best_top, 0)::BIGINT AS best_top,
                    e.best_label, coalesce(e.other_n, 0)::BIGINT AS other_n,
-                   coalesce(e.other_diff, 0)::BIGINT AS other_diff, c.certainty::DOUBLE AS certainty
+                   coalesce(e.other_diff, 0)::BIGINT AS other_diff,
+                   coalesce(c.value_sum, 0)::BIGINT AS value_sum, coalesce(c.value_n, 0)::BIGINT AS value_n
             FROM items i LEFT JOIN e USING (item_id) LEFT JOIN c USING (item_id)
             WHERE i.stage = ? AND i.dataset = ?
             ORDER BY i.item_id

@@ -5,7 +5,6 @@ The best judge's most common label breaks a tie by the label sorting first, what
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +92,7 @@ def test_an_empty_dataset_and_the_certainty_ranks(tmp_path: Path):
         assert list(annotate.order_items(items, scores, order, best_judge="b")["item_id"]) == ["x1"]
     values = pd.Series([0.3, 0.1, 0.3, 0.9, 0.1, 0.3])
     distinct = values.value_counts()
-    pct = annotate._pct_ranks(distinct.index.to_numpy(float), distinct.to_numpy(np.int64))
-    assert dict(zip(distinct.index, pct, strict=True)) == values.rank(pct=True).groupby(values).first().to_dict()
-    assert json.dumps(sorted(pct.tolist()))  # plain floats
+    twice = annotate._twice_ranks(distinct.index.to_numpy(float), distinct.to_numpy(np.int64))
+    assert dict(zip(distinct.index, twice / 2, strict=True)) == values.rank().groupby(values).first().to_dict()
+    # The mean percentile rank is one division: the same whatever order the ranks come in.
+    assert annotate._mean_rank([7], [3], 6)[0] == 7 / 36 and np.isnan(annotate._mean_rank([0], [0], 6)[0])
