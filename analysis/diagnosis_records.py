@@ -58,7 +58,7 @@ class JudgeScore(PanelFields, OriginField):
     precision: float | None = None
     recall: float | None = None
     f1: float | None = None
-    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (left out of its CI).")
+    undefined_resamples: int = Field(default=0, description="Users whose leave-one-out kappa was undefined.")
 
     @property
     def metric(self) -> str:

@@ -75,7 +75,7 @@ class VerifierAgreement(PanelFields, WeightFields, OriginField):
     n_users: int = 0
     kappa: float
     kappa_ci: list[float]
-    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
+    undefined_resamples: int = Field(default=0, description="Users whose leave-one-out kappa was undefined.")
     accuracy: float
     accuracy_ci: list[float]
 

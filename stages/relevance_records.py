@@ -47,7 +47,7 @@ class JudgeAgreement(PanelFields, WeightFields, OriginField):
     unmatched: int = Field(description="Items the judge labelled that have no human label.")
     kappa: float
     kappa_ci: list[float]
-    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
+    undefined_resamples: int = Field(default=0, description="Users whose leave-one-out kappa was undefined.")
     over_selection: float | None = Field(default=None, description="Yes/no scales only (None otherwise).")
     over_selection_ci: list[float] | None = None
     human_yes_rate: float | None = Field(default=None, description="Yes/no scales only.")

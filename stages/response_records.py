@@ -65,7 +65,7 @@ class JudgeResult(PanelFields, WeightFields, OriginField):
                                                  description="Baseline 'always longer' on the same items.")
     swap_consistency: float | None = Field(default=None, description="Same verdict in both orders (needs +reversed).")
     swap_pairs: int = 0
-    undefined_resamples: int = Field(default=0, description="Resamples where kappa was undefined (not in its CI).")
+    undefined_resamples: int = Field(default=0, description="Users whose leave-one-out kappa was undefined.")
     by_group: dict[str, GroupAccuracy] = Field(default_factory=dict, description="'split=...'/'tier=...' -> accuracy.")
 
 

@@ -16,6 +16,7 @@ from typing import Literal, cast
 import duckdb
 import pandas as pd
 
+from personagap.store.atomic import transaction
 from personagap.store.writes import upsert, upsert_counted
 
 JuryRule = Literal["majority", "confidence"]
@@ -126,18 +127,14 @@ def write_jury(con: duckdb.DuckDBPyConnection, jurors: Sequence[tuple[str, str]]
     # DuckDB takes up to 80% of the machine's memory for the vote's aggregates unless told otherwise (2.5 GB at
     # 10^7 labels, measured); under a limit it spills to disk at no measured cost in time (1.2 GB).
     con.execute(f"SET memory_limit = '{JURY_MEMORY_LIMIT}'")
-    con.execute("BEGIN TRANSACTION")
     try:
-        con.execute(sql, params)
-        con.execute("DELETE FROM labels WHERE rater = ? AND condition = ?", [rater, condition])
-        upsert(con, "runs", [run])
-        upsert_counted(con, "labels", _VOTES, keys_checked=True)  # one row per item by construction
-        row = con.execute("SELECT count(*) FILTER (WHERE label IS NOT NULL), count(*) FILTER (WHERE label IS NULL) "
-                          "FROM " + _VOTES + "").fetchall()[0]
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
+        with transaction(con):
+            con.execute(sql, params)
+            con.execute("DELETE FROM labels WHERE rater = ? AND condition = ?", [rater, condition])
+            upsert(con, "runs", [run])
+            upsert_counted(con, "labels", _VOTES, keys_checked=True)  # one row per item by construction
+            row = con.execute("SELECT count(*) FILTER (WHERE label IS NOT NULL), "
+                              "count(*) FILTER (WHERE label IS NULL) FROM " + _VOTES).fetchall()[0]
     finally:
         con.execute("DROP TABLE IF EXISTS " + _VOTES)
         con.unregister(_PROBABILITIES)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from personagap.store.atomic import transaction
 from personagap.store.batch import now
 
 
@@ -36,17 +37,12 @@ def save_audit(con: duckdb.DuckDBPyConnection, stage: str, dataset: str, draw: A
         draw: The drawn item ids (in draw order), their seed and the kept set's digest.
     """
     stamp = now()
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute("DELETE FROM route_audit WHERE stage = ? AND dataset = ?", [stage, dataset])
         if draw.item_ids:
             con.executemany("INSERT INTO route_audit VALUES (?, ?, ?, ?, ?, ?, ?)",
                             [[stage, dataset, item, k, draw.seed, draw.kept_sha, stamp]
                              for k, item in enumerate(draw.item_ids)])
-        con.execute("COMMIT")
-    except duckdb.Error:
-        con.execute("ROLLBACK")
-        raise
 
 
 def load_audit(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> AuditDraw | None:
