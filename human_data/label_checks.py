@@ -8,9 +8,11 @@ from typing import Any
 import duckdb
 import orjson
 
+from personagap.confidence import PROBABILITY, UNSTATED
 from personagap.human_data._jsonl import DataError
 from personagap.human_data.label_format import (
     CONFIDENCE,
+    CONFIDENCE_SCALE,
     CONTEXT,
     ROW_ORDER,
     STAGE_CATEGORIES,
@@ -20,7 +22,7 @@ from personagap.human_data.label_format import (
     spec_categories,
 )
 from personagap.human_data.label_rows import item_hash
-from personagap.human_data.label_sources import row_place, variable
+from personagap.human_data.label_sources import CONFIDENCE_RANGE, row_place, variable
 from personagap.linking import ATTRIBUTES_USED, INPUT_CONDITION, INPUT_CONDITIONS, PERSONALIZED
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, ItemKind
 from personagap.store.label_import import (
@@ -117,6 +119,15 @@ def check_rows(check: Checker, spec: LabelSpec) -> None:
                                                      "1-100, ...)")
         raise check.error(file, row, INPUT_CONDITION, f"unknown input condition {echo(value)} "
                                                       f"(one of {', '.join(INPUT_CONDITIONS)})")
+    if problem in (CONFIDENCE_SCALE, CONFIDENCE_RANGE):
+        check.at(file, row)  # as above: locate first
+        scale = row_value(check.con, CONFIDENCE_SCALE, file, row)
+        if problem == CONFIDENCE_SCALE:
+            raise check.error(file, row, CONFIDENCE_SCALE, f"{echo(scale)} is not a confidence scale (write LO-HI, "
+                                                           f"e.g. 0-1 or 1-100, or {PROBABILITY} or {UNSTATED})")
+        value = row_value(check.con, CONFIDENCE, file, row)
+        raise check.error(file, row, CONFIDENCE, f"{echo(value)} is outside its declared confidence_scale "
+                                                 f"{echo(scale)} (fix the value or the row's confidence_scale)")
     if problem == "(scale)":
         cats = PAIRWISE_LABELS if is_pair else spec_categories(spec)
         expected = f"one of {', '.join(cats)}" if cats is not None else "a number"

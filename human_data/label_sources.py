@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import duckdb
 import pyarrow as pa
 
+from personagap.confidence import PROBABILITY, UNSTATED
 from personagap.human_data._jsonl import DataError, read_jsonl
 from personagap.human_data.label_format import (
     CONFIDENCE,
+    CONFIDENCE_SCALE,
     ID_COLUMNS,
     KEY_SAMPLE,
     REQUIRED,
@@ -275,6 +277,7 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
             norm.append(f"nullif({_spaceless(c)}, '') AS {c}")
     finite = f"coalesce(isfinite(TRY_CAST({CONFIDENCE} AS DOUBLE)), FALSE)"
     link_checks = f"WHEN {CONFIDENCE} IS NOT NULL AND NOT {finite} THEN {sql_quote(CONFIDENCE)} "
+    link_checks += _confidence_scale_checks()
     if INPUT_CONDITION in known:
         conditions = ", ".join(map(sql_quote, INPUT_CONDITIONS))
         link_checks += (f"WHEN {INPUT_CONDITION} IS NOT NULL AND {INPUT_CONDITION} NOT IN ({conditions}) "
@@ -317,6 +320,34 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
                 raise read_error(source, file_exc) from None
         raise DataError(sources[0].name if len(sources) == 1 else "(label files)", None, None,
                         str(exc).strip().splitlines()[0][:300]) from None
+
+
+#: A declared ``confidence_scale`` "LO-HI": the same pattern :func:`personagap.confidence.scale_bounds` reads, so a
+#: scale the import accepts is one every calibration figure can map onto [0, 1] (DuckDB's RE2 reads it alike).
+SCALE_PATTERN = r"^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$"
+CONFIDENCE_RANGE = "confidence:range"
+"""The problem of a confidence outside its row's declared ``confidence_scale``."""
+
+
+def scale_end_sql(column: str, end: int) -> str:
+    """SQL of a declared confidence scale's low (``end`` 1) or high (``end`` 2) end; NULL when it is not a scale."""
+    named = {1: "0.0", 2: "1.0"}[end]  # 'probability' is 0-1 (personagap.confidence.PROBABILITY)
+    return (f"(CASE WHEN {column} = {sql_quote(PROBABILITY)} THEN {named}::DOUBLE "
+            f"ELSE TRY_CAST(regexp_extract({column}, {sql_quote(SCALE_PATTERN)}, {end}) AS DOUBLE) END)")
+
+
+def _confidence_scale_checks() -> str:
+    """CASE branches refusing an unreadable ``confidence_scale`` and a confidence outside the declared one.
+
+    A confidence outside its scale is refused rather than stored: calibration maps it by (c - lo) / (hi - lo), so
+    a 0-1 scale holding 1-100 values, or a typo of 700 on 1-100, would print a Brier score of thousands.
+    """
+    cs = CONFIDENCE_SCALE
+    lo, hi = scale_end_sql(cs, 1), scale_end_sql(cs, 2)
+    declared = f"{cs} IS NOT NULL AND {cs} <> {sql_quote(UNSTATED)}"
+    return (f"WHEN {declared} AND coalesce(NOT ({lo} < {hi}), TRUE) THEN {sql_quote(CONFIDENCE_SCALE)} "
+            f"WHEN {CONFIDENCE} IS NOT NULL AND {declared} "
+            f"AND NOT (TRY_CAST({CONFIDENCE} AS DOUBLE) BETWEEN {lo} AND {hi}) THEN {sql_quote(CONFIDENCE_RANGE)} ")
 
 
 def attributes_used_sql(cell: str) -> str:

@@ -1,0 +1,63 @@
+"""Property tests (hypothesis) of the import rules issue 32 added: each rule against an independent statement of it.
+
+The confidence rule is checked against :func:`personagap.confidence.read_confidence`, the rule every calibration
+figure reads a stored confidence with: whatever the import accepts, calibration can map onto [0, 1].
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from personagap.confidence import read_confidence
+from personagap.human_data import DataError
+from personagap.human_data.labels import LabelSpec, Source, load_label_sources
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+ends = st.one_of(st.integers(-1000, 1000).map(str),
+                 st.tuples(st.integers(-100, 100), st.integers(0, 99)).map(lambda t: f"{t[0]}.{t[1]:02d}"))
+
+
+def _pair_frame(confidence: str, scale: str | None) -> pd.DataFrame:
+    return pd.DataFrame([
+        {"item_id": "i1", "rater": "ann", "label": "A", "response_a": "x", "response_b": "y",
+         "confidence": None, "confidence_scale": None},
+        {"item_id": "i1", "rater": "gpt", "rater_kind": "llm", "label": "B", "response_a": None, "response_b": None,
+         "confidence": confidence, "confidence_scale": scale}])
+
+
+def _load(frame: pd.DataFrame, spec: LabelSpec) -> None:
+    with load_label_sources([Source(name="frame", kind="frame", frame=frame)], spec):
+        pass
+
+
+@SETTINGS
+@given(lo=ends, hi=ends, value=st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=32),
+                                         st.integers(-2000, 2000).map(float)))
+def test_a_confidence_is_accepted_exactly_when_it_lies_on_its_declared_scale(lo: str, hi: str, value: float) -> None:
+    scale = f"{lo}-{hi}"
+    frame = _pair_frame(repr(value), scale)
+    spec = LabelSpec(stage="response", dataset="p")
+    if float(lo) >= float(hi):
+        with pytest.raises(DataError, match="field 'confidence_scale': .* is not a confidence scale"):
+            _load(frame, spec)
+        return
+    _, error = read_confidence(value, scale)
+    if error is None:
+        _load(frame, spec)  # on the scale: accepted
+    else:
+        with pytest.raises(DataError, match=r"frame:row 1: field 'confidence': .* is outside its declared "
+                                            r"confidence_scale"):
+            _load(frame, spec)
+
+
+@SETTINGS
+@given(value=st.floats(allow_nan=False, allow_infinity=False))
+def test_any_finite_confidence_is_accepted_without_a_declared_scale(value: float) -> None:
+    assert math.isfinite(value)
+    _load(_pair_frame(repr(value), None), LabelSpec(stage="response", dataset="p"))

@@ -1,0 +1,108 @@
+"""Issue 32 (import side): nothing wrong is accepted at ``personagap import labels``.
+
+Each refusal runs through the CLI against a store that already holds a valid import: exit 2, one line on stderr
+naming file, line and field, no traceback, and every table exactly as before. The label files are made up here
+(not human judgments).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from personagap.cli import cli
+from personagap.labels_api import import_labels
+from tests.support.cli_checks import assert_one_line, snapshot
+
+PAIR_HEADER = ["item_id", "user_id", "rater", "rater_kind", "label", "confidence", "confidence_scale",
+               "response_a", "response_b"]
+
+
+def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    """A store holding one valid import, so "nothing was written" is checked against real rows."""
+    db = tmp_path / "seed.duckdb"
+    good = write_csv(tmp_path / "good.csv", PAIR_HEADER, [
+        ["g1", "u1", "ann", "human", "A", "", "", "An answer.", "Another answer."],
+        ["g1", "u1", "gpt", "llm", "A", "0.7", "0-1", "", ""]])
+    result = run("import", "labels", str(good), "--stage", "response", "--dataset", "seed", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def refused(db: Path, *args: str, expect: tuple[str, ...]) -> str:
+    """Run ``import labels ARGS --db DB``: exit 2, one line holding ``expect``, the store unchanged."""
+    before = snapshot(db)
+    result = run("import", "labels", *args, "--db", str(db))
+    line = assert_one_line(result.exit_code, result.stdout, result.stderr, result.exception, *expect)
+    assert snapshot(db) == before
+    return line
+
+
+# --------------------------------------------------------------------------- 1. confidence outside its scale
+
+@pytest.mark.parametrize(("confidence", "scale"), [("70", "0-1"), ("700", "1-100"), ("0", "1-5"), ("-0.1", "0-1"),
+                                                   ("1.5", "probability")])
+def test_a_confidence_outside_its_declared_scale_is_refused(seeded: Path, tmp_path: Path, confidence: str,
+                                                            scale: str) -> None:
+    bad = write_csv(tmp_path / "judge.csv", PAIR_HEADER, [
+        ["i1", "u1", "ann", "human", "A", "", "", "Yes.", "No."],
+        ["i1", "u1", "gpt", "llm", "A", "1", scale, "", ""],  # the top of 0-1, the bottom of the others
+        ["i2", "u1", "ann", "human", "B", "", "", "Left.", "Right."],
+        ["i2", "u1", "gpt", "llm", "B", confidence, scale, "", ""]])
+    line = refused(seeded, str(bad), "--stage", "response", "--dataset", "judge",
+                   expect=(f"{bad}:5: field 'confidence': ", f"'{confidence}' is outside its declared "
+                                                             f"confidence_scale '{scale}'"))
+    assert line == (f"{bad}:5: field 'confidence': '{confidence}' is outside its declared confidence_scale "
+                    f"'{scale}' (fix the value or the row's confidence_scale)")
+
+
+@pytest.mark.parametrize("scale", ["1 to 100", "100-1", "high", "5-5"])
+def test_an_unreadable_confidence_scale_is_refused(seeded: Path, tmp_path: Path, scale: str) -> None:
+    bad = write_jsonl(tmp_path / "judge.jsonl", [
+        {"item_id": "i1", "rater": "ann", "label": "A", "response_a": "x", "response_b": "y"},
+        {"item_id": "i1", "rater": "gpt", "rater_kind": "llm", "label": "A", "confidence": 3,
+         "confidence_scale": scale}])
+    refused(seeded, str(bad), "--stage", "response", "--dataset", "judge",
+            expect=(f"{bad}:2: field 'confidence_scale': '{scale}' is not a confidence scale",))
+
+
+def test_confidences_on_their_scale_are_stored(tmp_path: Path) -> None:
+    ok = write_csv(tmp_path / "judge.csv", PAIR_HEADER, [
+        ["i1", "u1", "ann", "human", "A", "", "", "Yes.", "No."],
+        ["i1", "u1", "gpt", "llm", "A", "100", "1-100", "", ""],
+        ["i2", "u1", "ann", "human", "B", "", "", "Left.", "Right."],
+        ["i2", "u1", "gpt", "llm", "B", "1", "1-100", "", ""],
+        ["i3", "u1", "ann", "human", "B", "", "", "Up.", "Down."],
+        ["i3", "u1", "gpt", "llm", "B", "1234", "unstated", "", ""]])
+    db = tmp_path / "ok.duckdb"
+    import_labels(ok, stage="response", dataset="judge", db=db)
+
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        metas = sorted(json.loads(m)["confidence"] for (m,) in con.execute(
+            "SELECT meta FROM labels WHERE rater = 'gpt'").fetchall())
+    assert metas == [1.0, 100.0, 1234.0]
