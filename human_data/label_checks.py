@@ -198,9 +198,13 @@ def _pair_conflict_sql(spec: LabelSpec) -> str:
     if spec.stage != "response":
         return "NULL::VARCHAR"
     a, b, one = ("bool_or(response_a IS NOT NULL)", "bool_or(response_b IS NOT NULL)", "bool_or(response IS NOT NULL)")
+    # Two identical answers are no choice at all: any label on them is noise, and a judge "agreeing" with it is
+    # luck. Compared as stored (trimmed of spaces); a conflicting second text is caught by the context check.
+    same = "min(response_a) = min(response_b)"
     return (f"CASE WHEN ({a} OR {b}) AND {one} THEN 'response:gives both a single response and a pair "
             f"(response_a/response_b)' WHEN {a} <> {b} THEN 'response_b:gives only one of response_a/response_b "
-            "(a pair needs both)' END")
+            f"(a pair needs both)' WHEN {same} THEN 'response_b:has the same text as its response_a (a pair needs "
+            "two different answers)' END")
 
 
 def parse_conversation(text: str, fail: Any) -> list[dict[str, str]]:

@@ -61,3 +61,18 @@ def test_a_confidence_is_accepted_exactly_when_it_lies_on_its_declared_scale(lo:
 def test_any_finite_confidence_is_accepted_without_a_declared_scale(value: float) -> None:
     assert math.isfinite(value)
     _load(_pair_frame(repr(value), None), LabelSpec(stage="response", dataset="p"))
+
+
+answer = st.text(alphabet="ab .", min_size=1, max_size=6).filter(lambda t: t.strip(" ") != "")
+
+
+@SETTINGS
+@given(a=answer, b=answer)
+def test_a_pair_is_refused_exactly_when_its_two_answers_are_the_same_text(a: str, b: str) -> None:
+    frame = pd.DataFrame([{"item_id": "i1", "rater": "ann", "label": "A", "response_a": a, "response_b": b}])
+    spec = LabelSpec(stage="response", dataset="p")
+    if a.strip(" ") == b.strip(" "):  # values are stored trimmed of spaces, so trimmed texts are compared
+        with pytest.raises(DataError, match=r"frame:row 0: field 'response_b': item 'i1' has the same text"):
+            _load(frame, spec)
+    else:
+        _load(frame, spec)

@@ -106,3 +106,25 @@ def test_confidences_on_their_scale_are_stored(tmp_path: Path) -> None:
         metas = sorted(json.loads(m)["confidence"] for (m,) in con.execute(
             "SELECT meta FROM labels WHERE rater = 'gpt'").fetchall())
     assert metas == [1.0, 100.0, 1234.0]
+
+
+# --------------------------------------------------------------------------- 6. a pair of two identical answers
+
+def test_a_pair_with_two_identical_responses_is_refused(seeded: Path, tmp_path: Path) -> None:
+    bad = write_jsonl(tmp_path / "pairs.jsonl", [
+        {"item_id": "p1", "rater": "ann", "label": "A", "response_a": "Try a lentil stew.",
+         "response_b": "Try a beef stew."},
+        {"item_id": "p2", "rater": "ann", "label": "B", "prompt": "Dinner?", "response_a": "Try a lentil stew.",
+         "response_b": "Try a lentil stew. "},  # the same answer once trimmed
+        {"item_id": "p2", "rater": "gpt", "rater_kind": "llm", "label": "B"}])
+    line = refused(seeded, str(bad), "--stage", "response", "--dataset", "pairs",
+                   expect=(f"{bad}:2: field 'response_b': ",))
+    assert line == (f"{bad}:2: field 'response_b': item 'p2' has the same text as its response_a (a pair needs two "
+                    "different answers)")
+
+
+def test_a_pair_whose_answers_differ_only_in_case_is_accepted(tmp_path: Path) -> None:
+    ok = write_jsonl(tmp_path / "pairs.jsonl", [
+        {"item_id": "p1", "rater": "ann", "label": "A", "response_a": "Yes.", "response_b": "YES."}])
+    summary = import_labels(ok, stage="response", dataset="pairs", db=tmp_path / "ok.duckdb")
+    assert summary.written["labels"].inserted == 1
