@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Sequence
+from typing import Any
 
 import duckdb
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from personagap.confidence import PROBABILITY, UNSTATED
@@ -95,8 +99,7 @@ def source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage
         try:
             arrow = pa.Table.from_pandas(source.frame, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise DataError(source.name, None, None,
-                            f"a column mixes types Arrow cannot store together: {exc}") from None
+            raise mixed_column_error(source, exc) from None
         arrow = arrow.append_column("_frame_row", pa.array(range(arrow.num_rows), pa.int64()))
         base, row = f"SELECT * FROM {register_arrow(con, f'_frame_{index}', arrow)}", "_frame_row"
     else:
@@ -121,6 +124,38 @@ def source_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, stage
         else:
             cols.append(f"to_json({c})::VARCHAR AS {c}" if nested else f"CAST({c} AS VARCHAR) AS {c}")
     return f"SELECT {', '.join(cols)}, NULL::VARCHAR AS _bad, {index} AS _file, {row} AS _row FROM ({base})"
+
+
+def _kind(value: object) -> str:
+    """What a cell holds, in a user's words (numbers of any width are one kind)."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, bool | np.bool_):
+        return "a boolean"
+    if isinstance(value, int | float | np.integer | np.floating):
+        return "a number"
+    return f"a {type(value).__name__}"
+
+
+def mixed_column_error(source: Source, exc: Exception) -> DataError:
+    """Name the column and the first row of a DataFrame whose cells Arrow cannot hold as one type.
+
+    Arrow's own message is a tuple naming neither the row nor (always) the column; the first cell whose kind
+    differs from its column's first cell is the row to fix.
+    """
+    frame = source.frame
+    assert frame is not None
+    for column in frame.columns:
+        try:
+            pa.array(frame[column], from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            cells = [(i, v) for i, v in enumerate(frame[column]) if not (pd.api.types.is_scalar(v) and pd.isna(v))]
+            first = _kind(cells[0][1]) if cells else ""
+            row, value = next(((i, v) for i, v in cells if _kind(v) != first), cells[-1] if cells else (0, None))
+            return DataError(source.name, row_place(source, row), str(column),
+                             f"{echo(value)} is {_kind(value)} where {row_place(source, cells[0][0])} holds {first}: "
+                             f"a column holds one type (e.g. df[{str(column)!r}] = df[{str(column)!r}].astype(str))")
+    return DataError(source.name, None, None, f"a column mixes types: {str(exc).splitlines()[0][:200]}")
 
 
 def _jsonl_sql(con: duckdb.DuckDBPyConnection, source: Source, index: int, known: tuple[str, ...], *,
@@ -192,13 +227,54 @@ def _unknown_column(source: Source, row: int | None, column: str, known: tuple[s
 
 def read_error(source: Source, exc: duckdb.Error) -> DataError:
     """Locate a parse error by reading the file the slow, exact way; else echo DuckDB's first line."""
+    locate(source)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DataError(source.name, None, None, text[:300])
+
+
+def locate(source: Source) -> None:
+    """Read a file that DuckDB refused the slow, exact way: raise the DataError naming its line, if one is found."""
     if source.kind == "jsonl" and source.path is not None:
         for _ in read_jsonl(source.path):  # raises DataError at the malformed line
             pass
+        _refuse_duplicate_keys(source)
     if source.kind == "csv" and source.path is not None:
         _csv_scan(source)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return DataError(source.name, None, None, text[:300])
+
+
+def _refuse_duplicate_keys(source: Source) -> None:
+    """Raise at the first JSON object (any depth) that gives one key twice, naming its line and the key.
+
+    orjson keeps the last of two equal keys and DuckDB refuses the object with a raw "JSON transform error": which
+    value is meant is the user's call, so it is named here. Only on the error path: the stdlib parser is slow.
+    """
+    assert source.path is not None
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+        return dict(items)
+
+    with source.path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line, object_pairs_hook=pairs)
+            except _DuplicateKey as dup:
+                raise DataError(source.name, number, dup.key, "is given twice in one JSON object (which value is "
+                                                              "meant is unclear: keep one)") from None
+            except ValueError:
+                continue  # malformed lines are read_jsonl's to name
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 def _csv_scan(source: Source) -> None:
@@ -239,7 +315,9 @@ def row_place(source: Source, row: int) -> int | str:
                     return end + 1  # the record starts on the line after the previous one ended
                 end = reader.line_num
     if source.kind == "frame" and source.frame is not None:
-        return f"row {source.frame.index[row]!r}"
+        label = source.frame.index[row]
+        # An index of numpy integers would print as 'np.int64(3)': named by its plain value.
+        return f"row {(label.item() if isinstance(label, np.generic) else label)!r}"
     return f"row {row + 1}"
 
 
@@ -318,6 +396,8 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
                 count_rows(con, query)
             except duckdb.Error as file_exc:
                 raise read_error(source, file_exc) from None
+        for source in sources:  # each reads alone when only its columns fail (a count reads none): look closer
+            locate(source)
         raise DataError(sources[0].name if len(sources) == 1 else "(label files)", None, None,
                         str(exc).strip().splitlines()[0][:300]) from None
 

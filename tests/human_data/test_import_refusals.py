@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from personagap.cli import cli
+from personagap.human_data import DataError
 from personagap.labels_api import import_labels
 from tests.support.cli_checks import assert_one_line, snapshot
 
@@ -128,3 +130,31 @@ def test_a_pair_whose_answers_differ_only_in_case_is_accepted(tmp_path: Path) ->
         {"item_id": "p1", "rater": "ann", "label": "A", "response_a": "Yes.", "response_b": "YES."}])
     summary = import_labels(ok, stage="response", dataset="pairs", db=tmp_path / "ok.duckdb")
     assert summary.written["labels"].inserted == 1
+
+
+# --------------------------------------------------------------------------- 9. errors that were not one line
+
+def test_a_jsonl_key_given_twice_is_one_line_naming_the_key(seeded: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "dup.jsonl"
+    bad.write_text('{"item_id": "i1", "rater": "ann", "label": "A", "response_a": "x", "response_b": "y"}\n'
+                   '{"item_id": "i1", "rater": "gpt", "label": "B", "rater": "gpt-2"}\n', encoding="utf-8")
+    line = refused(seeded, str(bad), "--stage", "response", "--dataset", "dup", expect=(f"{bad}:2: field 'rater': ",))
+    assert line == (f"{bad}:2: field 'rater': is given twice in one JSON object (which value is meant is unclear: "
+                    "keep one)")
+    assert "JSON transform error" not in line
+
+
+def test_a_dataframe_column_mixing_numbers_and_text_names_its_row_and_column(tmp_path: Path) -> None:
+    db = tmp_path / "frame.duckdb"
+    frame = pd.DataFrame({"item_id": ["a", "b", "c"], "rater": ["ann"] * 3, "label": ["yes", 1, "no"]},
+                         index=[10, 11, 12])
+    with pytest.raises(DataError) as caught:
+        import_labels(frame, stage="relevance", dataset="mixed", db=db, source_name="team-frame")
+    assert str(caught.value) == ("team-frame:row 11: field 'label': '1' is a number where row 10 holds text: a column "
+                                 "holds one type (e.g. df['label'] = df['label'].astype(str))")
+    assert not db.exists()  # nothing was written: the store was never opened
+    frame = pd.DataFrame({"item_id": ["a", "b"], "rater": ["ann"] * 2, "label": ["yes", "no"],
+                          "confidence": [None, "0.5"], "reason": [0.5, "fine"]})
+    with pytest.raises(DataError, match=r"^dataframe:row 1: field 'reason': 'fine' is text where row 0 holds a "
+                                        r"number: a column holds one type"):
+        import_labels(frame, stage="relevance", dataset="mixed", db=db)
