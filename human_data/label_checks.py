@@ -14,11 +14,13 @@ from personagap.human_data.label_format import (
     CONFIDENCE,
     CONFIDENCE_SCALE,
     CONTEXT,
+    MAX_INFERRED_CATEGORIES,
     ROW_ORDER,
     STAGE_CATEGORIES,
     LabelSpec,
     Source,
     echo,
+    free_text_reason,
     spec_categories,
 )
 from personagap.human_data.label_rows import item_hash
@@ -29,6 +31,7 @@ from personagap.store.label_import import (
     build_items,
     fills,
     first_conflict,
+    first_labels,
     first_of_each,
     first_row,
     item_rows,
@@ -241,6 +244,42 @@ def _zero_one_hint(cats: tuple[str, ...] | None, label: object) -> str:
 
 def _category_hint(spec: LabelSpec) -> str:
     return "; --categories changes them" if spec.stage in STAGE_CATEGORIES and spec.scale == "nominal" else ""
+
+
+def check_inferred_categories(check: Checker, spec: LabelSpec) -> tuple[str, ...] | None:
+    """The categories a stage-3 nominal import without ``--categories`` takes from its labels, if plausible.
+
+    Returns:
+        The inferred categories (sorted), or None when the import's categories are declared or fixed.
+
+    Raises:
+        DataError: More than :data:`MAX_INFERRED_CATEGORIES` distinct labels (named at the first row of the one
+            over), or a label that reads as free text (:func:`free_text_reason`); the message names
+            ``--categories``.
+    """
+    if spec.stage != "response" or spec.scale != "nominal" or spec.categories is not None:
+        return None
+    found = first_labels(check.con, ROW_ORDER, MAX_INFERRED_CATEGORIES + 1)
+    labels = [label for label, _, _ in found]
+    if len(found) > MAX_INFERRED_CATEGORIES:
+        label, file, row = found[-1]
+        if row is None:  # which label is over the limit depends on file order: read again, numbered
+            raise Unlocated
+        raise check.error(file, row, "label", f"{echo(label)} is distinct label {len(found)}: more than "
+                                              f"{MAX_INFERRED_CATEGORIES} categories is no plausible nominal scale; if "
+                                              "they are categories, declare them with --categories (or use --scale "
+                                              "ordinal for numbers)")
+    for label in labels:
+        reason = free_text_reason(label)
+        if reason is not None:
+            hit = check.first("SELECT _file, _row FROM vl WHERE stored = ? AND NOT is_pair", [label])
+            assert hit is not None
+            plausible = [c for c in sorted(labels) if free_text_reason(c) is None and "," not in c][:5]
+            example = f" (e.g. --categories {','.join(plausible)})" if plausible else ""
+            raise check.error(hit[0], hit[1], "label",
+                              f"{echo(label)} looks like free text, not a category ({reason}): without --categories "
+                              f"every distinct label becomes a category; declare them with --categories{example}")
+    return tuple(sorted(labels))
 
 
 def check_duplicates(check: Checker) -> None:

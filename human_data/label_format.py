@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,34 @@ ROW_ORDER = "(_file::BIGINT * 4294967296 + _row)"
 ID_COLUMNS = ("item_id", "rater", "label", "rater_kind", "user_id", "condition", "confidence", "confidence_scale",
               ATTRIBUTE_ID, SYSTEM, INPUT_CONDITION, PERSONALIZED)
 _MAX_ECHO = 60
+
+MAX_INFERRED_CATEGORIES = 12
+"""Most distinct labels a stage-3 nominal import without ``--categories`` may hold: more is not a plausible scale
+(free-text comments, ids) unless declared. 12 leaves room for a 0-10 rating read as categories."""
+MAX_CATEGORY_WORDS = 4
+MAX_CATEGORY_CHARS = 40
+# A sentence break inside a label ("Refused. No answer"): punctuation, a space, more text. A final "Yes." and
+# a number "4.5" are not breaks.
+_SENTENCE_BREAK = re.compile(r"[.!?;:]\s+\S")
+_BRACKETS = frozenset("()[]{}")
+
+
+def free_text_reason(label: str) -> str | None:
+    """Why ``label`` reads as free text rather than a category (None: it could be a category). Pure.
+
+    Without ``--categories`` a stage-3 nominal import takes every distinct label as a category, so a comment such
+    as "N/A (the model refused)" would silently become one; these are the shapes categories do not have.
+    """
+    if any(c in _BRACKETS for c in label):
+        return "it holds brackets"
+    words = len(label.split())
+    if words > MAX_CATEGORY_WORDS:
+        return f"it has {words} words, more than {MAX_CATEGORY_WORDS}"
+    if len(label) > MAX_CATEGORY_CHARS:
+        return f"it is {len(label)} characters long, more than {MAX_CATEGORY_CHARS}"
+    if _SENTENCE_BREAK.search(label):
+        return "it reads as more than one sentence"
+    return None
 
 
 @dataclass(frozen=True)
@@ -158,6 +187,9 @@ class LabelImport:
     tables: dict[str, pa.Table | str] = field(default_factory=dict)
     item_kind: ItemKind = "single"
     """What the dataset's items are (stage 3: pairwise when most items are pairs, else single responses)."""
+    inferred_categories: tuple[str, ...] | None = None
+    """Stage 3, nominal, no ``--categories``: the distinct labels of its single responses, which become its
+    categories (printed at import so a stray one is seen)."""
 
     def record(self) -> DatasetRecord:
         """The dataset record this import fixes (stored with :func:`personagap.datasets.record_meta`)."""

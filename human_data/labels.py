@@ -33,6 +33,7 @@ from personagap.human_data.label_checks import (
     Checker,
     Unlocated,
     check_duplicates,
+    check_inferred_categories,
     check_items,
     check_rows,
     item_kind_of,
@@ -112,8 +113,9 @@ def _load(sources: Sequence[Source], spec: LabelSpec, *, located: bool) -> Label
         check_rows(check, spec)
         filled = check_items(check, spec)
         check_duplicates(check)
+        inferred = check_inferred_categories(check, spec)
         result = LabelImport(spec=spec, con=con, files={s.name: int(counts[i]) for i, s in enumerate(sources)},
-                             run_ids={s.name: run_id_for(s, spec) for s in sources})
+                             run_ids={s.name: run_id_for(s, spec) for s in sources}, inferred_categories=inferred)
         result.tables = build_rows(con, spec, sources, result.run_ids, filled)
         result.item_kind = item_kind_of(check, spec)
         return result

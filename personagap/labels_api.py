@@ -70,6 +70,9 @@ class LabelsSummary:
     written: WriteSummary
     question: str = ""
     """The question stored in the dataset's record (``--question``, else the stage's default)."""
+    inferred_categories: tuple[str, ...] = ()
+    """Stage 3, nominal, without ``--categories``: the categories taken from the labels (printed, so a stray label
+    that became a category is seen at import)."""
 
     def render(self) -> str:
         """Plain-text summary for the terminal."""
@@ -78,6 +81,9 @@ class LabelsSummary:
         lines += [f"  {p}: {n} rows" for p, n in self.files.items()]
         if self.question:
             lines.append(f"  question: {self.question}")
+        if self.inferred_categories:
+            lines.append(f"  categories (inferred from the labels; --categories fixes them): "
+                         f"{', '.join(self.inferred_categories)}")
         lines.append("  " + self.written.render())
         return "\n".join(lines)
 
@@ -167,7 +173,8 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
         set_meta(con, {f"labels:{spec.dataset}:{spec.stage}": orjson.dumps(spec.meta()).decode(),
                        **record_meta(record)})
     return LabelsSummary(db=str(db), stage=spec.stage, dataset=spec.dataset, origin=spec.origin,
-                         files=result.files, written=summary, question=record.question)
+                         files=result.files, written=summary, question=record.question,
+                         inferred_categories=result.inferred_categories or ())
 
 
 #: Columns of :func:`load_labels`, in order.

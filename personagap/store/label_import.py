@@ -122,6 +122,17 @@ def may_hold_twice(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(con.sql(f"SELECT coalesce(bool_or(maybe_twice), FALSE) FROM {ITEMS}").fetchall()[0][0])
 
 
+def first_labels(con: duckdb.DuckDBPyConnection, order: str, limit: int) -> list[tuple[str, Any, Any]]:
+    """The first ``limit`` distinct stored labels of single-response rows, by first appearance: (label, file, row).
+
+    ``_file`` and ``_row`` are NULL (None) where ``order`` is (rows read without their numbers).
+    """
+    return [(str(s), f, r) for s, f, r in con.execute(
+        f"SELECT stored, arg_min(_file, {order}), arg_min(_row, {order}) FROM {ROWS} "
+        f"WHERE NOT is_pair AND stored IS NOT NULL GROUP BY stored ORDER BY min({order}), stored LIMIT ?",
+        [int(limit)]).fetchall()]
+
+
 def first_of_each(con: duckdb.DuckDBPyConnection, column: str, order: str) -> list[tuple[Any, Any, str]]:
     """Per distinct value of ``column``, the first row giving it (by ``order``): (``_file``, ``_row``, value).
 

@@ -7,6 +7,7 @@ figure reads a stored confidence with: whatever the import accepts, calibration 
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from personagap.confidence import read_confidence
 from personagap.human_data import DataError
+from personagap.human_data.label_format import MAX_CATEGORY_WORDS, MAX_INFERRED_CATEGORIES
 from personagap.human_data.labels import LabelSpec, Source, load_label_sources
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -76,3 +78,29 @@ def test_a_pair_is_refused_exactly_when_its_two_answers_are_the_same_text(a: str
             _load(frame, spec)
     else:
         _load(frame, spec)
+
+
+label = st.text(alphabet="ab (.", min_size=1, max_size=8).filter(lambda t: t.strip(" ") != "")
+
+
+@SETTINGS
+@given(labels=st.lists(label, min_size=1, max_size=16))
+def test_inferred_categories_are_refused_exactly_when_implausible(labels: list[str]) -> None:
+    frame = pd.DataFrame([{"item_id": f"i{i}", "rater": "ann", "label": v, "response": "r"}
+                          for i, v in enumerate(labels)])
+    spec = LabelSpec(stage="response", dataset="p")
+    distinct = {v.strip(" ") for v in labels}
+    if len(distinct) > MAX_INFERRED_CATEGORIES:
+        with pytest.raises(DataError, match="more than 12 categories is no plausible nominal scale"):
+            _load(frame, spec)
+    elif any("(" in v for v in distinct) or any(len(v.split()) > MAX_CATEGORY_WORDS for v in distinct) \
+            or any(re.search(r"\. +[^ ]", v) for v in distinct):
+        with pytest.raises(DataError, match="looks like free text, not a category"):
+            _load(frame, spec)
+    else:
+        with load_label_sources([Source(name="frame", kind="frame", frame=frame)], spec) as result:
+            assert result.inferred_categories == tuple(sorted(distinct))
+    # Declared, any set is the user's to choose.
+    with load_label_sources([Source(name="frame", kind="frame", frame=frame)],
+                            LabelSpec(stage="response", dataset="p", categories=tuple(distinct))) as result:
+        assert result.inferred_categories is None

@@ -158,3 +158,53 @@ def test_a_dataframe_column_mixing_numbers_and_text_names_its_row_and_column(tmp
     with pytest.raises(DataError, match=r"^dataframe:row 1: field 'reason': 'fine' is text where row 0 holds a "
                                         r"number: a column holds one type"):
         import_labels(frame, stage="relevance", dataset="mixed", db=db)
+
+
+# --------------------------------------------------------------------------- 5. free text becoming a category
+
+SINGLE = ["item_id", "rater", "rater_kind", "label", "response"]
+
+
+def test_a_free_text_label_is_refused_unless_categories_are_declared(seeded: Path, tmp_path: Path) -> None:
+    bad = write_csv(tmp_path / "ratings.csv", SINGLE, [
+        ["s1", "ann", "human", "good", "Answer one."], ["s1", "gpt", "llm", "good", ""],
+        ["s2", "ann", "human", "bad", "Answer two."], ["s2", "gpt", "llm", "N/A (the model refused to answer)", ""],
+        ["s3", "ann", "human", "good", "Answer three."], ["s3", "gpt", "llm", "bad", ""]])
+    line = refused(seeded, str(bad), "--stage", "response", "--dataset", "ratings",
+                   expect=(f"{bad}:5: field 'label': ",))
+    assert line == (f"{bad}:5: field 'label': 'N/A (the model refused to answer)' looks like free text, not a "
+                    "category (it holds brackets): without --categories every distinct label becomes a category; "
+                    "declare them with --categories (e.g. --categories bad,good)")
+    # Declared, the set is the user's: the comment is now refused as off the scale, naming the same row.
+    refused(seeded, str(bad), "--stage", "response", "--dataset", "ratings", "--categories", "good,bad",
+            expect=(f"{bad}:5: field 'label': 'N/A (the model refused to answer)' is outside the nominal scale",))
+
+
+def test_more_distinct_labels_than_a_scale_holds_are_refused_naming_the_option(seeded: Path, tmp_path: Path) -> None:
+    rows = [[f"s{i}", "ann", "human", f"code-{i}", f"Answer {i}."] for i in range(15)]
+    bad = write_csv(tmp_path / "codes.csv", SINGLE, rows)
+    line = refused(seeded, str(bad), "--stage", "response", "--dataset", "codes",
+                   expect=(f"{bad}:14: field 'label': ",))
+    assert line == (f"{bad}:14: field 'label': 'code-12' is distinct label 13: more than 12 categories is no "
+                    "plausible nominal scale; if they are categories, declare them with --categories (or use --scale "
+                    "ordinal for numbers)")
+    db = tmp_path / "codes.duckdb"
+    result = run("import", "labels", str(bad), "--stage", "response", "--dataset", "codes", "--db", str(db),
+                 "--categories", ",".join(f"code-{i}" for i in range(15)))
+    assert result.exit_code == 0, result.output
+    assert "inferred from the labels" not in result.output
+
+
+def test_the_inferred_categories_are_printed_at_import(tmp_path: Path) -> None:
+    ok = write_csv(tmp_path / "ratings.csv", SINGLE, [
+        ["s1", "ann", "human", "good", "Answer one."], ["s2", "ann", "human", "N/A", "Answer two."],
+        ["s3", "ann", "human", "bad", "Answer three."], ["s3", "gpt", "llm", "good", ""]])
+    result = run("import", "labels", str(ok), "--stage", "response", "--dataset", "ratings", "--db",
+                 str(tmp_path / "ok.duckdb"))
+    assert result.exit_code == 0, result.output
+    assert "  categories (inferred from the labels; --categories fixes them): N/A, bad, good\n" in result.output
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", [
+        {"item_id": "p1", "rater": "ann", "label": "A", "response_a": "x", "response_b": "y"}])
+    result = run("import", "labels", str(pairs), "--stage", "response", "--dataset", "pairs", "--db",
+                 str(tmp_path / "ok.duckdb"))
+    assert result.exit_code == 0 and "inferred from the labels" not in result.output  # pairs are always A/B/tie
