@@ -18,7 +18,10 @@ that does not parse, or lies outside the stated scale, is that field's recorded 
 
 The file name says the protocol and the judge model, e.g.
 ``prism_all_features_with_tie_all_features_gpt-4o.jsonl`` = model ``gpt-4o``, full profile,
-ties allowed. Items are keyed by (question, asst_A, asst_B): the same pair shared by
+ties allowed; ``prism_all_features_key_features_gpt-4o_jun5.jsonl`` = a run of ``gpt-4o`` dated ``jun5`` (rater
+``gpt-4o_jun5``: another run than the undated one); ``..._least_imp_feature_<model>.jsonl`` = the judge saw only the
+profile's least important feature (:data:`PROFILE_VARIANTS`). In a folder, files of the paper's other tasks (``ap_*``,
+``ec_*``, ``opinionqa_*``) are skipped, each with one line. Items are keyed by (question, asst_A, asst_B): the same pair shared by
 several files is one item, with one human label (the participant's) and one recorded label
 per (judge model, protocol).
 """
@@ -71,26 +74,58 @@ def certainty_scale(prompt: str | None) -> str:
     return f"{m[1]}-{m[2]}" if m else UNSTATED
 
 
+#: The judge input a file name says the judge was shown (``--persona_features`` of the release's script, or
+#: ``no_persona``), as the label condition's profile variant. ``least_imp_feature`` holds only the feature the study
+#: found least important (the participant's age); ``with_desc`` the full profile with a description.
+PROFILE_VARIANTS: dict[str, str] = {"no_persona": "no-profile", "all_features": "all-features",
+                                    "key_features": "key-features", "least_imp_feature": "least-important-feature",
+                                    "with_desc": "with-description"}
+#: Prompt variants (``--prompt_type``) that change what the judge was asked, beside the profile and the tie.
+PROMPT_VARIANTS: dict[str, str] = {"no_confidence": "no-confidence", "1_to_100": "certainty-1-100"}
+_MONTHS = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
+# prism_<prompt type>_<judge input>_<model>[_<date>][_new].jsonl: the spec ends at the last judge input named
+# (greedy), the model is the shortest rest before an optional run date ("jun5", "jun_11") and re-run marker.
+_FILE_NAME = re.compile(rf"^prism_(?P<spec>.*(?:{'|'.join(PROFILE_VARIANTS)}))_(?P<model>.+?)"
+                        rf"(?:_(?P<date>(?:{_MONTHS})_?\d{{1,2}}))?(?:_new)?$", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Protocol:
     """What a judge file's name says about how its judge was asked."""
 
     model: str
     profile: str
-    """'all-features', 'key-features' or 'no-profile'."""
+    """The judge input: a value of :data:`PROFILE_VARIANTS` ('all-features', 'key-features', 'no-profile', ...)."""
     with_tie: bool
+    date: str = ""
+    """The run's date in the file name (``jun5``), or ''. Two runs of one model under one protocol are two raters."""
+    prompt: str = ""
+    """A prompt variant of :data:`PROMPT_VARIANTS`, or ''."""
+
+    @property
+    def rater(self) -> str:
+        """The judge's rater name: the model, with the run's date as the file spells it (``gpt-4o_jun5``)."""
+        return f"{self.model}_{self.date}" if self.date else self.model
 
     @property
     def condition(self) -> str:
-        """The label condition: the profile variant, plus '+with-tie' where ties were offered."""
-        return self.profile + ("+with-tie" if self.with_tie else "")
+        """The label condition: the profile variant, plus '+with-tie' where ties were offered (and a prompt variant)."""
+        return self.profile + ("+with-tie" if self.with_tie else "") + (f"+{self.prompt}" if self.prompt else "")
+
+
+def is_prism_file(path: str | Path) -> bool:
+    """Whether a release file is a PRISM judge file (``prism_*.jsonl``); the release's other tasks are not."""
+    name = Path(path).name
+    return name.startswith("prism_") and name.endswith(".jsonl")
 
 
 def parse_file_name(path: str | Path) -> Protocol:
     """Read the judge model and protocol from a release file name.
 
     Args:
-        path: E.g. ``prism_all_features_key_features_gpt-4o.jsonl`` or
+        path: E.g. ``prism_all_features_key_features_gpt-4o.jsonl``,
+            ``prism_all_features_key_features_gpt-4o_jun5.jsonl`` (a run date after the model),
+            ``prism_all_features_least_imp_feature_command-r-plus.jsonl`` or
             ``prism_no_persona_command-r-plus_new.jsonl``.
 
     Returns:
@@ -102,23 +137,18 @@ def parse_file_name(path: str | Path) -> Protocol:
     stem = Path(path).stem
     if not stem.startswith("prism_"):
         raise DataError(path, None, None, "a PRISM judge file name must start with 'prism_'")
-    body = stem[len("prism_"):]
-    if body.endswith("_new"):  # the release's re-run marker, not part of the model name
-        body = body[: -len("_new")]
-    spec, _, model = body.rpartition("_")
-    if not spec or not model:
-        raise DataError(path, None, None, "cannot read the judge model from the file name")
-    # The judge's profile variant is the last one named (files are named <data>_<judge input>_<model>).
-    if spec.endswith("no_persona"):
-        profile = "no-profile"
-    elif spec.endswith("key_features"):
-        profile = "key-features"
-    elif spec.endswith("all_features"):
-        profile = "all-features"
-    else:
-        raise DataError(path, None, None, f"unknown protocol {spec!r}; expected the name to say all_features, "
-                                          "key_features or no_persona before the model")
-    return Protocol(model=model, profile=profile, with_tie="with_tie" in spec)
+    m = _FILE_NAME.match(stem)
+    if m is None:
+        raise DataError(path, None, None, f"unknown protocol in {stem!r}; expected the name to say "
+                                          f"{', '.join(PROFILE_VARIANTS)} before the model")
+    spec = m["spec"].lower()
+    tokens = f"_{spec}_"
+    # no_persona anywhere means the judge saw no profile, whatever features the name lists after it.
+    profile = "no-profile" if "_no_persona_" in tokens else next(
+        PROFILE_VARIANTS[v] for v in sorted(PROFILE_VARIANTS, key=lambda v: -spec.rfind(v)) if v in spec)
+    prompt = next((name for key, name in PROMPT_VARIANTS.items() if f"_{key}_" in tokens), "")
+    return Protocol(model=m["model"], profile=profile, with_tie="with_tie" in spec, date=m["date"] or "",
+                    prompt=prompt)
 
 
 def parse_answer(answer: str, *, with_tie: bool) -> tuple[str | None, str | None]:
@@ -157,6 +187,8 @@ class ResponseImport:
     files: dict[str, int] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     """Per file, recorded judge answers that did not parse (imported as failures)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Files of the folder that are not this release's (another task's outputs beside it): why, and what to do."""
 
     def render(self, db: str | Path) -> str:
         """Plain-text summary for the terminal (with what the write changed, once written)."""
@@ -165,6 +197,7 @@ class ResponseImport:
             fail = self.failures.get(path, 0)
             lines.append(f"  {path}: {rows} rows" + (f" ({fail} unparseable judge answers kept as failures)"
                                                      if fail else ""))
+        lines += [f"  {path}: skipped: {why}" for path, why in self.skipped.items()]
         lines.append(write_line(self.batch))
         return "\n".join(lines)
 
@@ -234,9 +267,9 @@ class _PairBuilder:
                 raise row.error("conversation_type", f"{cut(split)} conflicts with {cut(known)} for the same pair")
         self.profiles.setdefault(iid, {})[protocol.profile] = profile
 
-        key = (iid, protocol.model, protocol.condition)
+        key = (iid, protocol.rater, protocol.condition)
         if key in self.seen:
-            raise row.error("answer", f"duplicate answer by {cut(protocol.model)} for this pair "
+            raise row.error("answer", f"duplicate answer by {cut(protocol.rater)} for this pair "
                                       f"(first seen at {self.seen[key]})")
         self.seen[key] = where
         label, error = parse_answer(answer, with_tie=protocol.with_tie)
@@ -245,7 +278,7 @@ class _PairBuilder:
             meta["certainty"] = certainty
             if certainty.strip() != NO_CERTAINTY:
                 meta.update(confidence_meta(certainty, certainty_scale(row.get("prompt", str, optional=True))))
-        self.batch.labels.append(Label(item_id=iid, rater=protocol.model, rater_kind="llm",
+        self.batch.labels.append(Label(item_id=iid, rater=protocol.rater, rater_kind="llm",
                                        condition=protocol.condition, label=label, raw=answer, error=error,
                                        run_id=run_id, meta=meta))
         self.batch.items[iid] = Item(item_id=iid, dataset=DATASET, stage="response", user_id="", payload={
@@ -256,21 +289,35 @@ class _PairBuilder:
         """Attach each item's user (from its fullest profile) and its profiles by variant."""
         for iid, item in list(self.batch.items.items()):
             profiles = self.profiles[iid]
-            # The all-features profile is the participant's full survey; key-features holds a subset of it.
-            full = profiles.get("all-features") or profiles.get("no-profile") or profiles["key-features"]
+            # The all-features profile is the participant's full survey (a no-profile file's row carries it too);
+            # the other variants hold a part of it, the fullest first.
+            full = next(profiles[v] for v in _FULLEST_FIRST if v in profiles)
             user = user_key(full)
             payload = dict(item.payload)
             payload["profile"] = full
-            if "key-features" in profiles:
-                payload["key_features_profile"] = profiles["key-features"]
+            for variant, key in _PARTIAL_PROFILES.items():
+                if variant in profiles:
+                    payload[key] = profiles[variant]
             if iid in self.splits:
                 payload["split"] = self.splits[iid]
             self.batch.items[iid] = item.model_copy(update={"user_id": user, "payload": payload})
             self.batch.users.setdefault((DATASET, user), User(dataset=DATASET, user_id=user, profile_text=full))
 
 
+SKIPPED = ("not a PRISM judge file (prism_*.jsonl): another task's outputs; to import such data, write it in the "
+           "label format and run 'personagap import labels FILE --stage response --dataset NAME' (docs/formats.md)")
+"""Why a file beside the PRISM files of a release folder is skipped, and how such data gets in."""
+_FULLEST_FIRST = ("all-features", "with-description", "no-profile", "key-features", "least-important-feature")
+#: Item payload keys of the profiles a part of the survey (the judge was shown only these).
+_PARTIAL_PROFILES = {"key-features": "key_features_profile",
+                     "least-important-feature": "least_important_feature_profile"}
+
+
 def load_prism(path: str | Path) -> ResponseImport:
     """Read and validate PRISM judge files (one file, or every ``prism_*.jsonl`` in a folder).
+
+    In a folder, other ``*.jsonl`` files (the published ``outputs/`` folder holds the paper's other tasks) are
+    skipped and listed in :attr:`ResponseImport.skipped`.
 
     Args:
         path: A release file or the folder holding them.
@@ -283,10 +330,17 @@ def load_prism(path: str | Path) -> ResponseImport:
             names file, line and field.
     """
     root = require_exists(path)
-    files = sorted(root.glob("prism_*.jsonl")) if root.is_dir() else [root]
+    result = ResponseImport()
+    if root.is_dir():
+        listed = sorted(root.glob("*.jsonl"))
+        files = [f for f in listed if is_prism_file(f)]
+        # The published outputs/ folder also holds the paper's other tasks (ap_*, ec_*, opinionqa_*): not PRISM
+        # pairs, so each is named and skipped, never a reason to refuse the PRISM files beside it.
+        result.skipped = {str(f): SKIPPED for f in listed if not is_prism_file(f)}
+    else:
+        files = [root]
     if not files:
         raise DataError(root, None, None, "no prism_*.jsonl files in this folder")
-    result = ResponseImport()
     release = _jsonl.Release.of(ADAPTER, root)
     if root.is_dir():
         # The release is the unit, wherever it lies: a file deleted from it goes.
@@ -296,7 +350,7 @@ def load_prism(path: str | Path) -> ResponseImport:
     for file in files:
         protocol = parse_file_name(file)
         data = read_bytes(file)
-        run = import_run(file, protocol.model, {"condition": protocol.condition}, data, release=release)
+        run = import_run(file, protocol.rater, {"condition": protocol.condition}, data, release=release)
         result.batch.runs.append(run)
         count = failures = 0
         for row in read_jsonl(file, data):
