@@ -18,6 +18,7 @@ from personagap.confidence import read_confidence
 from personagap.human_data import DataError
 from personagap.human_data.label_format import MAX_CATEGORY_WORDS, MAX_INFERRED_CATEGORIES
 from personagap.human_data.labels import LabelSpec, Source, load_label_sources
+from personagap.human_data.prism import PROFILE_VARIANTS, parse_file_name
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -104,3 +105,25 @@ def test_inferred_categories_are_refused_exactly_when_implausible(labels: list[s
     with load_label_sources([Source(name="frame", kind="frame", frame=frame)],
                             LabelSpec(stage="response", dataset="p", categories=tuple(distinct))) as result:
         assert result.inferred_categories is None
+
+
+MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DATED = re.compile(rf"_(?:{'|'.join(MONTHS)})_?\d{{1,2}}$", re.IGNORECASE)
+models = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9.\-]{0,10}(_[A-Za-z0-9.\-]{1,8})?", fullmatch=True).filter(
+    lambda m: not _DATED.search(m) and not m.lower().endswith("_new")
+    and not any(v in m.lower() for v in PROFILE_VARIANTS))
+dates = st.one_of(st.just(""), st.tuples(st.sampled_from(MONTHS), st.sampled_from(["", "_"]),
+                                         st.integers(1, 31)).map(lambda t: f"{t[0]}{t[1]}{t[2]}"))
+
+
+@SETTINGS
+@given(model=models, date=dates, prompt=st.sampled_from(["all_features", "with_persona", "no_persona"]),
+       tie=st.booleans(), judge_input=st.sampled_from(sorted(PROFILE_VARIANTS)), new=st.booleans())
+def test_a_prism_file_name_gives_back_its_model_date_and_protocol(model: str, date: str, prompt: str, tie: bool,
+                                                                   judge_input: str, new: bool) -> None:
+    name = (f"prism_{prompt}{'_with_tie' if tie else ''}_{judge_input}_{model}" + (f"_{date}" if date else "")
+            + ("_new" if new else "") + ".jsonl")
+    protocol = parse_file_name(name)
+    profile = "no-profile" if "no_persona" in (prompt, judge_input) else PROFILE_VARIANTS[judge_input]
+    assert (protocol.model, protocol.date, protocol.profile, protocol.with_tie) == (model, date, profile, tie)
+    assert protocol.rater == (f"{model}_{date}" if date else model)
