@@ -250,7 +250,8 @@ def check_inferred_categories(check: Checker, spec: LabelSpec) -> tuple[str, ...
     """The categories a stage-3 nominal import without ``--categories`` takes from its labels, if plausible.
 
     Returns:
-        The inferred categories (sorted), or None when the import's categories are declared or fixed.
+        The inferred categories (sorted; empty when every item is a pair), or None when the import's categories
+        are declared or fixed.
 
     Raises:
         DataError: More than :data:`MAX_INFERRED_CATEGORIES` distinct labels (named at the first row of the one
@@ -259,6 +260,9 @@ def check_inferred_categories(check: Checker, spec: LabelSpec) -> tuple[str, ...
     """
     if spec.stage != "response" or spec.scale != "nominal" or spec.categories is not None:
         return None
+    pairs, total = pair_counts(check.con)
+    if pairs == total:  # pairs are always A/B/tie: no scan of the labels for them
+        return ()
     found = first_labels(check.con, ROW_ORDER, MAX_INFERRED_CATEGORIES + 1)
     labels = [label for label, _, _ in found]
     if len(found) > MAX_INFERRED_CATEGORIES:

@@ -21,9 +21,9 @@ The file name says the protocol and the judge model, e.g.
 ties allowed; ``prism_all_features_key_features_gpt-4o_jun5.jsonl`` = a run of ``gpt-4o`` dated ``jun5`` (rater
 ``gpt-4o_jun5``: another run than the undated one); ``..._least_imp_feature_<model>.jsonl`` = the judge saw only the
 profile's least important feature (:data:`PROFILE_VARIANTS`). In a folder, files of the paper's other tasks (``ap_*``,
-``ec_*``, ``opinionqa_*``) are skipped, each with one line. Items are keyed by (question, asst_A, asst_B): the same pair shared by
-several files is one item, with one human label (the participant's) and one recorded label
-per (judge model, protocol).
+``ec_*``, ``opinionqa_*``) are skipped, each with one line. Items are keyed by (question, asst_A, asst_B): the same
+pair shared by several files is one item, with one human label (the participant's) and one recorded label per (judge
+run, protocol).
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
               help="Nominal: categories; ordinal: numbers.")
 @click.option("--categories", default=None,
               help="Comma-separated allowed labels, e.g. 'yes,no' or '1,2,3,4,5' [default: the stage's "
-                   "(extraction ok,bad,unsure; relevance yes,no); stage 3: whatever the files hold]. Enforced on every "
-                   "item kind except pairs (always A,B,tie).")
+                   "(extraction ok,bad,unsure; relevance yes,no); stage 3: whatever the files hold, printed at import, "
+                   "and refused when more than 12 or free text]. Enforced on every item kind except pairs (always "
+                   "A,B,tie).")
 @click.option("--origin", type=click.Choice(["real", "synthetic"]), default="real", show_default=True,
               help="Real users or synthetic personas: reports show the two side by side.")
 @click.option("--question", default=None,
