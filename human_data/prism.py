@@ -136,7 +136,9 @@ def parse_file_name(path: str | Path) -> Protocol:
     """
     stem = Path(path).stem
     if not stem.startswith("prism_"):
-        raise DataError(path, None, None, "a PRISM judge file name must start with 'prism_'")
+        raise DataError(path, None, None, "a PRISM judge file name must start with 'prism_' (another task's outputs "
+                                          "go in through the label format: 'personagap import labels', "
+                                          "docs/formats.md)")
     m = _FILE_NAME.match(stem)
     if m is None:
         raise DataError(path, None, None, f"unknown protocol in {stem!r}; expected the name to say "

@@ -108,3 +108,12 @@ def test_a_name_without_a_judge_input_is_refused() -> None:
     with pytest.raises(DataError, match="unknown protocol in 'prism_gpt-4o_jun5'; expected the name to say "
                                         "no_persona, all_features, key_features, least_imp_feature, with_desc"):
         parse_file_name("prism_gpt-4o_jun5.jsonl")
+
+
+def test_another_tasks_file_given_alone_is_refused_saying_how_to_import_it(outputs: Path, tmp_path: Path) -> None:
+    other = outputs / OTHER_TASKS[1]
+    result = CliRunner().invoke(cli, ["import", "prism-judge", str(other), "--db", str(tmp_path / "x.duckdb")])
+    line = assert_one_line(result.exit_code, result.stdout, result.stderr, result.exception, f"{other}: ")
+    assert line == (f"{other}: a PRISM judge file name must start with 'prism_' (another task's outputs go in through "
+                    "the label format: 'personagap import labels', docs/formats.md)")
+    assert not (tmp_path / "x.duckdb").exists()
