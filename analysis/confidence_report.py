@@ -4,8 +4,8 @@ The output contract of issue 23 for ``report STAGE --json`` judge rows: :func:`j
 (dataset, judge display name -- :func:`personagap.analysis.comparable.judge_display`, the key every report joins
 judge rows by), the entries to merge into that row: ``calibration`` (:mod:`personagap.analysis.calibration`),
 ``coverage_curve`` and ``threshold`` (:mod:`personagap.analysis.coverage`), plus what was left out. Computed from
-the per-(judge, user, confidence) counts DuckDB builds (:func:`personagap.store.confidence.confidence_counts`,
-read a judge at a time), never from per-label frames.
+the per-(judge, user, confidence) counts DuckDB builds in one pass with each judge's labels without a confidence
+(:func:`personagap.store.confidence.confidence_counts_by_judge`, read a judge at a time), never from per-label frames.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from personagap.analysis.comparable import judge_display
 from personagap.analysis.coverage import CoveragePoint, Target, ThresholdChoice, choose_threshold, coverage_curve
 from personagap.confidence import UNSTATED
 from personagap.datasets import dataset_records
-from personagap.store.confidence import any_confidence, confidence_counts_by_judge, confidence_gaps
-
-_JUDGE = ["dataset", "rater", "rater_kind", "condition"]
+from personagap.records import DatasetScale
+from personagap.store.confidence import JudgeCounts, any_confidence, confidence_counts_by_judge
 
 
 @dataclass(frozen=True)
@@ -98,34 +97,61 @@ def judge_confidence(con: duckdb.DuckDBPyConnection, stage: str, *, dataset: str
     Returns:
         One entry per (dataset, judge, condition) with at least one confidence, sorted.
     """
+    counts, scales = read_confidence(con, stage, dataset)
+    return confidence_figures(counts, scales, target_accuracy=target_accuracy, target_kappa=target_kappa,
+                              ceilings=ceilings, n_bins=n_bins, level=level)
+
+
+def read_confidence(con: duckdb.DuckDBPyConnection, stage: str,
+                    dataset: str | None = None) -> tuple[list[JudgeCounts], dict[str, DatasetScale]]:
+    """What :func:`confidence_figures` computes from: each judge's counts and the stage's dataset scales.
+
+    Nothing is counted on a store where no label states a confidence (:func:`any_confidence`): no judges then.
+    """
     if not any_confidence(con):
-        return []
+        return [], {}
     counts = confidence_counts_by_judge(con, stage, dataset)
-    gaps = confidence_gaps(con, stage, dataset).set_index(_JUDGE)
-    scales = {ds: rec.scale for (st, ds), rec in dataset_records(con).items() if st == stage}
+    return counts, {ds: rec.scale for (st, ds), rec in dataset_records(con).items() if st == stage}
+
+
+def confidence_figures(counts: list[JudgeCounts], scales: Mapping[str, DatasetScale], *,
+                       target_accuracy: float | None = None, target_kappa: float | None = None,
+                       ceilings: Mapping[str, float] | None = None, n_bins: int = DEFAULT_BINS,
+                       level: float = 0.95) -> list[JudgeConfidence]:
+    """:func:`judge_confidence` from counts already read (so a caller reads them once whatever target it picks).
+
+    Args:
+        counts: Each judge's counts (:func:`personagap.store.confidence.confidence_counts_by_judge`).
+        scales: Dataset -> its scale (kappa and the coverage curve are scored over its categories).
+        target_accuracy: As :func:`judge_confidence`.
+        target_kappa: As :func:`judge_confidence`.
+        ceilings: As :func:`judge_confidence`.
+        n_bins: Reliability bins.
+        level: Confidence level of every interval.
+
+    Raises:
+        ValueError: Both targets given.
+    """
     out = []
-    for key, rows in counts:
-        ds, rater, kind, condition = key
-        gap = gaps.loc[key]
-        base = JudgeConfidence(dataset=ds, rater=rater, rater_kind=kind, condition=condition, confidence_scale=None,
-                               calibration=None, coverage_curve=(), threshold=None, labels=int(gap["labels"]),
-                               with_confidence=int(gap["with_confidence"]),
-                               confidence_failures=int(gap["confidence_failures"]))
-        # The distinct scales, not a Python string per count row (5 * 10^6 rows a judge at 10^7 labels).
-        stated = sorted({str(v) for v in rows["confidence_scale"].astype(str).unique()})
-        if len(stated) > 1:
-            out.append(replace(base, note=f"confidences on several scales ({', '.join(stated)}): not comparable, "
-                                          "so no calibration or curve"))
+    for judge in counts:
+        rows = judge.rows
+        base = JudgeConfidence(dataset=judge.dataset, rater=judge.rater, rater_kind=judge.rater_kind,
+                               condition=judge.condition, confidence_scale=None, calibration=None, coverage_curve=(),
+                               threshold=None, labels=judge.labels, with_confidence=judge.with_confidence,
+                               confidence_failures=judge.confidence_failures)
+        if len(judge.scales) > 1:
+            out.append(replace(base, note=f"confidences on several scales ({', '.join(judge.scales)}): not "
+                                          "comparable, so no calibration or curve"))
             continue
-        scale = stated[0]
-        target = target_for(ds, target_accuracy=target_accuracy, target_kappa=target_kappa,
+        (scale,) = judge.scales
+        target = target_for(judge.dataset, target_accuracy=target_accuracy, target_kappa=target_kappa,
                             ceilings=ceilings or {})
         known = scale not in (UNSTATED, "")
         out.append(replace(
             base, confidence_scale=scale,
             calibration=calibration(rows, scale, n_bins=n_bins, level=level) if known else None,
-            coverage_curve=tuple(coverage_curve(rows, scales[ds], level=level)),
-            threshold=None if target is None else choose_threshold(rows, scales[ds], target, level=level),
+            coverage_curve=tuple(coverage_curve(rows, scales[judge.dataset], level=level)),
+            threshold=None if target is None else choose_threshold(rows, scales[judge.dataset], target, level=level),
             note=None if known else "the source states no confidence scale: a coverage curve, but no calibration"))
     return out
 

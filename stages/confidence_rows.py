@@ -1,6 +1,6 @@
 """Judges' confidence figures in the stage reports (issue 23's output contract), merged where ``--json`` is printed.
 
-The figures are :func:`personagap.analysis.confidence_report.judge_confidence`'s (calibration, coverage curve and a
+The figures are :func:`personagap.analysis.confidence_report.confidence_figures`'s (calibration, coverage curve and
 threshold chosen on some users and reported on the others); this module only opens the store, joins them to the
 report's judge rows by (dataset, judge display name) and words them for the terminal. It sits beside the stage
 reports, not inside them, so the reports' builders need not know about confidences.
@@ -17,7 +17,12 @@ import pandas as pd
 
 from personagap.analysis.agreement import ci_text
 from personagap.analysis.comparable import judge_display
-from personagap.analysis.confidence_report import JudgeConfidence, confidence_json, judge_confidence
+from personagap.analysis.confidence_report import (
+    JudgeConfidence,
+    confidence_figures,
+    confidence_json,
+    read_confidence,
+)
 from personagap.store import opened
 from personagap.text import number
 
@@ -42,15 +47,13 @@ def stage_confidence(db: str | Path, stage: str, *, target_accuracy: float | Non
         ValueError: Both targets given.
     """
     with opened(db, read_only=True) as con:
-        entries = judge_confidence(con, stage, target_accuracy=target_accuracy, target_kappa=target_kappa,
-                                   level=level)
-        if not entries or target_accuracy is not None or target_kappa is not None:
-            return entries
+        # The counts are read once, whichever target the threshold aims at.
+        counts, scales = read_confidence(con, stage)
         # The ceilings are read only when some judge states a confidence and no target was given.
-        ceilings = stage_ceilings(con, stage, level=level)
-        if not ceilings:
-            return entries
-        return judge_confidence(con, stage, ceilings=ceilings, level=level)
+        ceilings = stage_ceilings(con, stage, level=level) if counts and target_accuracy is None \
+            and target_kappa is None else {}
+    return confidence_figures(counts, scales, target_accuracy=target_accuracy, target_kappa=target_kappa,
+                              ceilings=ceilings, level=level)
 
 
 def stage_ceilings(con: duckdb.DuckDBPyConnection, stage: str, *, level: float = 0.95) -> dict[str, float]:

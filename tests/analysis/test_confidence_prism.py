@@ -149,6 +149,10 @@ def test_counts_read_a_judge_at_a_time_are_the_grouped_counts(prism_db: Path) ->
                            ).fetchall() == [(0,)]
     grouped = list(whole.groupby(["dataset", "rater", "rater_kind", "condition"], sort=True))
     assert len(by_judge) == len(grouped) > 1
-    for (key, rows), (gkey, grows) in zip(by_judge, grouped, strict=True):
-        assert key == tuple(str(k) for k in gkey)
-        pd.testing.assert_frame_equal(rows, grows.reset_index(drop=True))
+    for judge, (gkey, grows) in zip(by_judge, grouped, strict=True):
+        assert judge.key == tuple(str(k) for k in gkey)
+        assert judge.scales == tuple(sorted(set(grows["confidence_scale"])))
+        pd.testing.assert_frame_equal(judge.rows, grows[["user_id", "confidence", "human", "label", "n"]]
+                                      .reset_index(drop=True))
+        # Count rows need a reference as well as a confidence; labels need neither.
+        assert judge.labels >= judge.with_confidence >= grows["n"].sum() > 0
