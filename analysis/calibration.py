@@ -29,6 +29,7 @@ from personagap.analysis.agreement import (
     interval_from_leave_outs,
     leave_one_out,
 )
+from personagap.analysis.codes import sorted_codes
 from personagap.confidence import as_probability, scale_bounds
 
 DEFAULT_BINS = 10
@@ -120,7 +121,7 @@ def per_user_sums(rows: pd.DataFrame, scale: str, n_bins: int = DEFAULT_BINS) ->
     p = as_probability(rows["confidence"].to_numpy(dtype=float), scale)
     n = rows["n"].to_numpy(dtype=float)
     right = right_answers(rows).to_numpy(dtype=float)
-    users, user = np.unique(rows["user_id"].astype(str).to_numpy(), return_inverse=True)
+    users, user = sorted_codes(rows["user_id"].astype(str))  # np.unique's sorted ids, without sorting Python strings
     cell = user * n_bins + bin_index(p, n_bins)
     size = len(users) * n_bins
     sums = [np.bincount(cell, weights=w, minlength=size) for w in (n, n * right, n * p, n * (p - right) ** 2)]

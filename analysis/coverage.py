@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from personagap.analysis.agreement import Estimate, FloatArray, ci_list, estimates
@@ -103,12 +104,23 @@ def _threshold_tables(rows: pd.DataFrame, scale: DatasetScale) -> tuple[FloatArr
     k = len(s.categories)
     # Each count row adds its items to one cell (threshold value, user, human, label): one weighted bincount, as
     # user_tables counts (the same codes; a label off the scale raises there and here).
-    h = pd.Categorical(on_scale(rows["human"], s), categories=list(s.categories)).codes.astype(np.int64)
-    j = pd.Categorical(on_scale(rows["label"], s), categories=list(s.categories)).codes.astype(np.int64)
+    h = _category_codes(rows["human"], scale)
+    j = _category_codes(rows["label"], scale)
     value = np.searchsorted(-thresholds, -confidence).astype(np.int64)
     flat = ((value * len(users) + user.astype(np.int64)) * k + h) * k + j
     at = np.bincount(flat, weights=rows["n"].to_numpy(dtype=float), minlength=len(thresholds) * len(users) * k * k)
     return thresholds, np.cumsum(at.reshape(len(thresholds), len(users), k, k), axis=0)
+
+
+def _category_codes(labels: pd.Series, scale: DatasetScale) -> npt.NDArray[np.int64]:
+    """Each label's category on the scale (its position in ``categories``); a label off the scale raises.
+
+    The distinct labels are put on the scale, not every row: a judge's 10^6 count rows hold a handful of labels.
+    """
+    codes, distinct = pd.factorize(labels, use_na_sentinel=False)  # a missing label is a value, and off the scale
+    s = as_scale(scale)
+    category = pd.Categorical(on_scale(pd.Series(distinct), s), categories=list(s.categories)).codes
+    return np.asarray(category, dtype=np.int64)[codes]
 
 
 def _point(threshold: float, tables: FloatArray, n_all: float, level: float) -> CoveragePoint:
@@ -150,7 +162,8 @@ def choose_threshold(rows: pd.DataFrame, scale: DatasetScale, target: Target, *,
         target: The figure to reach (its point estimate on the choosing users).
         level: Confidence level of the held-out figures' intervals.
     """
-    chosen_users, held_out_users = split_users(rows["user_id"].astype(str).tolist())
+    # The distinct ids, not a Python string per count row.
+    chosen_users, held_out_users = split_users([str(u) for u in rows["user_id"].astype(str).unique()])
     mine = rows[rows["user_id"].astype(str).isin(chosen_users)]
     theirs = rows[rows["user_id"].astype(str).isin(held_out_users)]
     reached = [p for p in coverage_curve(mine, scale, level=level)
