@@ -167,6 +167,8 @@ def _prism_ab_rows(shared_data: Path) -> list[dict]:
     path = shared_data / "prism_judge" / "prism_all_features_command-r-plus.jsonl"
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
         r = json.loads(line)
+        if r["asst_A"].strip() == r["asst_B"].strip():
+            continue  # a pair of two identical answers is refused by import labels (issue 32); the release holds one
         item = {"item_id": f"pair-{n}", "user_id": hashlib.sha256(r["user_info"].encode()).hexdigest()[:12],
                 "prompt": r["question"], "profile": r["user_info"], "response_a": r["asst_A"],
                 "response_b": r["asst_B"]}
