@@ -24,6 +24,7 @@ from personagap.analysis.confidence_report import (
     read_confidence,
 )
 from personagap.store import opened
+from personagap.store.confidence import has_blind_pairs
 from personagap.text import number
 
 JUDGE_ROWS: Mapping[str, tuple[str, ...]] = {"relevance": ("judges",), "response": ("judges",),
@@ -51,7 +52,7 @@ def stage_confidence(db: str | Path, stage: str, *, target_accuracy: float | Non
         counts, scales = read_confidence(con, stage)
         # The ceilings are read only when some judge states a confidence and no target was given.
         ceilings = stage_ceilings(con, stage, level=level) if counts and target_accuracy is None \
-            and target_kappa is None else {}
+            and target_kappa is None and has_blind_pairs(con, stage) else {}
     return confidence_figures(counts, scales, target_accuracy=target_accuracy, target_kappa=target_kappa,
                               ceilings=ceilings, level=level)
 

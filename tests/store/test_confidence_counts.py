@@ -96,3 +96,18 @@ def test_another_stage_or_dataset_counts_nothing(db: Path) -> None:
         assert confidence_counts_by_judge(con, "relevance", "other") == []
         assert [j.rater for j in confidence_counts_by_judge(con, "relevance", "d")] == ["judge-a", "judge-b",
                                                                                         "judge-c"]
+
+
+def test_blind_pairs_need_two_blind_human_votes_on_one_item_of_the_stage(db: Path) -> None:
+    from personagap.store.confidence import has_blind_pairs
+
+    with opened(db) as con:
+        assert not has_blind_pairs(con, "relevance")  # one person per item
+        # A second person's unparsed label and a judge's label are no votes.
+        con.execute("INSERT INTO labels (item_id, rater, rater_kind, condition, label, error, run_id) VALUES "
+                    "('i1', 'ann-2', 'human', '', NULL, 'unparsed', 'r1'), ('i1', 'j', 'llm', '', 'no', NULL, 'r1')")
+        assert not has_blind_pairs(con, "relevance")
+        con.execute("INSERT INTO labels (item_id, rater, rater_kind, condition, label, run_id) VALUES "
+                    "('i3', 'ann-2', 'human', '', 'yes', 'r1')")
+        assert has_blind_pairs(con, "relevance")
+        assert not has_blind_pairs(con, "response")
