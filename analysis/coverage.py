@@ -120,7 +120,7 @@ def _category_codes(labels: pd.Series, scale: DatasetScale) -> npt.NDArray[np.in
     codes, distinct = pd.factorize(labels, use_na_sentinel=False)  # a missing label is a value, and off the scale
     s = as_scale(scale)
     category = pd.Categorical(on_scale(pd.Series(distinct), s), categories=list(s.categories)).codes
-    return np.asarray(category, dtype=np.int64)[codes]
+    return np.asarray(np.asarray(category, dtype=np.int64)[codes], dtype=np.int64)
 
 
 def _point(threshold: float, tables: FloatArray, n_all: float, level: float) -> CoveragePoint:
