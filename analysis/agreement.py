@@ -71,6 +71,9 @@ class Metric:
     ordinal_only: bool = False
     bounds: Bounds | None = None
     """The figure's range; its CI is cut to it (:func:`cluster_estimate`)."""
+    parts: Callable[[FloatArray], FloatArray] | None = None
+    """The rates in [0, 1] the figure averages (balanced accuracy: each class's recall), ``(..., P)``: where one sits
+    at 0 or 1 the figure's spread over users cannot be measured (:func:`cluster_estimate` ``parts``)."""
 
     def on(self, tables: FloatArray, levels: npt.ArrayLike | None = None) -> FloatArray:
         """The metric of ``tables``, over the ordinal ``levels`` where it reads them (else they are ignored)."""
@@ -82,9 +85,12 @@ class Metric:
 METRICS: dict[str, Metric] = {}
 
 
+TableFn = Callable[[FloatArray], FloatArray]
+"""A function of confusion tables ``(..., K, K)``, vectorised over the leading axes."""
+
+
 def register_metric(name: str, *, higher_is_better: bool | None, description: str, binary_only: bool = True,
-                    bounds: Bounds | None = None) -> Callable[[Callable[[FloatArray], FloatArray]],
-                                                              Callable[[FloatArray], FloatArray]]:
+                    bounds: Bounds | None = None, parts: TableFn | None = None) -> Callable[[TableFn], TableFn]:
     """Register a table metric under ``name``; duplicate names are an error.
 
     Args:
@@ -94,9 +100,10 @@ def register_metric(name: str, *, higher_is_better: bool | None, description: st
         description: One line for reports and tooltips.
         binary_only: The metric needs 2x2 tables.
         bounds: The figure's range (``(0, 1)`` for a rate), which its CI is cut to; None: unbounded.
+        parts: The rates the figure averages (:attr:`Metric.parts`); None: the figure has none to check.
     """
     def add(fn: Callable[[FloatArray], FloatArray]) -> Callable[[FloatArray], FloatArray]:
-        _add(Metric(name, fn, higher_is_better, description, binary_only, bounds=bounds))
+        _add(Metric(name, fn, higher_is_better, description, binary_only, bounds=bounds, parts=parts))
         return fn
     return add
 
@@ -366,7 +373,7 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], *, level: float = 0.
         def stat(t: FloatArray, metric: Metric = metric) -> FloatArray:
             return metric.on(t, levels)
 
-        out[m] = cluster_estimate(stat, per, level=level, bounds=metric.bounds)
+        out[m] = cluster_estimate(stat, per, level=level, bounds=metric.bounds, parts=metric.parts)
     return out
 
 

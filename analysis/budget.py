@@ -387,6 +387,9 @@ class KappaPlan:
     variance_factors: tuple[float, float, float] | None = None
     metric: str = "kappa"
     variance_df: float | None = None
+    reason: str = ""
+    """Why the stored users have no interval, in the CI rule's words (e.g. items per user too unequal for their
+    number), when that is why there is no plan."""
 
 
 def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assurance: float = DEFAULT_ASSURANCE,
@@ -416,7 +419,7 @@ def kappa_budget(tables: FloatArray, *, target: float = DEFAULT_HALFWIDTH, assur
     figure = Figure(metric, None if levels is None else tuple(float(v) for v in levels))
     now = estimate(t, metric, level=level, levels=figure.levels)
     halfwidth = (now.ci[1] - now.ci[0]) / 2.0
-    nothing = KappaPlan(now.value, halfwidth, None, None, None, (None, None), 0, metric=metric)
+    nothing = KappaPlan(now.value, halfwidth, None, None, None, (None, None), 0, metric=metric, reason=now.reason)
     if math.isnan(halfwidth) or halfwidth == 0:  # too few users for a CI, or the figure undefined/constant
         return nothing
     ratios = variance_ratios(t, simulations=simulations, seed=seed, figure=figure)
@@ -626,7 +629,7 @@ def plan_from_counts(counts: Callable[[str], pd.DataFrame], alt_labels: Callable
             needed, hw, n_users = kp.users_needed, kp.halfwidth, tables.shape[0]
             per_user = n_items / n_users
             reason = None if needed is not None else (
-                too_few_users_note(n_users) or (f"{metric} is undefined or constant on these users"
+                too_few_users_note(n_users) or kp.reason or (f"{metric} is undefined or constant on these users"
                 if math.isnan(hw) or hw == 0 else f"more than {MAX_USERS} users would be needed"))
             kappa_rows.append(KappaBudget(
                 **base, metric=metric, scale=scale.kind, n_users=n_users, n_items=n_items, kappa=kp.kappa,

@@ -5,7 +5,9 @@ add up over users, so leaving one user out is a subtraction: :func:`cluster_esti
 figure's unbounded scale with a t quantile on Satterthwaite's degrees of freedom (:class:`IntervalRule`, :data:`RULE`),
 chosen by ``benchmarks/calibration_uneven.py`` among candidates in worlds built to break it (uneven users, 1-3 items a
 user, rare events, ties); ``docs/intervals.md`` says where it holds and where it does not. No interval is ever of
-zero width: where no user's absence moves the figure, or it sits at its bound, none is given, with the reason.
+zero width: where no user's absence moves the figure, or it sits at its bound, none is given, with the reason; nor
+an item-weighted one from fewer than :data:`UNEQUAL_ITEMS_MIN_USERS` users whose item counts are very unequal, nor
+one of an average whose part (a class's recall) is 0 or 1.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ MIN_USERS_FOR_CI = 10
 """Below this many users (clusters) no CI is given. Reports print "too few users for a CI" instead, always beside
 the number of users. Under the current rule the first harness's worlds (``benchmarks/calibration_table.md``) reach
 0.93 from 5 users, but the uneven worlds (``benchmarks/calibration_uneven_table.md``) were measured from 10 users
-only, and at 10 some still fail (heavy users who differ and are absent from the sample): 10 is kept, nothing below it
-is claimed."""
+only: 10 is kept, nothing below it is claimed. Very unequal items per user need more
+(:data:`UNEQUAL_ITEMS_MIN_USERS`)."""
 
 MIN_LABELLED_USERS = max(MIN_USERS_FOR_CI, 20)
 """Fewest users with human labels for a CI of a figure that rests on them: a human rate (the pipeline view's
@@ -99,7 +101,7 @@ def per_cluster_sums(values: npt.ArrayLike, clusters: npt.ArrayLike) -> tuple[Fl
 
 
 def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0.95,
-                     bounds: Bounds | None = None, min_users: int | None = None) -> Estimate:
+                     bounds: Bounds | None = None, min_users: int | None = None, parts: Stat | None = None) -> Estimate:
     """THE interval rule: a user-clustered jackknife-t interval of a smooth function of per-user sums.
 
     Every figure the tool prints is ``stat`` of totals that add up over users (confusion counts, numerators and
@@ -118,6 +120,8 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
             range (:class:`IntervalRule` ``transform``) and so stays inside it.
         min_users: No interval below this many users; None: :data:`MIN_USERS_FOR_CI` (a human rate passes
             :data:`MIN_LABELLED_USERS`).
+        parts: The rates in [0, 1] the figure averages, as a function of the totals (balanced accuracy: each
+            class's recall); where one of them is 0 or 1 on all users no interval is given (:func:`parts_at_edge`).
 
     Returns:
         The point ``stat(per_cluster.sum(0))`` and its interval. No interval (NaN) below
@@ -129,7 +133,13 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
         ValueError: ``per_cluster`` has no user axis, or ``level`` is not in (0, 1).
     """
     point, theta = leave_one_out(stat, per_cluster)
-    return interval_from_leave_outs(point, theta, level, bounds=bounds, per_cluster=per_cluster, min_users=min_users)
+    return interval_from_leave_outs(point, theta, level, bounds=bounds, per_cluster=per_cluster, min_users=min_users,
+                                    parts=None if parts is None else parts_of_total(parts, per_cluster))
+
+
+def parts_of_total(parts: Stat, per_cluster: npt.ArrayLike) -> FloatArray:
+    """The rates a figure averages, on the totals over all users (``parts`` of :func:`cluster_estimate`)."""
+    return np.asarray(parts(np.asarray(per_cluster, dtype=float).sum(axis=0)), dtype=float).ravel()
 
 
 def leave_one_out(stat: Stat, per_cluster: npt.ArrayLike) -> tuple[float, FloatArray]:
@@ -163,10 +173,11 @@ class IntervalRule:
             figure in (0, 1), Fisher's z (atanh) in (-1, 1), log in (0, inf), -log(1 - x) in (-inf, 1). The interval
             then stays inside the range without cutting, and is asymmetric near a bound (rare events).
 
-    Two guards were measured and rejected (``benchmarks/calibration_uneven_table.md``): no interval below a minimum
-    effective number of users, and none when the item counts' Kish effective number of users is a small share of
-    the users. Both withheld the intervals of samples that hold the heavy users, which covered, and kept those of
-    samples that hold none, which missed: coverage fell in every world where heavy users differ from the rest.
+    Guards that read the sample for signs of heavy users were measured and rejected (``docs/intervals.md``): a
+    minimum effective number of users, Kish's effective users as a small share of the users, and Cochran's
+    coefficient of variation of the mean size. Each withheld the intervals of samples that hold the heavy users,
+    which covered, and kept those of samples that hold none, which missed. The unequal-items step
+    (``unequal_cv``) differs: it withholds below ``unequal_min_users`` whenever sizes are very unequal at all.
     """
 
     df: DfMethod = "satterthwaite"
@@ -176,9 +187,24 @@ class IntervalRule:
     who holds the misses), build the interval on the figure's own scale (cut to the range) instead of giving none.
     The harness found the same cells below 0.93 with and without it, and it prints recall in 81% of 10-user studies
     with 1-3 items a user instead of 52% (the independent audit had flagged the withheld intervals)."""
+    unequal_cv: float | None = None
+    """Items per user count as very unequal where their coefficient of variation (:func:`items_cv`) exceeds this;
+    None: no such rule."""
+    unequal_min_users: int = 0
+    """Fewest users for an interval where the items per user are very unequal (``unequal_cv``)."""
+    parts_at_edge: bool = False
+    """No interval where a rate the figure averages (``parts``: a class's recall in balanced accuracy) is 0 or 1:
+    the same reason a rate at its bound gets none, applied to the rates inside an average."""
 
 
-RULE = IntervalRule()
+UNEQUAL_ITEMS_CV = 0.6
+"""Items per user count as very unequal above this coefficient of variation (1-3 items a user: 0.4; 5-15: 0.3)."""
+UNEQUAL_ITEMS_MIN_USERS = 30
+"""Fewest users for an item-weighted interval when the items per user are very unequal: at 20 users, where a tenth
+of the users hold most items and judge differently, kappa covered 0.873 (a sample of 20 lacks them 12% of the time,
+and nothing in it shows what it lacks); from 30 it covered 0.927-0.99 in every world of the harness."""
+
+RULE = IntervalRule(unequal_cv=UNEQUAL_ITEMS_CV, unequal_min_users=UNEQUAL_ITEMS_MIN_USERS, parts_at_edge=True)
 """The rule every printed interval follows, chosen by ``benchmarks/calibration_uneven.py`` (table in
 ``benchmarks/calibration_uneven_table.md``)."""
 
@@ -216,9 +242,21 @@ def effective_users(per_cluster: npt.ArrayLike) -> float:
     return float(per.sum()) ** 2 / square if square > 0 else 0.0
 
 
+def items_cv(per_cluster: npt.ArrayLike) -> float:
+    """The coefficient of variation of the users' sizes (items: the sum of each user's absolute cells).
+
+    0 when every user is as big as every other (so always 0 for a user-weighted figure, whose per-user sums are
+    shares). Large when a few heavy users hold most of the items: an item-weighted figure then leans on them.
+    """
+    per = np.abs(np.asarray(per_cluster, dtype=float)).reshape(np.shape(per_cluster)[0], -1).sum(axis=1)
+    mean = float(per.mean()) if per.size else 0.0
+    return float(per.std()) / mean if per.size > 1 and mean > 0.0 else 0.0
+
+
 def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.95, *,
                              min_users: int | None = None, bounds: Bounds | None = None,
-                             rule: IntervalRule | None = None, per_cluster: npt.ArrayLike | None = None) -> Estimate:
+                             rule: IntervalRule | None = None, per_cluster: npt.ArrayLike | None = None,
+                             parts: FloatArray | None = None) -> Estimate:
     """The jackknife-t :class:`Estimate` from the point and the U leave-one-user-out values ``theta``.
 
     Args:
@@ -229,7 +267,11 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
             passes 2 to measure the rule itself below the printed minimum).
         bounds: The figure's range: the scale of the transform and the limits the interval is cut to.
         rule: The rule's parameters; None: :data:`RULE` (the harness passes candidates).
-        per_cluster: The per-user sums, for the ``kish`` degrees of freedom.
+        per_cluster: The per-user sums: the users' sizes for the ``kish`` degrees of freedom and the unequal-items
+            rule (:attr:`IntervalRule.unequal_cv`; skipped without them).
+        parts: The rates in [0, 1] the figure averages, on all users (balanced accuracy: each class's recall). One
+            at 0 or 1 (a class's recall of 1 from the few users who hold that class) shows no spread over users, as
+            a rate at its bound does not: no interval then (:attr:`IntervalRule.parts_at_edge`).
 
     Raises:
         ValueError: ``level`` is not in (0, 1), or the rule needs ``per_cluster`` and has none.
@@ -244,6 +286,19 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
     undefined = int(np.isnan(theta).sum())
     if undefined:
         return Estimate(point, nan_ci, n, undefined)
+    if rule.parts_at_edge and parts is not None:
+        finite = parts[~np.isnan(parts)]
+        if ((finite <= 0.0) | (finite >= 1.0)).any():
+            return Estimate(point, nan_ci, n, 0, reason=(
+                "a rate the figure averages (a class's recall) is 0 or 1 in this sample: its spread over users "
+                "cannot be measured"))
+    if rule.unequal_cv is not None and n < rule.unequal_min_users and per_cluster is not None:
+        cv = items_cv(per_cluster)
+        if cv > rule.unequal_cv:
+            return Estimate(point, nan_ci, n, 0, reason=(
+                f"items per user very unequal (CV {cv:.1f}): an item-weighted interval needs "
+                f"{rule.unequal_min_users} users, as fewer may miss the heavy users it leans on; "
+                "the user-weighted figure has one"))
     forward, back = _transform(bounds) if rule.transform else _transform(None)
     with np.errstate(divide="ignore", invalid="ignore"):
         z_point = float(forward(np.asarray(point, dtype=float)))

@@ -128,7 +128,20 @@ def mcc_from_tables(tables: FloatArray) -> FloatArray:
     return out
 
 
-@register_metric("balanced_accuracy", bounds=(0.0, 1.0), higher_is_better=True, binary_only=False,
+def class_recalls(tables: FloatArray) -> FloatArray:
+    """Each class's recall ``(..., K)``: the share of the humans' items in that class the judge got right.
+
+    NaN for a class the humans never used.
+    """
+    t = np.asarray(tables, dtype=float)
+    rows = t.sum(axis=-1)
+    diag = np.diagonal(t, axis1=-2, axis2=-1)
+    used = rows > 0
+    out: FloatArray = np.where(used, diag / np.where(used, rows, 1.0), np.nan)
+    return out
+
+
+@register_metric("balanced_accuracy", bounds=(0.0, 1.0), higher_is_better=True, binary_only=False, parts=class_recalls,
                  description="Mean over the dataset's classes of the share of the humans' items in that class the "
                              "judge got right (0.5 = chance for two classes, whatever the prevalence).")
 def balanced_accuracy_from_tables(tables: FloatArray) -> FloatArray:
@@ -139,11 +152,7 @@ def balanced_accuracy_from_tables(tables: FloatArray) -> FloatArray:
     occur (which, with no human "yes", would be specificity; issue 30). With every class used by the humans it
     equals scikit-learn's ``balanced_accuracy_score``.
     """
-    _, _, rows, _, _ = _parts(tables)
-    diag = np.diagonal(np.asarray(tables, dtype=float), axis1=-2, axis2=-1)
-    used = rows > 0
-    recall = np.where(used, diag / np.where(used, rows, 1.0), np.nan)
-    out: FloatArray = recall.mean(axis=-1)
+    out: FloatArray = class_recalls(tables).mean(axis=-1)
     return out
 
 

@@ -28,7 +28,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from personagap.analysis.ci_rule import (  # noqa: E402
     IntervalRule,
     interval_from_leave_outs,
     leave_one_out,
+    parts_of_total,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -172,6 +173,11 @@ class World:
     def bounds(self, figure: str) -> tuple[float, float]:
         return get_metric(figure).bounds
 
+    def parts(self, figure: str, sums: FloatArray) -> FloatArray | None:
+        """The rates the figure averages on the study's totals (balanced accuracy's class recalls), if any."""
+        parts = get_metric(figure).parts
+        return None if parts is None else parts_of_total(parts, sums)
+
 
 LIKE = BinaryParams(prevalence=0.3, sensitivity=0.75, false_positive=0.15, spread=0.7)
 
@@ -220,7 +226,11 @@ CANDIDATES: dict[str, IntervalRule] = {
     "t(kish-1)+transform": IntervalRule(df="kish", transform=True),
     "t(satterthwaite)": IntervalRule(df="satterthwaite", transform=False),
     "t(min)+transform": IntervalRule(df="min", transform=True),
-    "chosen but no interval where a leave-out is on the bound": IntervalRule(raw_at_edge=False),
+    "chosen but no interval where a leave-out is on the bound": replace(RULE, raw_at_edge=False),
+    "Satterthwaite, transformed, no unequal-items or parts rule (the rule before)": IntervalRule(),
+    **{f"chosen with unequal items CV > {c:.1f} needing {m} users": replace(RULE, unequal_cv=c, unequal_min_users=m)
+       for c in (0.8, 1.0) for m in (30, 50)},
+    "chosen without the parts rule": replace(RULE, parts_at_edge=False),
 }
 """The candidates beside the chosen rule (:data:`~personagap.analysis.ci_rule.RULE`: Satterthwaite degrees of
 freedom on the transformed scale)."""
@@ -282,7 +292,7 @@ def run(world: World, n_users: int, reps: int, true: Mapping[str, float], rules:
                 point, theta = leave_one_out(world.stat(fig), sums)
                 for name, rule in rules.items():
                     e = interval_from_leave_outs(point, theta, 0.95, bounds=world.bounds(fig), min_users=2,
-                                                 rule=rule, per_cluster=sums)
+                                                 rule=rule, per_cluster=sums, parts=world.parts(fig, sums))
                     eff = float("nan") if e.effective_users is None else e.effective_users
                     cells[name][fig + suffix].add(e.ci[0], e.ci[1], true[fig + suffix], eff)
     return cells
@@ -291,7 +301,7 @@ def run(world: World, n_users: int, reps: int, true: Mapping[str, float], rules:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--reps", type=int, default=400)
-    parser.add_argument("--users", type=int, nargs="+", default=[10, 20, 50])
+    parser.add_argument("--users", type=int, nargs="+", default=[10, 20, 30, 50])
     parser.add_argument("--worlds", nargs="+", default=list(worlds()))
     parser.add_argument("--candidates", nargs="+", default=[*CANDIDATES, "chosen"],
                         choices=[*CANDIDATES, "chosen"])

@@ -52,7 +52,11 @@ def test_the_printed_rule_covers_at_10_users_on_stage2_like_data() -> None:
             if not math.isnan(e.ci[0]):
                 printed += 1
                 covered += int(e.ci[0] <= true[name] <= e.ci[1])
-    assert printed >= 0.95 * 300 * len(gen.metrics)
+            elif not e.too_few_users and not e.n_undefined:
+                assert e.reason, name  # every withheld interval says why
+    # The generator's users differ in size: samples whose items per user are very unequal get no item-weighted
+    # interval at 10 users (ci_rule.UNEQUAL_ITEMS_MIN_USERS); most still do (79% when this was written).
+    assert printed >= 0.7 * 300 * len(gen.metrics)
     assert covered / printed >= 0.915, covered / printed
 
 

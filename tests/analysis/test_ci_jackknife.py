@@ -95,8 +95,9 @@ def test_an_undefined_leave_out_gives_no_interval_and_is_counted() -> None:
 
 def test_vectorised_over_extra_cells_with_ratio_statistics() -> None:
     # A ratio of sums (numerator, denominator per user): the jackknife of the pooled ratio.
-    per = np.array([[3.0, 10.0], [1.0, 4.0], [6.0, 20.0], [2.0, 9.0], [5.0, 12.0], [0.0, 3.0], [4.0, 7.0],
-                    [2.0, 2.0], [0.0, 5.0], [7.0, 15.0], [1.0, 6.0], [3.0, 3.0]])
+    # Users' sizes (8-26) unequal, but not so unequal that 12 users are too few (ci_rule.UNEQUAL_ITEMS_CV).
+    per = np.array([[3.0, 10.0], [2.0, 6.0], [6.0, 20.0], [2.0, 9.0], [5.0, 12.0], [2.0, 6.0], [4.0, 7.0],
+                    [3.0, 5.0], [0.0, 5.0], [7.0, 15.0], [1.0, 6.0], [3.0, 3.0]])
 
     def ratio(t: np.ndarray) -> np.ndarray:
         return np.asarray(t[..., 0] / t[..., 1])

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from personagap.analysis.agreement import MIN_USERS_FOR_CI
+from personagap.analysis.ci_rule import UNEQUAL_ITEMS_MIN_USERS
 from personagap.analysis.diagnosis_ceiling import (
     ClusterStat,
     compare,
@@ -60,7 +60,8 @@ def test_ceiling_is_one_fixed_pair_set_weighted_by_shared_items() -> None:
     # u0 holds 12 items; every other user 6. h2 labels only u0's items (a pair spanning one user: left out, else
     # leaving u0 out would drop it); h3 labels the first 42 items (7 users).
     rng = np.random.default_rng(0)
-    others = MIN_USERS_FOR_CI + 5
+    # Enough users for an interval although their items are unequal (the CI rule's unequal-items minimum).
+    others = UNEQUAL_ITEMS_MIN_USERS + 5
     user_of = {i: "u00" for i in range(12)} | {12 + k: f"u{1 + k // 6:02d}" for k in range(6 * others)}
     truth = rng.random(len(user_of)) < 0.4
     labels = {r: {i: YN[int(truth[i] ^ (rng.random() < flip))] for i in items}

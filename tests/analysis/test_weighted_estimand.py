@@ -116,10 +116,11 @@ def test_toy_store_user_weighted_kappa(tmp_path: Path) -> None:
 
 
 def _heavy_differ() -> dict[str, list[tuple[str, str]]]:
-    """Three heavy users on whom the judge is always right; twelve light users on whom it is mostly wrong."""
+    """Six heavy users on whom the judge is always right; 24 light users on whom it is mostly wrong (30 users: the
+    CI rule's fewest for an item-weighted interval when items per user are this unequal)."""
     right = [("no", "no")] * 50 + [("yes", "yes")] * 50
-    users = {f"heavy{i}": right for i in range(3)}
-    users |= {f"light{i:02d}": [("no", "yes"), ("yes", "no"), ("yes", "no"), ("no", "no")] for i in range(12)}
+    users = {f"heavy{i}": right for i in range(6)}
+    users |= {f"light{i:02d}": [("no", "yes"), ("yes", "no"), ("yes", "no"), ("no", "no")] for i in range(24)}
     return users
 
 

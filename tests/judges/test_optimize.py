@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from sklearn.metrics import balanced_accuracy_score
 
-from personagap.analysis.agreement import MIN_USERS_FOR_CI
+from personagap.analysis.ci_rule import UNEQUAL_ITEMS_MIN_USERS
 from personagap.analysis.comparable import IN_SAMPLE
 from personagap.cli import cli
 from personagap.judges import get_judge
@@ -45,9 +45,11 @@ from tests.support.db_cut import keep_first_users
 from tests.support.demo_judge import STRICT_INSTRUCTION, DemoSensitiveModel, DemoSensitiveServer, Seen, item_key
 from tests.support.stores import copy_store
 
-N_USERS = 17
-KEEP_USERS = 17
-FRACTIONS = (0.3, 0.1, 0.6)  # 5 train, 2 dev and MIN_USERS_FOR_CI (10) test users: the fewest that get a CI
+N_USERS = 33  # every user of the release's stage 2
+KEEP_USERS = 33
+# 2 train, 1 dev and 30 test users: the real users' items are very unequal, and an item-weighted interval then
+# needs UNEQUAL_ITEMS_MIN_USERS (30) users (the CI rule); the demo-sensitive server needs only a few demos.
+FRACTIONS = (0.06, 0.03, 0.91)
 JUDGE = "relevance-per-attribute"
 
 
@@ -109,7 +111,7 @@ def _users_seen(seen: list[Seen], user_of: dict[str, str]) -> tuple[set[str], se
 
 @pytest.mark.slow
 def test_demo_sensitive_judge_improves_on_test_users(run: Run) -> None:
-    assert run.result.test_users == MIN_USERS_FOR_CI
+    assert run.result.test_users == UNEQUAL_ITEMS_MIN_USERS
     kappa = run.result.test["kappa"]
     assert run.result.chosen != "unoptimised"
     assert kappa.before.value == pytest.approx(0.0)  # YES to everything: no agreement beyond chance
@@ -374,8 +376,10 @@ def test_max_items_samples_within_each_side(opt_db: Path) -> None:
     from personagap.judges.optimize import plan_run
 
     lm = LMConfig(model="openai/x", api_base="http://127.0.0.1:9/v1")
-    full, _, _ = plan_run(opt_db, _settings(), lm)
-    small, examples, _ = plan_run(opt_db, _settings(max_items=12), lm)
+    # More train users than the main run's two, so that 12 sampled train items hold both classes.
+    wide = (0.3, 0.1, 0.6)
+    full, _, _ = plan_run(opt_db, _settings(fractions=wide), lm)
+    small, examples, _ = plan_run(opt_db, _settings(max_items=12, fractions=wide), lm)
     assert small.split == full.split  # the users are split first; items are sampled inside each side
     assert small.items == {"train": 12, "dev": 12, "test": 12} and small.max_calls["test"] == 24
 
