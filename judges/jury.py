@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -74,6 +74,11 @@ def jury_labels(votes: pd.DataFrame, rule: JuryRule, *, rater: str, rater_kind: 
     return out
 
 
+def jury_status(labelled: int, undecided: int) -> Literal["finished", "failed"]:
+    """A jury run's stored status: ``failed`` when it had items and labelled none (as a judge run's, issue 32)."""
+    return "failed" if labelled == 0 and undecided > 0 else "finished"
+
+
 @dataclass(frozen=True)
 class JuryResult:
     """What a jury run stored."""
@@ -82,10 +87,23 @@ class JuryResult:
     condition: str
     labelled: int
     undecided: int
+    run_id: str = ""
+    failures_by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Literal["finished", "failed"]:
+        """The run's stored status (:func:`jury_status`)."""
+        return jury_status(self.labelled, self.undecided)
 
     def render(self) -> str:
         """One line for the terminal."""
         return f"jury {self.rater}: {self.labelled} items labelled, {self.undecided} undecided (stored as failures)"
+
+    def failure_line(self) -> str:
+        """One line saying that the run labelled nothing, and why (the commonest reasons first)."""
+        reasons = ", ".join(f"{k} {v}" for k, v in sorted(self.failures_by_reason.items(), key=lambda kv: -kv[1]))
+        return (f"jury run {self.run_id} ({self.rater}) failed: every one of its {self.undecided} items is undecided "
+                f"({reasons}); no label was decided")
 
 
 def build_jury(db: str | Path, jurors: Sequence[tuple[str, str]], rule: JuryRule, *, rater: str,
@@ -100,7 +118,8 @@ def build_jury(db: str | Path, jurors: Sequence[tuple[str, str]], rule: JuryRule
         condition: The condition the jury's labels are stored under.
 
     Raises:
-        ValueError: Fewer than two jurors, a juror with no parsed label, or jurors of different kinds.
+        ValueError: Fewer than two jurors, a juror with no parsed label, jurors of different kinds, or (``confidence``)
+            a juror none of whose labels states a confidence on a scale with stated ends.
     """
     from personagap.store.jury_counts import confidence_values, juror_summary, write_jury
 
@@ -108,7 +127,7 @@ def build_jury(db: str | Path, jurors: Sequence[tuple[str, str]], rule: JuryRule
         raise ValueError("a jury needs at least two different jurors")
     with opened(db, read_only=True) as con:
         found_rows = juror_summary(con, jurors)
-        values = confidence_values(con, jurors)
+        values = confidence_values(con, jurors) if rule == "confidence" else None
     found = set(zip(found_rows["rater"], found_rows["condition"], strict=True))
     missing = [f"{r} [{c}]" if c else r for r, c in jurors if (r, c) not in found]
     if missing:
@@ -116,18 +135,27 @@ def build_jury(db: str | Path, jurors: Sequence[tuple[str, str]], rule: JuryRule
     kinds = set(found_rows["rater_kind"])
     if len(kinds) != 1 or not kinds <= set(JUDGE_KINDS):
         raise ValueError(f"jurors must be judges of one kind, got {', '.join(sorted(kinds))}")
-    # The confidence-to-probability rule runs in Python on the distinct stated values only; the vote is SQL's.
-    values["probability"] = [_probability(c, s) for c, s in zip(values["confidence"], values["scale"], strict=True)]
-    values["probability"] = values["probability"].astype(float)
+    if values is not None:
+        # The confidence-to-probability rule runs in Python on the distinct stated values only; the vote is SQL's.
+        values["probability"] = [_probability(c, s) for c, s in zip(values["confidence"], values["scale"],
+                                                                    strict=True)]
+        values["probability"] = values["probability"].astype(float)
+        weighed = set(zip(*(values.dropna(subset=["probability"])[k] for k in ("rater", "condition")), strict=True))
+        unweighed = [f"{r} [{c}]" if c else r for r, c in dict.fromkeys(jurors) if (r, c) not in weighed]
+        if unweighed:  # every item would be undecided ("invalid: ... no confidence"): refused before any write
+            raise ValueError(f"juror(s) {', '.join(unweighed)} state no confidence on a scale with stated ends on any "
+                             "label, so --weighting confidence cannot weigh their votes (use --weighting majority)")
     run = Run(run_id=f"jury-{uuid.uuid4().hex[:12]}", kind="judge",
               source=", ".join(f"{r} [{c}]" if c else r for r, c in jurors),
               rater=rater, git_sha=git_sha(), started_at=now(), finished_at=now(), status="finished",
               parameters={"rule": rule, "jurors": [list(j) for j in jurors]})
     with opened(db) as con:
         # The jury is recomputed whole: an item its jurors no longer label loses its jury label too.
-        labelled, undecided = write_jury(con, jurors, rule, values, rater=rater, rater_kind=kinds.pop(),
-                                         condition=condition, run=run.model_dump())
-    return JuryResult(rater=rater, condition=condition, labelled=labelled, undecided=undecided)
+        labelled, undecided, reasons = write_jury(
+            con, jurors, rule, values if values is not None else pd.DataFrame(), rater=rater,
+            rater_kind=kinds.pop(), condition=condition, run=run.model_dump(), status=jury_status)
+    return JuryResult(rater=rater, condition=condition, labelled=labelled, undecided=undecided, run_id=run.run_id,
+                      failures_by_reason=reasons)
 
 
 def _probability(confidence: float, scale: str | None) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from personagap._cli_base import cli, db_option, fail
+from personagap._cli_base import EXIT_RUN_FAILED, cli, db_option, fail
 from personagap.stage_names import STAGES
 
 JURY_CHOICES = ("majority", "confidence")
@@ -56,7 +56,8 @@ def jury_command(stage: str, dataset: str, judges: str, weighting: str, name: st
     """Store a jury of several judges as a judge of its own, scored by every report like any judge.
 
     Each item the jurors labelled gets the jury's vote; an undecided item is stored as a failure with its reason,
-    never a guess. Rerunning replaces the jury's labels.
+    never a guess. Rerunning replaces the jury's labels. A run that decided no item is stored 'failed' and exits 1;
+    --weighting confidence refuses (exit 2) a judge that states no confidence.
     """
     from personagap.judges.jury import JURY_RULES, build_jury
 
@@ -67,6 +68,8 @@ def jury_command(stage: str, dataset: str, judges: str, weighting: str, name: st
         jurors = resolve_jurors(db, stage, dataset, names)
         rule = next(r for r in JURY_RULES if r == weighting)  # the typed rule click's choice names
         result = build_jury(db, jurors, rule, rater=name or jury_rater(weighting, names))
-    except ValueError as exc:  # unknown judge, jurors of different kinds: the user's input, one line
+    except ValueError as exc:  # unknown judge, jurors of different kinds, no confidence to weigh: one line
         fail(f"error: {exc}")
     click.echo(result.render())
+    if result.status == "failed":  # stored 'failed': a script must never take an empty jury for a finished one
+        fail(f"error: {result.failure_line()}", EXIT_RUN_FAILED)
