@@ -4,9 +4,10 @@ The statistics are the paper's (Calderon, Reichart & Dror, ACL 2025), in :mod:`~
 A bare "winning rate >= 0.5" can pass for reasons that say nothing about the judge, so every result also carries:
 
 * **A constant judge.** The humans' majority class, given on every item the judge labelled, goes through the
-  same test. When it passes too, the data cannot tell a judge from a constant: the verdict is
-  "uninformative on this data", never "passed" (on a skewed yes/no task most items are ties, and a margin
-  ``epsilon`` then does all the work).
+  same test. When it passes and the judge passes too, the data cannot tell a judge from a constant: the verdict
+  is "uninformative on this data", never "passed" (on a skewed yes/no task most items are ties, and a margin
+  ``epsilon`` then does all the work). When it passes and the judge does not, a constant does better than the
+  judge: the verdict is :data:`FAILS_CONSTANT` (the judge fails), never "uninformative".
 * **Anchored humans give no verdict.** Humans who saw an LLM's label before answering (the comparability rule,
   :mod:`personagap.analysis.comparable`) are tested apart and never produce a "passed": a judge that matches
   them may only match the LLM they were shown.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 import pandas as pd
@@ -54,6 +55,7 @@ from personagap.vocabulary import HumanSet
 
 __all__ = [
     "CLUSTER_UNIT_ITEM", "CLUSTER_UNIT_USER", "CONSTANT_JUDGE", "DEFAULT_EPSILON", "DEFAULT_Q", "EPSILON_GUIDANCE",
+    "FAILS_CONSTANT",
     "MIN_BLIND_ANNOTATORS", "MIN_HUMANS_PER_ITEM", "MIN_ITEMS_PER_ANNOTATOR", "SCORERS", "SWEEP_EPSILONS",
     "AltTestNotApplicable", "AltTestOutcome", "AltTestResult", "AnnotatorIndicators", "Indicators", "Scoring",
     "alt_test", "alt_test_rows", "benjamini_yekutieli", "decide", "indicators", "one_sided_p", "one_sided_p_rows",
@@ -69,8 +71,11 @@ CONSTANT_JUDGE = "constant (majority class)"
 """Display name of the constant judge run beside every judge."""
 BASELINE_KIND = "baseline"
 
-Verdict = Literal["passed", "not passed", "uninformative on this data", "no verdict: anchored humans",
-                  "not applicable"]
+FAILS_CONSTANT: Final = "fails: a constant judge beats it"
+"""The verdict of a judge that does not pass where the constant judge passes (issue 32): worse than a constant."""
+
+Verdict = Literal["passed", "not passed", "uninformative on this data", "fails: a constant judge beats it",
+                  "no verdict: anchored humans", "not applicable"]
 
 
 class AltTestResult(BaseModel):
@@ -95,7 +100,9 @@ class AltTestResult(BaseModel):
     advantage_by_annotator: dict[str, float] = Field(default_factory=dict)
     items_by_annotator: dict[str, int] = Field(default_factory=dict)
     verdict: Verdict = Field(description="What the result says: passed only when a constant judge does not pass "
-                                         "and the humans are blind.")
+                                         "and the humans are blind; where the constant judge passes, "
+                                         "'uninformative on this data' if this judge passes too, else "
+                                         "'fails: a constant judge beats it'.")
     verdict_reason: str = Field(description="Why, in one line.")
     epsilon_sweep: list[dict[str, Any]] = Field(
         default_factory=list, description="Per margin in SWEEP_EPSILONS: epsilon, winning_rate, passed (and the "
@@ -163,6 +170,12 @@ def _verdict(humans_kind: HumanSet, passed: bool, winning_rate: float, epsilon: 
         return "no verdict: anchored humans", ("these humans saw an LLM's label before answering: matching them "
                                                f"may only be matching that LLM{also}")
     if constant is not None and constant["passed"]:
+        if not passed:
+            # The constant passes and the judge does not: the judge is worse than always saying one label, which
+            # is a finding about the judge, not a test that cannot tell (issue 32).
+            return FAILS_CONSTANT, (f"a constant judge that always says {constant['label']!r} passes at epsilon "
+                                    f"{epsilon:g} (winning rate {constant['winning_rate']:.2f}) and this judge "
+                                    f"does not ({winning_rate:.2f})")
         return "uninformative on this data", (f"a constant judge that always says {constant['label']!r} passes "
                                               f"too at epsilon {epsilon:g}")
     reason = f"winning rate {winning_rate:.2f} {'>=' if passed else '<'} 0.5 at epsilon {epsilon:g}"
