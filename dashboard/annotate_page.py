@@ -6,6 +6,8 @@ this module is only the Streamlit page.
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -13,25 +15,83 @@ import streamlit as st
 
 from personagap.analysis.comparable import SHOWN_LLM
 from personagap.analysis.diagnosis import STAGE_TITLES, STAGES
-from personagap.dashboard import annotate, render
+from personagap.dashboard import annotate, prefetch, render
 from personagap.store import StoreError
 
 FLUSH_EVERY_SECONDS = 2.0
 
 
-@st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Counting the judges' labels…")
-def _queue_inputs(db: str, stage: str, dataset: str, best: str | None) -> tuple[list[str], pd.DataFrame]:
-    # The per-item counts every order reads (SQL), once for all orders; "" names no judge.
-    return annotate.queue_inputs(db, stage, dataset, meta_of=best or "")
+_QueueKey = tuple[str, str, str, str | None]
+"""(database, stage, dataset, best judge) of one queue."""
 
 
-@st.cache_data(ttl=render.TTL_SECONDS, show_spinner="Ordering the queue…")
+@dataclass
+class _Held:
+    """One queue's inputs, for the store state they were read from, and its orders computed so far."""
+
+    stamp: tuple[int, int]
+    queue: annotate.Queue
+    orders: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)
+
+
+_held: dict[_QueueKey, _Held] = {}
+_held_lock = threading.Lock()
+_HELD_QUEUES = 2
+"""Queues held at once (the latest read): at 10^7 labels one queue and its orders take a few hundred MB."""
+_HELD_ORDERS = 4
+"""Orders held per queue (the latest computed)."""
+
+
+def _read_queue(db: str, stage: str, dataset: str, best: str | None) -> _Held:
+    """The queue's per-item inputs, read once per store state (:func:`prefetch.stamp`, the file's change marker).
+
+    Held in the process as they are, not in ``st.cache_data`` (which pickles a result into the cache and out again
+    on every run: at 10^7 labels the inputs of 2 * 10^6 items and each order of them took seconds a run). Every
+    order of the queue is computed from them, once per (order, seed).
+    """
+    key = (db, stage, dataset, best)
+    stamp = prefetch.stamp(db)
+    with _held_lock:
+        held = _held.get(key)
+        if held is not None and held.stamp == stamp:
+            return held
+    with st.spinner("Counting the judges' labels…"):
+        held = _Held(stamp, annotate.read_queue(db, stage, dataset, best))
+    with _held_lock:
+        _held.pop(key, None)
+        _held[key] = held
+        while len(_held) > _HELD_QUEUES:
+            _held.pop(next(iter(_held)))
+    return held
+
+
 def _queue(db: str, stage: str, dataset: str, order: str, seed: int, best: str | None) -> pd.DataFrame:
-    items, judge_labels = _queue_inputs(db, stage, dataset, best)
-    routed = annotate.routed_items(db, stage, dataset) if order == "routed" else None
-    audit = annotate.audit_items(db, stage, dataset) if order == "audit" else None
-    return annotate.order_items(items, judge_labels, order, best_judge=best, seed=seed,  # type: ignore[arg-type]
-                                routed=routed, audit=audit)
+    held = _read_queue(db, stage, dataset, best)
+    ordered = held.orders.get((order, seed))
+    if ordered is None:
+        routed = annotate.routed_items(db, stage, dataset) if order == "routed" else None
+        audit = annotate.audit_items(db, stage, dataset) if order == "audit" else None
+        # (The routed and audit orders read the stored decision too: a write that changes it changes the stamp.)
+        ordered = annotate.order_queue(held.queue, order, seed=seed, routed=routed, audit=audit)  # type: ignore[arg-type]
+        with _held_lock:
+            held.orders[(order, seed)] = ordered
+            while len(held.orders) > _HELD_ORDERS:
+                held.orders.pop(next(iter(held.orders)))
+    return ordered
+
+
+def _carry_over(db: str, before: tuple[int, int]) -> None:
+    """After this page wrote people's labels, the queues read just before still hold: keep them for the new state.
+
+    A queue reads judges' labels only, so the page's own write of human labels changes none of it; without this,
+    every label given would read the judges' labels again (~10 s at 10^7 labels). (Another process's write would be
+    taken for ours only between the stamp read before the flush and the flush's own write: milliseconds.)
+    """
+    after = prefetch.stamp(db)
+    with _held_lock:
+        for key, held in _held.items():
+            if key[0] == db and held.stamp == before:
+                held.stamp = after
 
 
 @st.cache_data(ttl=render.TTL_SECONDS, show_spinner=False)
@@ -58,9 +118,13 @@ def _others_labels(db: str, item_id: str, name: str) -> pd.DataFrame:
 
 def flush_pending(db: str) -> annotate.FlushResult:
     """Write pending labels if the file is free; new labels clear every cached query so all pages show them."""
+    if not annotate.has_pending(db):
+        return annotate.FlushResult(0, 0)
+    before = prefetch.stamp(db)
     result = annotate.flush(db)
     if result.written:
         st.cache_data.clear()
+        _carry_over(db, before)
     return result
 
 
@@ -148,7 +212,7 @@ def annotate_page() -> None:
         return
     done = _stored_by(db, name, stage, dataset) | annotate.pending_items(db, name)
     revealed = st.session_state.get("annotate_revealed")
-    if revealed and revealed["item_id"] in set(queue["item_id"]):
+    if revealed and bool((queue["item_id"] == revealed["item_id"]).any()):
         _reveal(db, name, revealed)
         return
     if order == "routed":
