@@ -382,6 +382,27 @@ def ci_text(e: Estimate | None = None, *, ci: list[float] | None = None, n_users
     return text
 
 
+def ci_note_lines(notes: dict[str, str], indent: str = "    ") -> list[str]:
+    """Why figures have no CI, one line per reason: the figures that share a reason are named on its line.
+
+    Args:
+        notes: Figure -> why its interval was withheld (a report row's ``ci_notes``), in the row's order.
+        indent: Put before each line.
+
+    Returns:
+        ``"<indent>kappa, accuracy: no CI: <reason>"`` per distinct reason, in the order reasons first appear;
+        beyond four figures the first three and how many more.
+    """
+    by_reason: dict[str, list[str]] = {}
+    for figure, why in notes.items():
+        by_reason.setdefault(why, []).append(figure)
+
+    def named(figures: list[str]) -> str:
+        return ", ".join(figures) if len(figures) <= 4 else f"{', '.join(figures[:3])} and {len(figures) - 3} more"
+
+    return [f"{indent}{named(figures)}: no CI: {why}" for why, figures in by_reason.items()]
+
+
 def ci_list(e: Estimate) -> list[float]:
     """The interval as a ``[lo, hi]`` list (the JSON reports' shape)."""
     return [e.ci[0], e.ci[1]]

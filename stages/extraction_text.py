@@ -6,7 +6,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from personagap.analysis.agreement import ci_text
-from personagap.analysis.ci_rule import CI_METHOD, ci_cell
+from personagap.analysis.ci_rule import CI_METHOD, ci_cell, ci_note_lines
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
 from personagap.analysis.weighting import gap_lines, weight_note
@@ -65,7 +65,7 @@ def render_extraction(report: ExtractionReport, *, categories: bool = True) -> s
             lines.append(f"  {where(v.dataset, v.origin)}: {v.verifier}: n {v.n}, kappa {_num(v.kappa)} "
                          f"{kappa_ci}, accuracy {_num(v.accuracy)} "
                          f"{ci_text(ci=v.accuracy_ci, n_users=v.n_users)}")
-            lines.extend(f"    {figure}: no CI: {why}" for figure, why in v.ci_notes.items())
+            lines.extend(ci_note_lines(v.ci_notes))
         lines += ["", "Prevalence-robust panel (same items and users as kappa):"]
         lines += panel_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)
         lines += gap_lines((f"{v.verifier} ({where(v.dataset, v.origin)})", v) for v in report.verifiers)

@@ -10,6 +10,7 @@ from personagap.analysis.agreement import (
     MIN_USERS_FOR_CI,
     ci_text,
 )
+from personagap.analysis.ci_rule import ci_note_lines
 from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import (
     extras_lines,
@@ -112,7 +113,7 @@ def _judge_table(judges: list[JudgeAgreement]) -> list[str]:
         if j.undefined_resamples:
             # Jackknife: the count is of users without whom kappa is undefined, and then there is no CI.
             rows.append(f"{'':<4}kappa undefined without {j.undefined_resamples} of the users (no CI)")
-        rows.extend(f"{'':<4}{figure}: no CI: {why}" for figure, why in j.ci_notes.items())
+        rows.extend(ci_note_lines(j.ci_notes))
         if j.failure_reasons:
             rows.append(f"{'':<4}failures by reason: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
     return rows

@@ -148,3 +148,12 @@ def test_cluster_estimate_checks_the_parts_on_all_users() -> None:
     with_parts = cluster_estimate(stat, tables, bounds=(0.0, 1.0), parts=class_recalls)
     assert without.ci[0] < without.value < without.ci[1]  # only specificity varies over users
     assert math.isnan(with_parts.ci[0]) and with_parts.reason
+
+
+def test_figures_sharing_a_reason_share_one_line() -> None:
+    from personagap.analysis.ci_rule import ci_note_lines
+
+    notes = {"kappa": "A", "accuracy": "A", "recall": "B", "ac1": "A", "mcc": "A", "f1": "A"}
+    assert ci_note_lines(notes, "  ") == ["  kappa, accuracy, ac1 and 2 more: no CI: A", "  recall: no CI: B"]
+    assert ci_note_lines({"kappa": "A", "f1": "A"}) == ["    kappa, f1: no CI: A"]
+    assert ci_note_lines({}) == []
