@@ -2,7 +2,7 @@
 
 The first harness (:mod:`benchmarks.calibration`) drew users of similar size and moderate prevalence, and the rule it
 chose (a jackknife-t on users - 1 degrees of freedom) covered 0.54-0.89 in an independent audit on uneven data. The
-worlds here are written to be hard, each at 10, 20 and 50 users:
+worlds here are written to be hard, each at 10, 20, 30 and 50 users:
 
 * ``unequal-like``: 60% of users have 1-3 items, 30% 10-40, 10% 150-300; every user is drawn from the same
   distribution (heavy users are like the rest, only bigger).
@@ -18,7 +18,7 @@ estimand the tool prints). Every candidate rule is computed from the same leave-
 (:func:`personagap.analysis.ci_rule.leave_one_out`), so the candidates differ only in how they turn those into an
 interval; the chosen one is the tool's own :func:`~personagap.analysis.ci_rule.interval_from_leave_outs`.
 
-Run: python benchmarks/calibration_uneven.py [--reps 400] [--users 10 20 50] [--worlds ...] [--no-write]
+Run: python benchmarks/calibration_uneven.py [--reps 400] [--users 10 20 30 50] [--worlds ...] [--no-write]
 """
 
 from __future__ import annotations
