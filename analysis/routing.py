@@ -413,6 +413,17 @@ class GuaranteedThreshold:
     """None: the first threshold tested was not shown to reach the target (or none could be tested)."""
     tests: tuple[ThresholdTest, ...]
     n_users: int
+    """Users with an item the thresholds are chosen on (a judge label, a confidence, a person's label): every user
+    considered, not those the chosen threshold's kept items come from (:attr:`kept_bound`)."""
+
+    @property
+    def kept_bound(self) -> AccuracyBound | None:
+        """The bound at the chosen threshold: how many labelled items it keeps and from how many users (None: none).
+
+        The guarantee rests on these items only; a threshold high enough to keep a few users' labels is chosen on
+        those few users, however many users were considered (issue 32).
+        """
+        return next((t.bound for t in reversed(self.tests) if t.rejected), None)
 
     @property
     def stopped(self) -> str:
@@ -434,7 +445,9 @@ class GuaranteedThreshold:
             "delta": self.delta, "min_confidence": self.min_confidence,
             "guarantee": f"P(accuracy on the kept items >= {self.target:g}) >= {1 - self.delta:g}",
             "test": "fixed-sequence, one-sided user-clustered jackknife-t (Kish df, binomial SE floor)",
-            "tests": [t.to_json() for t in self.tests], "stopped": self.stopped, "n_users": self.n_users})
+            "tests": [t.to_json() for t in self.tests], "stopped": self.stopped, "n_users": self.n_users,
+            "kept_labelled": None if self.kept_bound is None else {"n_items": self.kept_bound.n,
+                                                                   "n_users": self.kept_bound.n_users}})
 
 
 def calibration_arrays(items: pd.DataFrame) -> tuple[np.ndarray[Any, np.dtype[np.intp]], int, FloatArray, FloatArray]:

@@ -74,7 +74,12 @@ class RouteResult:
         from personagap.analysis.agreement import json_safe_dict
 
         if self.choice is not None:
-            threshold = {"method": "split", **self.choice.to_json()}
+            point = self.choice.chosen_on
+            # The labelled items the chosen threshold keeps among the choosing users, and whose they are: what the
+            # choice rests on, beside n_users_chosen_on (every user of the choosing half; issue 32).
+            kept = None if point is None or self.choice.min_confidence is None else {
+                "n_items": point.n, "n_users": point.accuracy.n_clusters or 0}
+            threshold = {"method": "split", **self.choice.to_json(), "kept_labelled": kept}
         else:
             threshold = self.steps[0].guarantee.to_json()
         return json_safe_dict({
@@ -244,6 +249,15 @@ def route(db: str, stage: str, dataset: str, judge: str | None = None, *, target
                        audit_seed=None if draw is None else draw.seed, audit_note=note)
 
 
+def _users(n: int) -> str:
+    return f"{n:,} user{'s' if n != 1 else ''}"
+
+
+def _labels_from(n_items: int, n_users: int) -> str:
+    """``4 labelled items from 1 user``: the labels a threshold keeps and whose they are."""
+    return f"{n_items:,} labelled item{'s' if n_items != 1 else ''} from {_users(n_users)}"
+
+
 def _guarantee_lines(result: RouteResult) -> list[str]:
     from personagap.analysis.routing import floor3
     from personagap.text import number
@@ -256,10 +270,12 @@ def _guarantee_lines(result: RouteResult) -> list[str]:
             lines.append(f"{who}no threshold is shown to reach the target ({g.stopped}): it keeps nothing.")
             continue
         last = next(t for t in reversed(g.tests) if t.rejected)
+        # The count that matters is whose labels the chosen threshold keeps, not every user considered (issue 32).
         lines.append(f"{who}kept where confidence >= {g.min_confidence:g} ({step.confidence_scale}): {step.kept:,} "
                      f"items; P(accuracy on them >= {g.target:g}) >= {1 - g.delta:g}, by fixed-sequence testing "
-                     f"over {len(g.tests)} threshold{'s' if len(g.tests) != 1 else ''} (people's labels of "
-                     f"{g.n_users} users).")
+                     f"over {len(g.tests)} threshold{'s' if len(g.tests) != 1 else ''}, chosen on "
+                     f"{_labels_from(last.bound.n, last.bound.n_users)} (of {_users(g.n_users)} with people's "
+                     "labels).")
         lines.append(f"  At >= {g.min_confidence:g}: accuracy {number(last.bound.accuracy, 3)}, one-sided "
                      f"{1 - g.delta:.0%} lower bound {floor3(last.bound.lower):.3f} ({last.bound.n:,} labelled items, "
                      f"{last.bound.n_users} users, effective {last.bound.effective_users:.1f}); {g.stopped}.")
@@ -280,15 +296,21 @@ def render_route(result: RouteResult) -> str:
             lines.append(f"No confidence threshold reaches the target on the {len(choice.chosen_users)} choosing "
                          "users: every item goes to people.")
         else:
+            # Whose labels the threshold keeps, not the whole choosing half: a high threshold may be reached by one
+            # user's few labels (issue 32). (A chosen threshold always has its point on the choosing users' curve.)
+            point = choice.chosen_on
+            on = "" if point is None else f"{_labels_from(point.n, point.accuracy.n_clusters or 0)} (of "
             lines.append(f"Kept where confidence >= {choice.min_confidence:g} ({result.confidence_scale}), chosen "
-                         f"on {len(choice.chosen_users)} users.")
+                         f"on {on}{_users(len(choice.chosen_users))} in the choosing half{')' if on else ''}.")
             held = choice.held_out
             if held is None:
                 lines.append("  No held-out user has a label at that confidence: the target is unchecked.")
             else:
                 figure = getattr(held, target.metric)
-                lines.append(f"  On the {len(choice.held_out_users)} held-out users: {target.metric} "
-                             f"{number(figure.value, 2)} {ci_text(figure)}, coverage {number(held.coverage, 2)}.")
+                lines.append(f"  On held-out users: {target.metric} {number(figure.value, 2)} {ci_text(figure)}, "
+                             f"coverage {number(held.coverage, 2)}, on "
+                             f"{_labels_from(held.n, held.accuracy.n_clusters or 0)} (of "
+                             f"{_users(len(choice.held_out_users))} held out).")
     else:
         g = result.steps[0].guarantee
         split = (f"; {len(result.steps)} judges, cheapest first, each at delta {g.delta:g}" if result.cascade
