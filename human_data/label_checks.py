@@ -14,6 +14,8 @@ from personagap.human_data.label_format import (
     CONFIDENCE,
     CONFIDENCE_SCALE,
     CONTEXT,
+    FAILURE,
+    FAILURE_KINDS,
     MAX_INFERRED_CATEGORIES,
     ROW_ORDER,
     STAGE_CATEGORIES,
@@ -24,7 +26,7 @@ from personagap.human_data.label_format import (
     spec_categories,
 )
 from personagap.human_data.label_rows import item_hash
-from personagap.human_data.label_sources import CONFIDENCE_RANGE, row_place, variable
+from personagap.human_data.label_sources import CONFIDENCE_RANGE, FAILURE_BOTH, FAILURE_KIND, row_place, variable
 from personagap.linking import ATTRIBUTES_USED, INPUT_CONDITION, INPUT_CONDITIONS, PERSONALIZED
 from personagap.records import PAIRWISE_LABELS, RELEVANCE_LABELS, ItemKind
 from personagap.store.label_import import (
@@ -95,15 +97,25 @@ class Checker:
 def check_rows(check: Checker, spec: LabelSpec) -> None:
     """Refuse the first row with a problem of its own (structure, rater kind, a label off the scale)."""
     response_kind = "response_kind" if spec.stage == "response" else "NULL"
-    hit = check.first(f"SELECT _file, _row, problem, label, is_pair, kind, {response_kind} FROM vl "
+    hit = check.first(f"SELECT _file, _row, problem, label, is_pair, kind, {response_kind}, {FAILURE}, rater FROM vl "
                       "WHERE problem IS NOT NULL")
     if not hit:
         return
-    file, row, problem, label, is_pair, kind, response_kind = hit
+    file, row, problem, label, is_pair, kind, response_kind, failure, rater = hit
     if problem == "(row)":
         raise check.error(file, row, None, "expected a JSON object")
+    if problem == "missing:label":
+        raise check.error(file, row, "label", f"missing or empty (required: a label, or a '{FAILURE}' reason when a "
+                                              "judge gave no usable answer)")
     if problem.startswith("missing:"):
         raise check.error(file, row, problem.split(":", 1)[1], "missing or empty (required)")
+    if problem == FAILURE_BOTH:
+        raise check.error(file, row, FAILURE, f"{echo(failure)} is given with label {echo(label)}: a row is a label "
+                                              "or a judge's failure, not both (keep one)")
+    if problem == FAILURE_KIND:
+        raise check.error(file, row, FAILURE, f"rater {echo(rater)} is {kind}: only a judge's row (rater_kind "
+                                              f"{' or '.join(FAILURE_KINDS)}) can be a failure; leave out items a "
+                                              "person did not label")
     if problem == "rater_kind":
         raise check.error(file, row, "rater_kind", f"unknown rater kind {echo(kind)} "
                                                    f"(one of {', '.join(FILE_RATER_KINDS)})")

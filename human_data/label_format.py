@@ -32,9 +32,11 @@ Scale = Literal["nominal", "ordinal"]
 Origin = Literal["real", "synthetic"]
 
 REQUIRED: tuple[str, ...] = ("item_id", "rater", "label")
-OPTIONAL: tuple[str, ...] = ("rater_kind", "user_id", "condition", "reason", "confidence", "confidence_scale")
+OPTIONAL: tuple[str, ...] = ("rater_kind", "user_id", "condition", "reason", "confidence", "confidence_scale",
+                             "failure")
 """Per-label columns. ``confidence`` (any numeric scale) and ``confidence_scale`` (what that scale is, e.g. ``0-1``)
-are stored in the label's meta (:data:`CONFIDENCE`, :data:`CONFIDENCE_SCALE`)."""
+are stored in the label's meta (:data:`CONFIDENCE`, :data:`CONFIDENCE_SCALE`); ``failure`` (:data:`FAILURE`) makes a
+row without a label a judge's failure."""
 CONTEXT: dict[str, tuple[str, ...]] = {
     "extraction": ("conversation", "attribute", ATTRIBUTE_ID, SYSTEM),
     "relevance": ("prompt", "attribute", "profile", ATTRIBUTE_ID, SYSTEM),
@@ -46,6 +48,12 @@ LINK_COLUMNS: tuple[str, ...] = (ATTRIBUTE_ID, SYSTEM, ATTRIBUTES_USED, INPUT_CO
 """Item columns that link stages: stored in the item's payload under their own names when a file fills them."""
 CONFIDENCE = "confidence"
 CONFIDENCE_SCALE = "confidence_scale"
+FAILURE = "failure"
+"""Why a judge gave no usable label (``unparseable: ...``, ``refused``): a row gives a label or a failure, never both
+nor neither. Stored as a judge run stores a failure: label NULL, the reason in ``labels.error``, so every report counts
+it under ``failures`` (its kind is the text up to the first colon)."""
+FAILURE_KINDS: tuple[str, ...] = ("llm", "trained")
+"""Rater kinds whose rows may be failures: the file's judge kinds (a person who gave no label has no row)."""
 #: The stage's question fixes its categories (its report and judges read exactly these); ``--categories``
 #: changes them except for pairwise items, whose labels always say which answer won.
 STAGE_CATEGORIES: dict[str, tuple[str, ...]] = {"extraction": VERIFICATION_LABELS, "relevance": RELEVANCE_LABELS}
@@ -62,7 +70,7 @@ KEY_SAMPLE = 20_480
 ROW_ORDER = "(_file::BIGINT * 4294967296 + _row)"
 #: Columns that must be plain text or numbers: a JSON list or object there is a format error.
 ID_COLUMNS = ("item_id", "rater", "label", "rater_kind", "user_id", "condition", "confidence", "confidence_scale",
-              ATTRIBUTE_ID, SYSTEM, INPUT_CONDITION, PERSONALIZED)
+              FAILURE, ATTRIBUTE_ID, SYSTEM, INPUT_CONDITION, PERSONALIZED)
 _MAX_ECHO = 60
 
 MAX_INFERRED_CATEGORIES = 12

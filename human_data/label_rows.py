@@ -11,6 +11,7 @@ from personagap.human_data.label_format import (
     CONFIDENCE,
     CONFIDENCE_SCALE,
     CONTEXT,
+    FAILURE,
     ID_TAG,
     IMPORTED_EXTRACTOR,
     LINK_COLUMNS,
@@ -49,7 +50,7 @@ def build_rows(con: duckdb.DuckDBPyConnection, spec: LabelSpec, sources: Sequenc
     views = {
         "labels": f"""
             SELECT it.sid AS item_id, rater, kind AS rater_kind, cond AS condition, stored AS label,
-                   CASE WHEN stored IS DISTINCT FROM label THEN label END AS raw, reason, NULL::VARCHAR AS error,
+                   CASE WHEN stored IS DISTINCT FROM label THEN label END AS raw, reason, {FAILURE} AS error,
                    {run_of_file} AS run_id, {_meta_sql(con)} AS meta
             FROM temp.vl JOIN temp.it ON vl.item_id = it.source_id""",
         "items": f"""

@@ -17,6 +17,8 @@ from personagap.human_data._jsonl import DataError, read_jsonl
 from personagap.human_data.label_format import (
     CONFIDENCE,
     CONFIDENCE_SCALE,
+    FAILURE,
+    FAILURE_KINDS,
     ID_COLUMNS,
     KEY_SAMPLE,
     REQUIRED,
@@ -366,6 +368,7 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
     if ATTRIBUTES_USED in known:
         link_checks += f"WHEN _used_raw IS NOT NULL AND {ATTRIBUTES_USED} IS NULL THEN {sql_quote(ATTRIBUTES_USED)} "
     kinds = ", ".join(map(sql_quote, FILE_RATER_KINDS))
+    failure_kinds = ", ".join(map(sql_quote, FAILURE_KINDS))
     response_kind = ""
     if spec.stage == "response":
         allowed = ", ".join(map(sql_quote, RESPONSE_KINDS))
@@ -376,9 +379,13 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
     sql = f"""
         SELECT _file, _row, {kept}, user_key, cond, kind, is_pair, is_yes_no, stored,
             CASE WHEN _bad IS NOT NULL THEN _bad WHEN item_id IS NULL THEN 'missing:item_id'
-                 WHEN rater IS NULL THEN 'missing:rater' WHEN label IS NULL OR _lt = '' THEN 'missing:label'
-                 WHEN kind NOT IN ({kinds}) THEN 'rater_kind' {response_kind} {link_checks}
-                 WHEN stored IS NULL THEN '(scale)' END AS problem
+                 WHEN rater IS NULL THEN 'missing:rater'
+                 WHEN (label IS NULL OR _lt = '') AND {FAILURE} IS NULL THEN 'missing:label'
+                 WHEN {FAILURE} IS NOT NULL AND NOT (label IS NULL OR _lt = '') THEN {sql_quote(FAILURE_BOTH)}
+                 WHEN kind NOT IN ({kinds}) THEN 'rater_kind'
+                 WHEN {FAILURE} IS NOT NULL AND kind NOT IN ({failure_kinds}) THEN {sql_quote(FAILURE_KIND)}
+                 {response_kind} {link_checks}
+                 WHEN stored IS NULL AND {FAILURE} IS NULL THEN '(scale)' END AS problem
         FROM (SELECT *, {label_sql(spec)} AS stored FROM (
             SELECT *, {_shape_sql(spec)}, coalesce(user_id, item_id) AS user_key, coalesce(condition, '') AS cond,
                    lower(coalesce(rater_kind, 'human')) AS kind
@@ -407,6 +414,10 @@ def materialise(con: duckdb.DuckDBPyConnection, sources: Sequence[Source], queri
 SCALE_PATTERN = r"^\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*$"
 CONFIDENCE_RANGE = "confidence:range"
 """The problem of a confidence outside its row's declared ``confidence_scale``."""
+FAILURE_BOTH = "failure:both"
+"""The problem of a row giving a label and a ``failure`` (a row is one or the other)."""
+FAILURE_KIND = "failure:kind"
+"""The problem of a ``failure`` on a row that is not a judge's (:data:`~.label_format.FAILURE_KINDS`)."""
 
 
 def scale_end_sql(column: str, end: int) -> str:

@@ -2,10 +2,11 @@
 
 One row per (item, rater) label; the full format, with an example per stage, is in ``docs/formats.md``.
 
-* required: ``item_id``, ``rater``, ``label``;
+* required: ``item_id``, ``rater``, and ``label`` (or, on a judge's row, ``failure``);
 * optional: ``rater_kind`` (``human`` default | ``llm`` | ``trained``), ``user_id`` (the bootstrap's
   cluster, default ``item_id``), ``condition`` (default ``''``, the blind protocol; e.g. ``shown-llm``,
-  ``no-profile``), ``reason``;
+  ``no-profile``), ``reason``, ``confidence``, ``confidence_scale``, ``failure`` (a judge's row without a label: why
+  it gave none; stored as a judge run's failure, label NULL and the reason in ``labels.error``);
 * optional item context, stored once per item: stage ``extraction``: ``conversation``, ``attribute``;
   stage ``relevance``: ``prompt``, ``attribute``, ``profile``; stage ``response``: ``prompt``, ``profile``,
   and either ``response_a`` + ``response_b`` (pairwise, labels ``A``/``B``/``tie``) or ``response``

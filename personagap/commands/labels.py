@@ -36,8 +36,9 @@ def import_labels(files: tuple[str, ...], stage: Stage, dataset: str, scale: Sca
                   origin: Origin, question: str | None, db: str) -> None:
     """Import your own labels for any stage: one row per (item, rater), from JSONL, CSV or Parquet.
 
-    Required columns: item_id, rater, label. Optional: rater_kind (human|llm|trained), user_id, condition,
-    reason, and the stage's item context (see docs/formats.md). Every file is validated first; any
+    Required columns: item_id, rater, label (or, on a judge's row, failure: why it gave no usable label; counted
+    in the report's failures). Optional: rater_kind (human|llm|trained|system), user_id, condition, reason,
+    confidence, confidence_scale, and the stage's item context (see docs/formats.md). Every file is validated first; any
     problem is one line naming file, line or row, and column, and nothing is written. Re-importing a
     file replaces the rows it held.
     """
