@@ -9,7 +9,9 @@ questions), because items of one user are not independent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -243,3 +245,57 @@ def rater_pairs(labels: pd.DataFrame, *, min_overlap: int = 10) -> PairwiseResul
     groups = {str(r): "rater" for r in labels["rater"].unique()}
     return pairwise_agreement(labels, groups, min_overlap=min_overlap)
 
+
+
+BASELINE_NAMES: dict[str, str] = {"always_a": "always-A", "always_b": "always-B", "always_longer": "always-longer",
+                                  "always_shorter": "always-shorter", "always_tie": "always-tie"}
+"""Each trivial pairwise judge's key in report rows (JSON ``baselines``), by the column of its hits in the store's
+counts (``personagap.store.response_counts.BASELINE_SIDES``, which defines them: always A, always B, always the
+longer answer, always the shorter one, always tie); the text writes it with a space ('always shorter')."""
+
+
+BaselineRelation = Literal["within", "above", "no CI"]
+
+
+def baseline_flags(accuracy: float, ci: Sequence[float] | None,
+                   baselines: Mapping[str, float]) -> list[tuple[str, float, BaselineRelation]]:
+    """The baselines a judge does not beat: its accuracy's CI holds theirs, or lies below it.
+
+    A judge whose accuracy a trivial rule (always the shorter answer, say) matches within the judge's own interval
+    is not shown to do anything the rule does not; one whose interval lies below the rule's accuracy does worse.
+    Without an interval (too few users) a baseline at or above the judge's accuracy is flagged.
+
+    Args:
+        accuracy: The judge's (item-weighted) accuracy.
+        ci: Its interval (NaN or None: none).
+        baselines: Baseline key -> its accuracy on the same items (NaN ones are skipped).
+
+    Returns:
+        ``(baseline, its accuracy, relation)`` per flagged baseline, in the order given; ``relation`` is ``within``
+        (inside the judge's CI, ends included), ``above`` (above the CI's upper end) or ``no CI`` (at or above the
+        judge's accuracy, which has no interval).
+    """
+    lo, hi = (math.nan, math.nan) if ci is None or len(ci) != 2 else (float(ci[0]), float(ci[1]))
+    out: list[tuple[str, float, BaselineRelation]] = []
+    for name, value in baselines.items():
+        if math.isnan(value) or math.isnan(accuracy):
+            continue
+        relation: BaselineRelation | None
+        if math.isnan(lo) or math.isnan(hi):
+            relation = "no CI" if value >= accuracy else None
+        else:
+            relation = "within" if lo <= value <= hi else "above" if value > hi else None
+        if relation is not None:
+            out.append((name, float(value), relation))
+    return out
+
+
+def baseline_flag_line(judge: str, judge_accuracy: float, baseline: str, accuracy: float,
+                       relation: BaselineRelation) -> str:
+    """One line for a flagged baseline: ``<judge> is within its CI of 'always shorter' (0.945)``."""
+    name = f"'{baseline.replace('-', ' ')}' ({accuracy:.3f})"
+    if relation == "within":
+        return f"{judge} is within its CI of {name}"
+    if relation == "above":
+        return f"{judge} is below {name}: its accuracy {judge_accuracy:.3f} has a CI below the baseline's"
+    return f"{judge} does no better than {name}: its accuracy {judge_accuracy:.3f} has no CI"

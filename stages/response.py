@@ -188,7 +188,7 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mappi
     sections: list[SingleResponseReport] = []
     for dataset in datasets:
         judges += pairwise_judges(counts, swaps, dataset, scale=PAIRWISE_SCALE, weight=weight)
-        humans += pairwise_humans(human_counts, human_raters, dataset)
+        humans += pairwise_humans(human_counts, human_raters, dataset, scale=PAIRWISE_SCALE)
         gaps += profile_gaps(gap_counts, counts, dataset) if gap_counts is not None else []
         gvp_results += gvp_rows(gvp, dataset)
         if singles is None or dataset not in with_single:

@@ -17,18 +17,26 @@ from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import ci_list
 from personagap.analysis.comparable import judge_display, reference_labels
 from personagap.analysis.panel import panel_values, scale_metrics
-from personagap.analysis.response import gap_from_counts, rate_from_counts
+from personagap.analysis.response import (
+    BASELINE_NAMES,
+    baseline_flag_line,
+    baseline_flags,
+    gap_from_counts,
+    rate_from_counts,
+)
 from personagap.analysis.weighting import Weight, judge_row_figures
 from personagap.records import DatasetScale
 from personagap.scales import PAIRWISE_SCALE as PAIRWISE_SCALE
 from personagap.stages.response_records import (
     REVERSED,
+    BaselineFlag,
     GenericVsPersonalized,
     GroupAccuracy,
     HumanBias,
     JudgeResult,
     ProfileGap,
 )
+from personagap.store.response_counts import BASELINE_SIDES
 
 
 def reason_kind(error: str) -> str:
@@ -55,8 +63,23 @@ def _share(part: Any, whole: Any) -> float:
 
 PAIRWISE_ITEM_FIGURES: tuple[str, ...] = (
     "first_position_rate", "longer_rate", "tie_rate", "human_tie_rate", "accuracy_failures_as_wrong",
-    "accuracy_without_human_ties", "always_a_accuracy", "always_longer_accuracy", "swap_consistency", "by_group")
+    "accuracy_without_human_ties", "always_a_accuracy", "always_longer_accuracy", "baselines", "baseline_flags",
+    "swap_consistency", "by_group")
 """A pairwise judge row's figures computed from pooled counts, not its confusion tables: item-weighted only."""
+
+
+def baseline_accuracies(rows: pd.DataFrame, n: float, categories: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """Every trivial baseline's accuracy from the store's counts: its hits (a column per baseline) over ``n``.
+
+    The same counts the judges' accuracies are read from (:func:`~personagap.store.response_counts.pair_judge_counts`
+    on a judge's items, :func:`~personagap.store.response_counts.pair_human_counts` on every referenced item); 'always
+    tie' only where the scale has a tie category.
+
+    Returns:
+        Baseline key (:data:`~personagap.analysis.response.BASELINE_NAMES`) -> accuracy, in the store's order.
+    """
+    return {BASELINE_NAMES[b]: _share(rows[b].sum(), n) for b in BASELINE_SIDES
+            if b != "always_tie" or "tie" in categories}
 
 
 def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: str, *,
@@ -111,8 +134,17 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: s
                 by_group[f"{column}={value}"] = GroupAccuracy(n=int(group_joined),
                                                               accuracy=_share(group_hits, group_joined))
         swap_pairs, same = swapped.get((rater, condition), (0, 0))
+        baselines = baseline_accuracies(joined, n, scale.categories)
+        # The flag compares like with like: the baselines are pooled over items, so the judge's item-weighted
+        # accuracy and interval, whatever --weight chose for the row.
+        items = (weighting.get("by_weight") or {}).get("items")
+        accuracy, accuracy_ci = ((items.accuracy, items.accuracy_ci) if items is not None
+                                 else (est["accuracy"].value, ci_list(est["accuracy"])))
+        judge = judge_display(rater, condition)
+        flags = [BaselineFlag(baseline=b, accuracy=a, relation=r, note=baseline_flag_line(judge, accuracy, b, a, r))
+                 for b, a, r in baseline_flags(accuracy, accuracy_ci, baselines)]
         out.append(JudgeResult(
-            judge=judge_display(rater, condition), rater=rater, condition=condition, dataset=dataset,
+            judge=judge, rater=rater, condition=condition, dataset=dataset,
             rater_kind=kind, reference="human", scale=scale.kind, n=n, n_users=n_users,
             accuracy=est["accuracy"].value, accuracy_ci=ci_list(est["accuracy"]),
             kappa=est["kappa"].value, kappa_ci=ci_list(est["kappa"]), undefined_resamples=est["kappa"].n_undefined,
@@ -123,21 +155,23 @@ def pairwise_judges(counts: pd.DataFrame, swaps: pd.DataFrame | None, dataset: s
             tie_rate=_share(weights[label == "tie"].sum(), n), human_tie_rate=_share(weights[~not_tie].sum(), n),
             accuracy_without_human_ties=_share(joined["hits"].to_numpy(dtype=float)[not_tie].sum(),
                                                weights[not_tie].sum()),
-            always_a_accuracy=_share(weights[human == "A"].sum(), n),
-            always_longer_accuracy=_share(joined["always_longer"].sum(), n),
+            always_a_accuracy=baselines["always-A"], always_longer_accuracy=baselines["always-longer"],
+            baselines=baselines, baseline_flags=flags,
             swap_consistency=_share(same, swap_pairs), swap_pairs=swap_pairs, by_group=by_group, **panel_values(est),
             **weighting,
         ))
     return out
 
 
-def pairwise_humans(per_user: pd.DataFrame, raters: pd.DataFrame, dataset: str) -> list[HumanBias]:
+def pairwise_humans(per_user: pd.DataFrame, raters: pd.DataFrame, dataset: str, *,
+                    scale: DatasetScale = PAIRWISE_SCALE) -> list[HumanBias]:
     """The blind human reference's own position and length bias on one pairwise dataset, and the baselines.
 
     Args:
         per_user: The per-user counts of :func:`~personagap.store.response_counts.pair_human_counts`.
         raters: The blind human raters of pairwise items (:func:`~personagap.store.response_counts.pair_human_raters`).
         dataset: The dataset.
+        scale: The pairwise scale ('always tie' is a baseline where it has a tie category).
 
     Returns:
         One row, or none where no item has a reference. The position bias is given only where every item's
@@ -152,13 +186,11 @@ def pairwise_humans(per_user: pd.DataFrame, raters: pd.DataFrame, dataset: str) 
     first = rate_from_counts(users, rows["first"], rows["decisive"])
     longer = rate_from_counts(users, rows["longer"], rows["unequal"])
     names = sorted({str(r) for r in _of(raters, dataset)["rater"]})
-    # Hits of the trivial judges: 'always A' is right where the reference is A (the rows' "first" count).
-    baselines = {"always-A": rows["first"].sum(), "always-longer": rows["always_longer"].sum()}
     return [HumanBias(
         dataset=dataset, rater=", ".join(names), n=n, n_users=int(users.nunique()),
         first_position_rate=first.value if shown else None, first_position_ci=ci_list(first) if shown else None,
         longer_rate=longer.value, longer_ci=ci_list(longer), tie_rate=_share(rows["ties"].sum(), n),
-        baselines={name: _share(hits, n) for name, hits in baselines.items()},
+        baselines=baseline_accuracies(rows, n, scale.categories),
     )]
 
 

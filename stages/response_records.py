@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -23,6 +23,17 @@ USR_DATASET = "usr-personachat"
 
 
 
+
+
+class BaselineFlag(BaseModel):
+    """A trivial baseline the judge does not beat on its own items (issue 32): within its accuracy's CI, or above."""
+
+    baseline: str = Field(description="The baseline's key, as in ``baselines`` (e.g. 'always-shorter').")
+    accuracy: float = Field(description="The baseline's accuracy on the judge's items.")
+    relation: Literal["within", "above", "no CI"] = Field(
+        description="'within': inside the judge's (item-weighted) accuracy CI; 'above': above its upper end; "
+                    "'no CI': the judge's accuracy has no interval and the baseline is at or above it.")
+    note: str = Field(description="The line the text report prints.")
 
 
 class GroupAccuracy(BaseModel):
@@ -63,6 +74,13 @@ class JudgeResult(PanelFields, WeightFields, OriginField):
     always_a_accuracy: float | None = Field(default=None, description="Baseline 'always A' on the same items.")
     always_longer_accuracy: float | None = Field(default=None,
                                                  description="Baseline 'always longer' on the same items.")
+    baselines: dict[str, float] = Field(
+        default_factory=dict, description="Pairwise: every trivial baseline (always-A, always-B, always-longer, "
+                                          "always-shorter, always-tie where the scale has ties) -> its accuracy "
+                                          "on the same items.")
+    baseline_flags: list[BaselineFlag] = Field(
+        default_factory=list, description="Baselines the judge does not beat: within (or above) its item-weighted "
+                                          "accuracy CI.")
     swap_consistency: float | None = Field(default=None, description="Same verdict in both orders (needs +reversed).")
     swap_pairs: int = 0
     undefined_resamples: int = Field(default=0, description="Users whose leave-one-out kappa was undefined.")

@@ -27,14 +27,17 @@ def render_response(report: ResponseReport) -> str:
     pairwise = [j for j in report.judges if j.first_position_rate is not None]
     if pairwise:
         head = (f"{'judge':<44}{'dataset':<16}{'n':>5}{'users':>6}{'fail':>5}{'acc':>7}  {'95% CI':<16}{'kappa':>6}"
-                f"{'1st pos':>8}{'longer':>7}{'ties':>6}{'alwaysA':>8}{'longer*':>8}")
+                f"{'1st pos':>8}{'longer':>7}{'ties':>6}")
         lines += [head, "-" * len(head)]
         for j in pairwise:
             lines.append(f"{j.judge[:43]:<44}{j.dataset[:15]:<16}{j.n:>5}{j.n_users:>6}{j.failures:>5}"
                          f"{number(j.accuracy):>7}  {ci_cell(j.accuracy_ci, j.n_users):<16}{number(j.kappa, 2):>6}"
                          f"{number(j.first_position_rate, 2):>8}"
-                         f"{number(j.longer_rate, 2):>7}{number(j.tie_rate, 2):>6}{number(j.always_a_accuracy, 2):>8}"
-                         f"{number(j.always_longer_accuracy, 2):>8}")
+                         f"{number(j.longer_rate, 2):>7}{number(j.tie_rate, 2):>6}")
+            if j.baselines:
+                lines.append(f"{'':<4}baselines on the same items: {_baselines(j.baselines)}")
+            # A judge a trivial rule matches (within the judge's CI) is not shown to do more than the rule.
+            lines.extend(f"{'':<4}{flag.note}" for flag in j.baseline_flags)
             if j.failure_reasons:
                 lines.append(f"{'':<4}failures: " + ", ".join(f"{k} {v}" for k, v in j.failure_reasons.items()))
             if j.undefined_resamples:
@@ -44,7 +47,8 @@ def render_response(report: ResponseReport) -> str:
             if j.swap_pairs:
                 lines.append(f"{'':<4}swap consistency {number(j.swap_consistency, 2)} on {j.swap_pairs} pairs")
         lines += ["", "1st pos = share of A/B verdicts naming the answer shown first; longer = share naming the "
-                      "longer answer;", "alwaysA / longer* = accuracy of those trivial baselines on the same items."]
+                      "longer answer;", "baselines = accuracy of the trivial judges on the same items (the length "
+                      "judges say A on equal lengths)."]
     elif not report.single_responses:
         lines.append("(no pairwise judge shares items with a human label; import prism-judge or personafeedback)")
     if report.humans:
@@ -54,8 +58,7 @@ def render_response(report: ResponseReport) -> str:
                    if h.first_position_rate is not None else "1st pos n/a (order not shown to humans)")
             lines.append(f"  {h.dataset}: n {h.n} ({h.n_users} users), {pos}, longer {number(h.longer_rate, 2)} "
                          f"{ci_cell(h.longer_ci, h.n_users)}, "
-                         f"ties {number(h.tie_rate, 2)}; baselines " +
-                         ", ".join(f"{k} {number(v, 3)}" for k, v in h.baselines.items()))
+                         f"ties {number(h.tie_rate, 2)}; baselines {_baselines(h.baselines)}")
     if report.profile_gaps:
         lines += ["", "With vs without the profile (same judge; a paired gap uses only the items judged both ways):",
                   ""]
@@ -90,6 +93,11 @@ def render_response(report: ResponseReport) -> str:
     lines += origin_lines(report.origin_comparison)
     lines += extras_lines(report.alt_test, report.estimates)
     return "\n".join(lines)
+
+
+def _baselines(baselines: dict[str, float]) -> str:
+    """``always A 0.500, always B 0.400, ...``: each baseline's accuracy, named as the flag lines name it."""
+    return ", ".join(f"{k.replace('-', ' ')} {number(v, 3)}" for k, v in baselines.items())
 
 
 def _single_lines(s: SingleResponseReport, judges: list[JudgeResult]) -> list[str]:

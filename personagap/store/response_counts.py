@@ -13,7 +13,9 @@ How a verdict is read, in one place for the report:
 * canonical labels are 'A', 'B' or 'tie'; a judge that saw the pair swapped has ``meta.swapped`` true, so it chose
   the answer shown first when ``(label = 'A') <> swapped``;
 * an answer's length is its number of characters (code points, as Python's ``len``);
-* the trivial 'always longer' judge says 'A' on equal lengths.
+* the trivial judges (:data:`BASELINE_SIDES`: always A, always B, always the longer answer, always the shorter one,
+  always tie) are counted by one definition in both the judges' and the humans' counts; both length judges say 'A'
+  on equal lengths.
 """
 
 from __future__ import annotations
@@ -43,6 +45,23 @@ PERSONALIZED = "B"
 """Canonical position of the personalised answer of a generic-vs-personalised pair (the generic one is A)."""
 
 _JUDGE = comparable_judge_sql("l")
+
+BASELINE_SIDES: dict[str, str] = {
+    "always_a": "'A'",
+    "always_b": "'B'",
+    "always_longer": "CASE WHEN len_a >= len_b THEN 'A' ELSE 'B' END",
+    "always_shorter": "CASE WHEN len_a <= len_b THEN 'A' ELSE 'B' END",
+    "always_tie": "'tie'",
+}
+"""Each trivial judge's label on a pair (SQL over ``len_a``, ``len_b``): the column of its hits in
+:func:`pair_judge_counts` and :func:`pair_human_counts`. One definition for both, so a baseline beside a judge and
+beside the humans is the same judge. On equal lengths both length judges say 'A' (the answer listed first)."""
+
+
+def _baseline_hits(human: str, where: str) -> str:
+    """``count(*) FILTER (...) AS always_...`` per :data:`BASELINE_SIDES` judge: items where it gives ``human``."""
+    return ", ".join(f"count(*) FILTER ({where} AND {human} = {side}) AS {name}"
+                     for name, side in BASELINE_SIDES.items())
 
 _ITEMS = "pg_response_items"
 
@@ -129,7 +148,9 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
         Those key columns and ``n`` (labels), ``failed`` (unparsed), ``joined`` (parsed with a reference), ``hits``
         (the reference's label), ``decisive`` (A/B verdicts with a reference), ``first`` (of those, the answer
         shown first), ``unequal`` (decisive on answers of unequal length), ``longer`` (of those, the longer
-        answer), ``always_longer`` (joined items where 'always longer' is the reference's label).
+        answer), and per :data:`BASELINE_SIDES` judge (``always_a``, ``always_b``, ``always_longer``,
+        ``always_shorter``, ``always_tie``) the joined items where it gives the reference's label: each trivial
+        judge's hits on the items this judge is scored on.
     """
     counts = _rows(con, f"""
         WITH {_PAIR_ITEMS},
@@ -138,8 +159,7 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                    l.error, l.label IS NOT NULL AND p.human IS NOT NULL AS joined,
                    l.label IN ('A', 'B') AND p.human IS NOT NULL AS decisive,
                    (l.label = 'A') <> coalesce(try_cast(l.meta->>'swapped' AS BOOLEAN), false) AS first,
-                   p.len_a <> p.len_b AS unequal, (l.label = 'A') = (p.len_a > p.len_b) AS longer,
-                   CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END AS longer_side
+                   p.len_a <> p.len_b AS unequal, (l.label = 'A') = (p.len_a > p.len_b) AS longer, p.len_a, p.len_b
             FROM labels l JOIN pair_items p USING (item_id)
             WHERE {_JUDGE}
         )
@@ -147,8 +167,7 @@ def pair_judge_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                count(*) FILTER (label IS NULL) AS failed, count(*) FILTER (joined) AS joined,
                count(*) FILTER (joined AND label = human) AS hits, count(*) FILTER (decisive) AS decisive,
                count(*) FILTER (decisive AND first) AS first, count(*) FILTER (decisive AND unequal) AS unequal,
-               count(*) FILTER (decisive AND unequal AND longer) AS longer,
-               count(*) FILTER (joined AND longer_side = human) AS always_longer
+               count(*) FILTER (decisive AND unequal AND longer) AS longer, {_baseline_hits("human", "joined")}
         FROM judged
         GROUP BY ALL
     """, _params())
@@ -163,8 +182,8 @@ def pair_human_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     Returns:
         Per (dataset, user): ``n`` items with a reference, ``decisive`` (A/B), ``first`` (A: the answer listed
         first, the order humans saw where ``shown``), ``unequal``/``longer`` as :func:`pair_judge_counts`,
-        ``ties``, ``always_longer`` (hits of the 'always longer' judge), ``shown`` (every item's order is the one
-        the humans saw).
+        ``ties``, the hits of every :data:`BASELINE_SIDES` judge (``always_a`` ... ``always_tie``, as in
+        :func:`pair_judge_counts`), ``shown`` (every item's order is the one the humans saw).
     """
     return _rows(con, f"""
         WITH {_PAIR_ITEMS}
@@ -173,8 +192,7 @@ def pair_human_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                count(*) FILTER (p.human IN ('A', 'B') AND p.len_a <> p.len_b) AS unequal,
                count(*) FILTER (p.human IN ('A', 'B') AND p.len_a <> p.len_b
                                 AND (p.human = 'A') = (p.len_a > p.len_b)) AS longer,
-               count(*) FILTER (p.human = 'tie') AS ties,
-               count(*) FILTER (p.human = CASE WHEN p.len_a >= p.len_b THEN 'A' ELSE 'B' END) AS always_longer,
+               count(*) FILTER (p.human = 'tie') AS ties, {_baseline_hits("p.human", "true")},
                bool_and(p.shown) AS shown
         FROM pair_items p WHERE p.human IS NOT NULL
         GROUP BY ALL
