@@ -66,6 +66,10 @@ def connect(path: str | Path, *, read_only: bool = False, wait_seconds: float = 
     _check_location(path, read_only=read_only)
     con = _while_locked(path, wait_seconds,
                         lambda: duckdb.connect(str(path), read_only=read_only, config=dict(_CONFIG)))
+    # DuckDB prints a progress bar to stdout for any query over 2 s: at 10^6+ labels it landed in front of
+    # `report --json`, which then was no valid JSON. Long work shows its own progress, on stderr. (A connection
+    # setting: DuckDB refuses it in the config as a global option.)
+    con.execute("SET enable_progress_bar = false")
     try:
         _ensure_schema(con, path, read_only=read_only,
                        force=FORCE_SCHEMA if force_schema is None else force_schema)
