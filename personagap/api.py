@@ -1,4 +1,8 @@
-"""The library API behind the CLI: import, report, demo; `import_labels` / `load_labels` for notebooks (issue 14)."""
+"""The library API behind the CLI: import, report, demo; `import_labels` / `load_labels` for notebooks (issue 14).
+
+Every stage report is reachable: :func:`report_extraction`, :func:`report_relevance`, :func:`report_response` (the
+CLI's own report functions); :func:`load_labels` gives a frame :func:`import_labels` takes back.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from personagap.store.item_reads import relevance_prompt_items
 if TYPE_CHECKING:
     from personagap.analysis.diagnosis import Diagnosis
     from personagap.judges.runner import LMConfig, RunSummary
+    from personagap.stages.extraction_records import ExtractionReport
+    from personagap.stages.response_records import ResponseReport
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,29 @@ def report_relevance(db: str | Path, *, weight: Weight = "items") -> RelevanceRe
     (:mod:`personagap.analysis.weighting`).
     """
     return stage_relevance_report(db, weight=weight)
+
+
+def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseReport:
+    """Build the stage-3 report from a database (read-only): what ``personagap report response`` prints.
+
+    The CLI's own function (:func:`personagap.stages.response.report_response`); ``to_json_dict()`` is its
+    ``--json`` output without the confidence figures. ``weight``: what the judge rows' table figures weigh equally,
+    ``items`` (the default) or ``users`` (:mod:`personagap.analysis.weighting`).
+    """
+    from personagap.stages.response import report_response as stage_response_report
+
+    return stage_response_report(db, weight=weight)
+
+
+def report_extraction(db: str | Path, *, weight: Weight = "items") -> ExtractionReport:
+    """Build the stage-1 report from a database (read-only): what ``personagap report extraction`` prints.
+
+    The CLI's own function (:func:`personagap.stages.extraction.report_extraction`); ``to_json_dict()`` is its
+    ``--json`` output without the confidence figures. ``weight`` as in :func:`report_response`.
+    """
+    from personagap.stages.extraction import report_extraction as stage_extraction_report
+
+    return stage_extraction_report(db, weight=weight)
 
 
 def relevance_items(db: str | Path, datasets: tuple[str, ...] = ("recenter-stage2",)) -> pd.DataFrame:

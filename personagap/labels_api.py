@@ -15,13 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
+import numpy as np
 import orjson
 import pandas as pd
 
 from personagap.datasets import record_meta
 from personagap.human_data._jsonl import DataError
+from personagap.human_data.label_format import CONTEXT, IMPORTED_EXTRACTOR
 from personagap.human_data.labels import (
+    STAGES,
     LabelImport,
     LabelSpec,
     Origin,
@@ -97,23 +101,29 @@ def _sources(data: pd.DataFrame | str | Path | Sequence[str | Path], source_name
 
 
 @gc_paused()
-def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, stage: Stage, dataset: str,
-                  db: str | Path, scale: Scale = "nominal", categories: Sequence[str] | None = None,
-                  origin: Origin = "real", source_name: str = "dataframe",
-                  question: str | None = None) -> LabelsSummary:
+def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, stage: Stage | None = None,
+                  dataset: str | None = None, db: str | Path, scale: Scale = "nominal",
+                  categories: Sequence[str] | None = None, origin: Origin | None = None,
+                  source_name: str = "dataframe", question: str | None = None) -> LabelsSummary:
     """Validate labels in the generic format and write them to ``db`` in one transaction.
 
     Re-importing the same file (or a DataFrame under the same ``source_name``) replaces exactly the rows
     it held before: labels it no longer has are removed in the same transaction.
 
+    A DataFrame may be :func:`load_labels`'s output: its ``dataset``, ``stage`` and ``origin`` columns then give
+    the import's (each must hold one value, the argument's when one is given), ``run_id`` and ``stored_item_id``
+    (the store's keys) are assigned anew, and another stage's context columns left empty are ignored. So
+    ``import_labels(load_labels(db, dataset=d, stage=s), db=other)`` stores the same labels in ``other``.
+
     Args:
         data: A DataFrame, or one or more .jsonl/.csv/.parquet files.
-        stage: ``extraction``, ``relevance`` or ``response``.
-        dataset: Dataset key the items are filed under (``--dataset``).
+        stage: ``extraction``, ``relevance`` or ``response``; None: the frame's ``stage`` column.
+        dataset: Dataset key the items are filed under (``--dataset``); None: the frame's ``dataset`` column.
         db: The DuckDB file (created if missing).
         scale: ``nominal`` (categories) or ``ordinal`` (numbers).
         categories: Fix the allowed labels (nominal), or the allowed numbers (ordinal).
-        origin: ``real`` users or ``synthetic`` personas (recorded per dataset, shown side by side).
+        origin: ``real`` users or ``synthetic`` personas (recorded per dataset, shown side by side); None: the
+            frame's ``origin`` column, else ``real``.
         source_name: What a DataFrame is called in errors and which earlier rows it replaces.
         question: What the raters were asked (``--question``; stored in the dataset's record and used as its
             report section's title); None: the stage's default question for the dataset's item kind.
@@ -125,6 +135,17 @@ def import_labels(data: pd.DataFrame | str | Path | Sequence[str | Path], *, sta
         DataError: The data deviates from the format (file, line or row, column named); nothing is written.
         ValueError: Unknown stage, scale or origin.
     """
+    if isinstance(data, pd.DataFrame):
+        data, found = _frame_of_store(data, source_name, {"stage": stage, "dataset": dataset, "origin": origin})
+        stage = stage if stage is not None else _stage(found.get("stage"), source_name)
+        dataset = dataset if dataset is not None else found.get("dataset")
+        origin = origin if origin is not None else _origin(found.get("origin", "real"))
+    if stage is None:
+        raise ValueError("give stage= (extraction, relevance or response)")
+    if dataset is None:
+        raise DataError("--dataset", None, None, "give the dataset name (dataset=)")
+    if origin is None:
+        origin = "real"
     if origin not in ORIGINS:
         raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, not {origin!r}")
     if scale not in ("nominal", "ordinal"):
@@ -177,10 +198,74 @@ def write_label_import(db: str | Path, result: LabelImport) -> LabelsSummary:
                          inferred_categories=result.inferred_categories or ())
 
 
-#: Columns of :func:`load_labels`, in order.
+#: Columns of :func:`load_labels` that are the store's, not the label format's: what a frame of it is filed under
+#: (one value per import) and the keys the store assigns (assigned anew on import).
+STORE_COLUMNS: tuple[str, ...] = ("dataset", "stage", "origin", "run_id", "stored_item_id")
+_FILED_UNDER: tuple[str, ...] = ("dataset", "stage", "origin")
+
+
+def _stage(value: str | None, source_name: str) -> Stage:
+    if value is None:
+        raise ValueError("give stage= (extraction, relevance or response)")
+    if value not in STAGES:
+        raise DataError(source_name, None, "stage", f"unknown stage {value!r} (one of {', '.join(STAGES)})")
+    return value
+
+
+def _origin(value: str) -> Origin:
+    if value not in ORIGINS:
+        raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, not {value!r}")
+    return cast("Origin", value)
+
+
+def _frame_of_store(frame: pd.DataFrame, source_name: str,
+                    given: dict[str, str | None]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """A :func:`load_labels` frame as the label format reads it, and the dataset, stage and origin it holds.
+
+    Raises:
+        DataError: A ``dataset``, ``stage`` or ``origin`` column holds two values, or one that is not the argument's
+            (named at its first row).
+    """
+    if not any(c in frame.columns for c in STORE_COLUMNS):
+        return frame, {}
+    found: dict[str, str] = {}
+    for column in _FILED_UNDER:
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        first = given[column] if given[column] is not None else (str(values.iloc[0]) if len(values) else None)
+        if first is None:
+            continue
+        off = values.astype(str) != first
+        if off.any():
+            index = values.index[int(off.to_numpy().argmax())]
+            where = f"row {(index.item() if isinstance(index, np.generic) else index)!r}"
+            hint = (f"the import's {column} is {first!r}" if given[column] is not None
+                    else f"row {values.index[0]!r} holds {first!r}: one import is one {column}")
+            raise DataError(source_name, where, column,
+                            f"{str(values[index])!r} where {hint} (import each: "
+                            f"frame[frame[{column!r}] == {str(values[index])!r}])")
+        found[column] = first
+    stage = given["stage"] or found.get("stage")
+    frame = frame.drop(columns=[c for c in STORE_COLUMNS if c in frame.columns])
+    if stage in CONTEXT:
+        # Another stage's context column (load_labels gives every stage's), left empty, holds nothing to import.
+        others = {c for cols in CONTEXT.values() for c in cols} - set(CONTEXT[stage])
+        empty = [c for c in frame.columns if c in others and _empty(frame[c])]
+        frame = frame.drop(columns=empty)
+    return frame, found
+
+
+def _empty(column: pd.Series) -> bool:
+    return bool((column.isna() | (column.astype(str).str.strip() == "")).all())
+
+
+#: Columns of :func:`load_labels`, in order: the label format's (what :func:`import_labels` reads), then the store's.
 TIDY_COLUMNS: tuple[str, ...] = (
-    "dataset", "stage", "origin", "item_id", "user_id", "rater", "rater_kind", "condition", "label", "reason",
-    "error", "run_id", "attribute", "prompt", "profile", "response_a", "response_b", "response", "stored_item_id")
+    "dataset", "stage", "origin", "item_id", "user_id", "rater", "rater_kind", "condition", "label", "failure",
+    "reason", "confidence", "confidence_scale", "conversation", "attribute", "prompt", "profile", "response_a",
+    "response_b", "response", "response_kind", "attribute_id", "attributes_used", "input_condition", "system",
+    "personalized", "run_id", "stored_item_id")
 
 
 def load_labels(db: str | Path, *, stage: Stage | None = None, dataset: str | None = None,
@@ -188,8 +273,11 @@ def load_labels(db: str | Path, *, stage: Stage | None = None, dataset: str | No
                 include_failures: bool = True) -> pd.DataFrame:
     """Every stored label as one tidy DataFrame: one row per (item, rater, condition), with the item's context.
 
-    ``item_id`` is the id the labels were imported under (your own id for data imported with
-    :func:`import_labels`; the stored id for releases); ``stored_item_id`` is the store's key.
+    One frame in, the same frame out: its columns are the label format's (``docs/formats.md``), so
+    ``import_labels(load_labels(db, dataset=d, stage=s), db=other)`` stores the same labels in ``other``. ``item_id``
+    is the id the labels were imported under (your own id for data imported with :func:`import_labels`; the stored
+    id for releases); ``stored_item_id`` is the store's key. A judge's failure has no ``label`` and its reason in
+    ``failure`` (``unparseable: ...``); ``confidence`` is a float, ``attributes_used`` a JSON list as text.
 
     Args:
         db: The DuckDB file (opened read-only).
@@ -197,7 +285,7 @@ def load_labels(db: str | Path, *, stage: Stage | None = None, dataset: str | No
         dataset: Keep one dataset.
         rater_kind: Keep one rater kind (``human``, ``human_majority``, ``llm``, ``trained``, ``baseline``).
         condition: Keep one condition (``''`` is the blind protocol).
-        include_failures: Keep rows whose answer could not be parsed (``label`` null, ``error`` says why).
+        include_failures: Keep rows whose answer could not be parsed (``label`` null, ``failure`` says why).
 
     Returns:
         Columns :data:`TIDY_COLUMNS`.
@@ -207,4 +295,9 @@ def load_labels(db: str | Path, *, stage: Stage | None = None, dataset: str | No
         frame = tidy_label_rows(con, stage=stage, dataset=dataset, rater_kind=rater_kind, condition=condition,
                                 include_failures=include_failures)
     frame.insert(2, "origin", frame["dataset"].map(lambda d: origins.get(d, DEFAULT_ORIGIN)))
+    # A stage-1 item names its extractor; the label format's ``system`` (the importer's placeholder is no system).
+    extractor = frame.pop("extractor").where(frame["stage"] == "extraction")
+    frame["system"] = extractor.where(extractor != IMPORTED_EXTRACTOR).fillna(frame["system"]) \
+        .where(lambda s: s.notna(), None)
+    frame = frame.rename(columns={"error": "failure"})
     return frame[list(TIDY_COLUMNS)]

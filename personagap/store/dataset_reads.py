@@ -104,7 +104,10 @@ def tidy_label_rows(con: duckdb.DuckDBPyConnection, *, stage: str | None = None,
                     include_failures: bool = True) -> pd.DataFrame:
     """Every stored label with its item's context (:func:`personagap.labels_api.load_labels` without ``origin``).
 
-    Filters are bound parameters; ``include_failures`` False drops labels whose answer did not parse.
+    Besides the context, a label's ``confidence`` and ``confidence_scale`` (its meta) and the item's linking keys
+    (payload ``conversation``, ``response_kind``, ``attribute_id``, ``attributes_used`` as JSON text,
+    ``input_condition``, ``system``, ``personalized``; a stage-1 item's ``extractor``): every column the label
+    format reads. Filters are bound parameters; ``include_failures`` False drops labels whose answer did not parse.
     """
     where, params = ["TRUE"], []
     for col, value in (("i.stage", stage), ("i.dataset", dataset), ("l.rater_kind", rater_kind),
@@ -120,7 +123,13 @@ def tidy_label_rows(con: duckdb.DuckDBPyConnection, *, stage: str | None = None,
                coalesce(p.prompt_text, i.payload ->> '$.question', i.payload ->> '$.context') AS prompt,
                coalesce(i.payload ->> '$.profile', u.profile_text) AS profile,
                i.payload ->> '$.answer_a' AS response_a, i.payload ->> '$.answer_b' AS response_b,
-               i.payload ->> '$.response' AS response, l.item_id AS stored_item_id
+               i.payload ->> '$.response' AS response, l.item_id AS stored_item_id,
+               TRY_CAST(l.meta ->> '$.confidence' AS DOUBLE) AS confidence,
+               l.meta ->> '$.confidence_scale' AS confidence_scale,
+               i.payload ->> '$.conversation' AS conversation, i.payload ->> '$.response_kind' AS response_kind,
+               i.payload ->> '$.attribute_id' AS attribute_id, i.payload ->> '$.attributes_used' AS attributes_used,
+               i.payload ->> '$.input_condition' AS input_condition, i.payload ->> '$.system' AS system,
+               i.payload ->> '$.personalized' AS personalized, i.payload ->> '$.extractor' AS extractor
         FROM labels l JOIN items i USING (item_id)
         LEFT JOIN prompts p ON p.dataset = i.dataset AND p.user_id = i.user_id AND p.prompt_index = i.prompt_index
         LEFT JOIN users u ON u.dataset = i.dataset AND u.user_id = i.user_id
