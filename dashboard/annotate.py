@@ -35,6 +35,8 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, Field, ValidationError
 
 from personagap import store
@@ -442,7 +444,7 @@ def prepare_queue(items: Sequence[str], judge_labels: pd.DataFrame, best_judge: 
     scores = judge_labels if "total" in judge_labels else item_scores(judge_labels, best_judge)
     given = np.asarray(list(items), dtype=object)
     ids = scores["item_id"]
-    if len(ids) == len(given) and ids.is_unique and bool((ids.to_numpy(dtype=object) == given).all()):
+    if len(ids) == len(given) and _distinct(ids) and bool((ids.to_numpy(dtype=object) == given).all()):
         # The store's scores of exactly these items, in their order (queue_inputs): read as they are.
         unique = ids.array if isinstance(ids.dtype, pd.StringDtype) else pd.array(given, dtype="str")
         scores = scores.set_index("item_id")
@@ -451,6 +453,16 @@ def prepare_queue(items: Sequence[str], judge_labels: pd.DataFrame, best_judge: 
         scores = scores.set_index("item_id").reindex(pd.Index(unique))
 
     return _queue_of(unique, scores)
+
+
+def _distinct(ids: pd.Series) -> bool:
+    """Whether no item id occurs twice: strictly increasing (as the store's scores come) or else by hashing."""
+    if isinstance(ids.dtype, pd.StringDtype) and ids.dtype.storage == "pyarrow" and len(ids) > 1:
+        # One comparison per neighbour in Arrow: at 2 * 10^6 ids, hashing them all took ~1.5 s on a loaded machine.
+        values = pa.array(ids.array)
+        if pc.all(pc.greater(values[1:], values[:-1])).as_py():
+            return True
+    return bool(ids.is_unique)
 
 
 def _queue_of(unique: pd.api.extensions.ExtensionArray, scores: pd.DataFrame) -> Queue:
