@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from personagap.analysis.agreement import ci_text
-from personagap.analysis.ci_rule import CI_METHOD, ci_cell
+from personagap.analysis.ci_rule import CI_METHOD, ci_cell, ci_note_lines
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.headline import headline_metric, headline_name
 from personagap.analysis.origins import origin_lines, where
@@ -43,7 +43,7 @@ def render_response(report: ResponseReport) -> str:
             if j.undefined_resamples:
                 # The jackknife counts users without whom kappa is undefined, and then gives no CI.
                 lines.append(f"{'':<4}kappa undefined without {j.undefined_resamples} of the users (no CI)")
-            lines.extend(f"{'':<4}{figure}: no CI: {why}" for figure, why in j.ci_notes.items())
+            lines.extend(ci_note_lines(j.ci_notes))
             if j.swap_pairs:
                 lines.append(f"{'':<4}swap consistency {number(j.swap_consistency, 2)} on {j.swap_pairs} pairs")
         lines += ["", "1st pos = share of A/B verdicts naming the answer shown first; longer = share naming the "
@@ -126,7 +126,7 @@ def _single_lines(s: SingleResponseReport, judges: list[JudgeResult]) -> list[st
                      f"kappa {number(j.kappa)} {ci_cell(j.kappa_ci, j.n_users)}{weighted}, {j.failures} failures")
         if j.undefined_resamples:
             lines.append(f"      kappa undefined without {j.undefined_resamples} of the users (no CI)")
-        lines.extend(f"      {figure}: no CI: {why}" for figure, why in j.ci_notes.items())
+        lines.extend(ci_note_lines(j.ci_notes, " " * 6))
     others = [v for v in s.judges if v.rater != "majority"]
     if others:
         lines.append("  judges vs each rater (Cohen's kappa): " + "; ".join(
