@@ -23,6 +23,12 @@ users, measured on the other. A stage is named only when the CI of the **differe
 its gap and every other ranked stage's gap excludes 0 (paired over users the stages share);
 otherwise the verdict says it cannot tell. A ceiling is never borrowed from another dataset: a
 stage whose judged dataset has no multi-human ceiling is reported as unranked.
+
+Every figure weighs items by default (pooled counts: heavy users count most). With ``weight="users"``
+(``diagnose --weight users``, :mod:`personagap.analysis.weighting`) the judges' scores are computed from each
+user's table divided by its own total, and the ceilings and gaps from each user's table of each rater pair so
+divided (:func:`~personagap.analysis.diagnosis_ceiling.pair_tables`): each user counts once. Every row says which
+(``estimand``); the ordinal ceiling's Krippendorff's alpha pools items either way and says so (``item_weighted``).
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from personagap.analysis.aggregated import user_tables
 from personagap.analysis.agreement import (
     DEFAULT_SEED,
     ci_list,
-    estimates,
 )
 from personagap.analysis.comparable import (
     JUDGE_KINDS as JUDGE_KINDS,
@@ -88,6 +93,7 @@ from personagap.analysis.diagnosis_text import (
 from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import REAL, tag_origins
 from personagap.analysis.panel import panel_values, scale_metrics
+from personagap.analysis.weighting import Weight, weighted_estimates, weighted_tables
 from personagap.datasets import dataset_scales
 from personagap.records import DatasetScale
 from personagap.scales import as_scale
@@ -137,8 +143,12 @@ def _as_scale_rows(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rater_kind: str, condition: str,
                 failures: int, level: float = 0.95,
-                scale: DatasetScale | list[str] | None = None) -> JudgeScore:
+                scale: DatasetScale | list[str] | None = None, weight: Weight = "items") -> JudgeScore:
     """Score one judge from its per-user (human, label, n) counts.
+
+    Every figure (kappa, accuracy, the panel, the yes/no figures) is a function of the per-user tables under
+    ``weight`` (:func:`~personagap.analysis.weighting.weighted_tables`); ``n`` and ``confusion`` are item counts
+    either way.
 
     Args:
         rows: Columns ``user_id``, ``human``, ``label``, ``n`` (counts of items per combination).
@@ -152,6 +162,7 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         scale: The dataset's scale (:func:`dataset_scales`; a bare category list is nominal), so every judge of
             a dataset is scored over the same categories, and ordinal datasets by their levels; None: the
             nominal scale of ``rows`` alone.
+        weight: ``items`` (pooled counts) or ``users`` (each user's table divided by its own total).
     """
     if scale is None:
         scale = categories_for(_as_scale_rows(rows))
@@ -159,15 +170,17 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
     categories = list(s.categories)
     binary = tuple(categories) == YES_NO
     tables, n_users = user_tables(rows, s)
-    est = estimates(tables, (*scale_metrics(s), *(("over_selection",) if binary else ())), level=level,
-                    levels=s.levels() if s.ordinal else None)
+    est = weighted_estimates(tables, (*scale_metrics(s), *(("over_selection",) if binary else ())), weight=weight,
+                             level=level, levels=s.levels() if s.ordinal else None)
     kap, acc = est["kappa"], est["accuracy"]
     total = tables.sum(axis=0)
     extra: dict[str, Any] = {}
     if binary:
         over = est["over_selection"]
-        fp, fn, tp = total[0, 1], total[1, 0], total[1, 1]
-        n = total.sum()
+        # The yes/no figures from the same weighted table as kappa (item counts, or the sum of users' shares).
+        shares = weighted_tables(tables, weight).sum(axis=0)
+        fp, fn, tp = shares[0, 1], shares[1, 0], shares[1, 1]
+        n = shares.sum()
         extra = {
             "human_yes_rate": float((tp + fn) / n) if n else float("nan"),
             "judge_yes_rate": float((tp + fp) / n) if n else float("nan"),
@@ -182,14 +195,15 @@ def judge_score(rows: pd.DataFrame, *, stage: str, dataset: str, rater: str, rat
         n=int(total.sum()), n_users=n_users, failures=failures, categories=categories,
         confusion=total.astype(int).tolist(), kappa=kap.value, kappa_ci=ci_list(kap), accuracy=acc.value,
         accuracy_ci=ci_list(acc), binary=binary, undefined_resamples=kap.n_undefined, scale=s.kind,
-        **panel_values(est), **extra,
+        **panel_values(est), **extra, estimand=weight,
     )
 
 
 
 
 def human_ceiling(humans: pd.DataFrame, *, min_overlap: int = MIN_PAIR_OVERLAP,
-                  level: float = 0.95, scale: DatasetScale | None = None) -> HumanCeiling | None:
+                  level: float = 0.95, scale: DatasetScale | None = None, weight: Weight = "items"
+                  ) -> HumanCeiling | None:
     """Mean pairwise kappa among individual blind humans on one dataset (None when no two share items).
 
     Args:
@@ -197,27 +211,37 @@ def human_ceiling(humans: pd.DataFrame, *, min_overlap: int = MIN_PAIR_OVERLAP,
         min_overlap: Rater pairs sharing fewer items are left out (must be :data:`MIN_PAIR_OVERLAP`).
         level: Confidence level.
         scale: The dataset's scale (ordinal: quadratic-weighted kappa); None: Cohen's kappa.
+        weight: ``items`` or ``users`` (each user's table of each pair divided by its own total).
     """
     if min_overlap != MIN_PAIR_OVERLAP:
         raise ValueError(f"the ceiling uses the diagnosis's pair overlap {MIN_PAIR_OVERLAP}")
-    pt = pair_tables(humans, None, scale)
+    pt = pair_tables(humans, None, scale, weight)
     ceiling = None if pt is None else human_ceiling_row(pt, level)
-    if ceiling is not None and scale is not None and scale.ordinal:
-        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, level=level))
-    return ceiling
+    return _with_alpha(ceiling, humans, scale, level)
+
+
+def _with_alpha(ceiling: HumanCeiling | None, humans: pd.DataFrame, scale: DatasetScale | None,
+                level: float) -> HumanCeiling | None:
+    """An ordinal dataset's ceiling with Krippendorff's alpha among its humans beside it (other ceilings as given).
+
+    Alpha pools items whatever the ceiling weighs (no user-weighted version: docs/methods.md); a user-weighted
+    ceiling names it in ``item_weighted``.
+    """
+    if ceiling is None or scale is None or not scale.ordinal:
+        return ceiling
+    pooled = ["alpha"] if ceiling.estimand == "users" else []
+    return ceiling.model_copy(update={**ordinal_alpha(humans, scale, level=level), "item_weighted": pooled})
 
 
 def _dataset_gaps(stage: str, humans: pd.DataFrame, judges: pd.DataFrame, *, seed: int,
-                  level: float, scale: DatasetScale | None, min_items: int
+                  level: float, scale: DatasetScale | None, min_items: int, weight: Weight
                   ) -> tuple[HumanCeiling | None, list[CeilingGap], SelectedGap | None, ClusterStat | None,
                              str | None]:
     """One dataset's ceiling, every judge's own gap, and its selection-aware best-judge gap (with a note if none)."""
-    pt = pair_tables(humans, judges, scale)
-    ceiling = None if pt is None else human_ceiling_row(pt, level)
+    pt = pair_tables(humans, judges, scale, weight)
+    ceiling = _with_alpha(None if pt is None else human_ceiling_row(pt, level), humans, scale, level)
     if pt is None or ceiling is None:
         return None, [], None, None, None
-    if scale is not None and scale.ordinal:
-        ceiling = ceiling.model_copy(update=ordinal_alpha(humans, scale, level=level))
     gaps = judge_gaps(stage, pt, ceiling, level)
     selected, stat, note = selected_gap(stage, pt, gaps, seed=seed, level=level, min_items=min_items)
     return ceiling, gaps, selected, stat, note
@@ -244,7 +268,7 @@ def _ranked_dataset(ceilings: list[HumanCeiling], gaps: list[CeilingGap], judges
 def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: pd.DataFrame, row: Any, *,
            fail_count: Mapping[tuple[str, str, str, str], int], counts: pd.DataFrame,
            scales: Mapping[tuple[str, str], DatasetScale], origins: Mapping[str, str], seed: int,
-           level: float, min_items: int) -> tuple[StageDiagnosis, ClusterStat | None]:
+           level: float, min_items: int, weight: Weight) -> tuple[StageDiagnosis, ClusterStat | None]:
     """One stage's diagnosis, and the statistic of its selection-aware gap (for comparing stages)."""
     n_items = int(row["n_items"]) if row is not None else 0
     n_human = int(row["n_human_labels"]) if row is not None else 0
@@ -255,7 +279,7 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
         judges.append(judge_score(rows, stage=stage, dataset=str(dataset), rater=str(rater), rater_kind=str(kind),
                                   condition=str(condition),
                                   failures=fail_count.get((stage, str(dataset), str(rater), str(condition)), 0),
-                                  level=level, scale=scales.get((stage, str(dataset)))))
+                                  level=level, scale=scales.get((stage, str(dataset))), weight=weight))
     judges.sort(key=lambda j: (not finite(j.headline), -(j.headline if finite(j.headline) else 0.0), j.judge,
                                j.dataset))
     ceilings, gaps, notes = [], [], []
@@ -264,7 +288,8 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
     for ds, rows in humans[humans["stage"] == stage].groupby("dataset", sort=True):
         c, g, sel, stat, note = _dataset_gaps(stage, rows, stage_judges[stage_judges["dataset"] == ds],
                                               seed=seed, level=level,
-                                              scale=scales.get((stage, str(ds))), min_items=min_items)
+                                              scale=scales.get((stage, str(ds))), min_items=min_items,
+                                              weight=weight)
         if c is not None:
             ceilings.append(c)
             gaps += g
@@ -292,7 +317,7 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
     by_ds = {c.dataset: c for c in ceilings}
     ceiling = (by_ds.get(ranked_ds) if ranked_ds is not None  # never another dataset's ceiling beside its judges
                else max(ceilings, key=lambda c: (c.n_items, c.n_pairs)) if ceilings else None)
-    datasets = _datasets(stage, judges, ceilings, gaps, counts, scales, min_items)
+    datasets = _datasets(stage, judges, ceilings, gaps, counts, scales, min_items, weight)
     tag_origins([judges, ceilings, gaps, selected, datasets], origins)
     return StageDiagnosis(
         stage=stage, title=STAGE_TITLES[stage], status=status, message=stage_message(status, stage, best, ceiling),
@@ -304,8 +329,8 @@ def _stage(stage: str, pairs: pd.DataFrame, humans: pd.DataFrame, judge_items: p
 
 
 def _datasets(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling], gaps: list[CeilingGap],
-              counts: pd.DataFrame, scales: Mapping[tuple[str, str], DatasetScale], min_items: int
-              ) -> list[DatasetBest]:
+              counts: pd.DataFrame, scales: Mapping[tuple[str, str], DatasetScale], min_items: int,
+              weight: Weight) -> list[DatasetBest]:
     """Per dataset with judges or a ceiling: its own best (and worst) judge, its own ceiling and that judge's gap.
 
     The best judge is chosen as the stage's is (:func:`_stage`: the highest headline figure, among judges with
@@ -328,7 +353,7 @@ def _datasets(stage: str, judges: list[JudgeScore], ceilings: list[HumanCeiling]
             note = f"{ds}: no judge is scored against its blind human reference yet."
         else:
             note = no_gap_reason(ds, best) if gap is None else None
-        out.append(DatasetBest(stage=stage, dataset=ds, scale=kind, metric=headline_metric(kind),
+        out.append(DatasetBest(stage=stage, dataset=ds, scale=kind, metric=headline_metric(kind), estimand=weight,
                                n_judges=len({j.judge for j in judges if j.dataset == ds}), best=best,
                                worst=ranked[-1] if len(ranked) > 1 else None, ceiling=ceiling, gap=gap, note=note))
     return out
@@ -339,7 +364,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
              seed: int = DEFAULT_SEED,
              min_items: int = MIN_ITEMS_FOR_RANKING, level: float = 0.95,
              origins: Mapping[str, str] | None = None,
-             scales: Mapping[tuple[str, str], DatasetScale] | None = None) -> Diagnosis:
+             scales: Mapping[tuple[str, str], DatasetScale] | None = None, weight: Weight = "items") -> Diagnosis:
     """Diagnose every stage from aggregated store data (pure: no I/O).
 
     Args:
@@ -362,6 +387,9 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
         scales: (stage, dataset) -> the dataset's scale (:func:`dataset_scales`, from its record): every judge of
             a dataset is scored over it, and an ordinal dataset's headline figure, ceiling and gap are
             quadratic-weighted kappa. None, or a dataset missing from it: nominal over the labels in ``pairs``.
+        weight: What every judge score, ceiling, gap and difference of gaps weighs equally: ``items`` (pooled
+            counts, the default) or ``users`` (per-user proportions: each user once). Which stage is named, which
+            judge is best and the cross-fit choice all follow from those figures, so they may differ.
 
     Returns:
         The diagnosis of all three stages and the verdict.
@@ -378,7 +406,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
     for stage in STAGES:
         done, stat = _stage(stage, pairs, humans, judge_items, inv.loc[stage] if stage in inv.index else None,
                             fail_count=fail_count, counts=counts, scales=all_scales, origins=origins or {},
-                            seed=seed, level=level, min_items=min_items)
+                            seed=seed, level=level, min_items=min_items, weight=weight)
         stages.append(done)
         if stat is not None and done.selected_gap is not None and finite(done.selected_gap.gap):
             stats[stage] = stat
@@ -389,7 +417,7 @@ def diagnose(pairs: pd.DataFrame, failures: pd.DataFrame, humans: pd.DataFrame, 
     if steps:
         verdict += " What would tell: " + "; ".join(steps) + "."
     return Diagnosis(stages=stages, worst_stage=worst_stage, verdict=verdict, ranking=ranking,
-                     comparisons=comparisons, next_steps=steps, seed=seed, ci_level=level)
+                     comparisons=comparisons, next_steps=steps, seed=seed, ci_level=level, estimand=weight)
 
 
 def _rank(stages: list[StageDiagnosis], stats: Mapping[str, ClusterStat], level: float

@@ -13,13 +13,19 @@ the one CI rule, :func:`personagap.analysis.agreement.cluster_estimate`, on thos
   same gap is optimistic (a null simulation with six equal judges found bias -0.039 and 80% coverage). The users are
   split in two fixed halves; the judge chosen on one half is measured on the other, both ways. The choice is part
   of the statistic, so it is remade on every leave-one-user-out total.
+
+Weighting (``diagnose --weight``, :mod:`personagap.analysis.weighting`): by default every item of a pair counts once
+(the pooled tables). Weighting users, :func:`pair_tables` divides each user's table *of each pair* by its own total
+before anything is computed, so each pair's kappa counts each of its users once and the mean over pairs weighs a pair
+by its users instead of its items; every figure, interval, choice and difference above then follows unchanged, since
+leaving a user out still subtracts that user's (proportion) tables.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Any
 
@@ -49,6 +55,7 @@ from personagap.analysis.diagnosis_records import (
     StageComparison,
 )
 from personagap.analysis.headline import headline_metric
+from personagap.analysis.weighting import WEIGHTS, Weight, weighted_tables
 from personagap.records import DatasetScale
 from personagap.scales import on_scale
 
@@ -65,6 +72,8 @@ class ClusterStat:
     """``(U, *shape)`` per-user sums."""
     stat: Callable[[FloatArray], FloatArray]
     """Totals ``(..., *shape)`` -> figure ``(...)``."""
+    estimand: Weight = "items"
+    """What ``per_cluster`` weighs: item counts, or per-user proportions (:func:`pair_tables` ``weight``)."""
 
     def estimate(self, level: float) -> Estimate:
         """The figure and its interval by the one CI rule."""
@@ -88,6 +97,8 @@ class PairTables:
     n_items: int
     metric: str
     levels: FloatArray | None
+    estimand: Weight = "items"
+    """``tables`` hold item counts (items) or each user's proportions within each pair (users)."""
 
     def membership(self, rows: list[int | None]) -> BoolArray:
         """``(R, P)``: row r holds the human pairs (``None``) or the pairs of judge key ``rows[r]`` with a human."""
@@ -120,18 +131,22 @@ def user_halves(users: npt.NDArray[np.str_], seed: int) -> IntArray:
     return half
 
 
-def pair_tables(humans: pd.DataFrame, judges: pd.DataFrame | None, scale: DatasetScale | None) -> PairTables | None:
+def pair_tables(humans: pd.DataFrame, judges: pd.DataFrame | None, scale: DatasetScale | None,
+                weight: Weight = "items") -> PairTables | None:
     """Per-user tables of every human–human and judge–human pair of one dataset that enters a mean.
 
     A pair enters when it shares at least :data:`MIN_PAIR_OVERLAP` items over at least :data:`MIN_PAIR_USERS`
-    users. One label per (item, rater): the first, as ``drop_duplicates`` keeps. Users are coded in sorted id
-    order, so SQL row order never moves a figure. On an ordinal ``scale`` labels are coded in its order and pairs
-    scored by quadratic-weighted kappa over its levels; otherwise by Cohen's kappa.
+    users (items, whatever the weighting: which pairs enter is the design, not a figure). One label per (item,
+    rater): the first, as ``drop_duplicates`` keeps. Users are coded in sorted id order, so SQL row order never
+    moves a figure. On an ordinal ``scale`` labels are coded in its order and pairs scored by quadratic-weighted
+    kappa over its levels; otherwise by Cohen's kappa.
 
     Args:
         humans: Blind individual human labels (``dataset``, ``item_id``, ``rater``, ``label``, ``user_id``).
         judges: Comparable judge labels on those items (also ``rater_kind``, ``condition``), or None.
         scale: The dataset's scale, or None (nominal over the labels seen).
+        weight: ``items`` (the counts) or ``users`` (each user's table of each pair as proportions:
+            :func:`weighted_pair_tables`).
 
     Returns:
         The tables, or None with fewer than two humans.
@@ -181,11 +196,42 @@ def pair_tables(humans: pd.DataFrame, judges: pd.DataFrame | None, scale: Datase
         pairs.append((a, b))
         tables.append(indexed_tables(grid[mask, a], grid[mask, b], item_user[mask], n_users, n_classes))
     stacked = (np.stack(tables, axis=1) if tables else np.zeros((n_users, 0, n_classes, n_classes)))
-    return PairTables(dataset=str(humans["dataset"].iloc[0]), users=np.asarray(users, dtype=str), tables=stacked,
-                      pairs=pairs, human_keys=list(range(n_humans)), judges=keys.reset_index(drop=True),
-                      n_items_of=np.bincount(rater[keep], minlength=n_keys).astype(np.int64),
-                      n_items=int(humans["item_id"].nunique()), metric=pair_metric(scale),
-                      levels=np.asarray(scale.levels(), dtype=float) if scale is not None and ordinal else None)
+    return weighted_pair_tables(PairTables(
+        dataset=str(humans["dataset"].iloc[0]), users=np.asarray(users, dtype=str), tables=stacked, pairs=pairs,
+        human_keys=list(range(n_humans)), judges=keys.reset_index(drop=True),
+        n_items_of=np.bincount(rater[keep], minlength=n_keys).astype(np.int64),
+        n_items=int(humans["item_id"].nunique()), metric=pair_metric(scale),
+        levels=np.asarray(scale.levels(), dtype=float) if scale is not None and ordinal else None), weight)
+
+
+def weighted_pair_tables(pt: PairTables, weight: Weight) -> PairTables:
+    """``pt`` with the per-user tables a figure of ``weight`` reads: the counts, or each user's proportions per pair.
+
+    Weighting users, each user's table of each pair is divided by its own total
+    (:func:`~personagap.analysis.weighting.weighted_tables`, the reports' one proportion rule), so within a pair
+    each of its users sums to 1; a user without items in a pair keeps a zero table there (it is not one of the
+    pair's users). The mean over pairs (:meth:`PairTables.means`) weighs a pair by its total, which becomes its
+    number of users.
+
+    Args:
+        pt: Count tables (``estimand`` items).
+        weight: ``items`` or ``users``.
+
+    Raises:
+        ValueError: ``weight`` is neither, or ``pt`` holds proportions already.
+    """
+    if weight not in WEIGHTS:
+        raise ValueError(f"weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
+    if pt.estimand != "items":
+        raise ValueError(f"{pt.dataset}: the pair tables are weighted already ({pt.estimand})")
+    if weight == "items":
+        return pt
+    flat = pt.tables.reshape(-1, *pt.tables.shape[-2:])
+    held = flat.sum(axis=(-2, -1)) > 0
+    # Only (user, pair) tables with items: weighted_tables drops empty ones, which must stay in place as zeros.
+    weighted = np.zeros_like(flat)
+    weighted[held] = weighted_tables(flat[held], weight)
+    return replace(pt, tables=weighted.reshape(pt.tables.shape), estimand=weight)
 
 
 def pair_metric(scale: DatasetScale | None) -> str:
@@ -205,7 +251,7 @@ def ceiling_stat(pt: PairTables) -> ClusterStat | None:
     if not member.any():
         return None
     tables, m = _subset(pt, member)
-    return ClusterStat(pt.users, tables, lambda t: pt.means(t, m)[..., 0])
+    return ClusterStat(pt.users, tables, lambda t: pt.means(t, m)[..., 0], pt.estimand)
 
 
 def human_ceiling_row(pt: PairTables, level: float) -> HumanCeiling | None:
@@ -217,8 +263,8 @@ def human_ceiling_row(pt: PairTables, level: float) -> HumanCeiling | None:
     if np.isnan(est.value):
         return None
     return HumanCeiling(dataset=pt.dataset, metric=pt.metric, mean_kappa=est.value, ci=ci_list(est),
-                        n_raters=len(pt.human_keys), n_pairs=int(pt.membership([None]).sum()), n_items=pt.n_items,
-                        n_users=len(pt.users), undefined_resamples=est.n_undefined)
+                        estimand=pt.estimand, n_raters=len(pt.human_keys), n_pairs=int(pt.membership([None]).sum()),
+                        n_items=pt.n_items, n_users=len(pt.users), undefined_resamples=est.n_undefined)
 
 
 def judge_gaps(stage: str, pt: PairTables, ceiling: HumanCeiling, level: float) -> list[CeilingGap]:
@@ -229,13 +275,13 @@ def judge_gaps(stage: str, pt: PairTables, ceiling: HumanCeiling, level: float) 
         if not member[1].any():
             continue
         tables, m = _subset(pt, member)
-        judge = ClusterStat(pt.users, tables, _row(pt, m, 1)).estimate(level)
-        gap = ClusterStat(pt.users, tables, _gap_of(pt, m)).estimate(level)
+        judge = ClusterStat(pt.users, tables, _row(pt, m, 1), pt.estimand).estimate(level)
+        gap = ClusterStat(pt.users, tables, _gap_of(pt, m), pt.estimand).estimate(level)
         out.append(CeilingGap(
             stage=stage, dataset=pt.dataset, judge=judge_display(str(rater), str(condition)), rater=str(rater),
             rater_kind=str(kind), condition=str(condition), metric=pt.metric, judge_kappa=judge.value,
             judge_kappa_ci=ci_list(judge), ceiling=ceiling.mean_kappa, ceiling_ci=ceiling.ci, gap=gap.value,
-            gap_ci=ci_list(gap), n_items=int(pt.n_items_of[int(key)]), n_users=len(pt.users),
+            gap_ci=ci_list(gap), estimand=pt.estimand, n_items=int(pt.n_items_of[int(key)]), n_users=len(pt.users),
             n_judge_pairs=int(member[1].sum()), n_human_pairs=ceiling.n_pairs, undefined_resamples=gap.n_undefined))
     out.sort(key=lambda g: (bool(np.isnan(g.gap)), 0.0 if np.isnan(g.gap) else g.gap, g.judge))
     return out
@@ -284,11 +330,11 @@ def selected_gap(stage: str, pt: PairTables, gaps: list[CeilingGap], *, seed: in
     if len(eligible) == 1:
         member = pt.membership([None, keys[0]])
         tables, m = _subset(pt, member)
-        single = ClusterStat(pt.users, tables, _gap_of(pt, m))
+        single = ClusterStat(pt.users, tables, _gap_of(pt, m), pt.estimand)
         est = single.estimate(level)
         return (SelectedGap(stage=stage, dataset=pt.dataset, metric=pt.metric, method="single judge", gap=est.value,
-                            gap_ci=ci_list(est), chosen=[eligible[0].judge], n_judges=1, n_users=len(pt.users),
-                            undefined_resamples=est.n_undefined), single, None)
+                            gap_ci=ci_list(est), estimand=pt.estimand, chosen=[eligible[0].judge], n_judges=1,
+                            n_users=len(pt.users), undefined_resamples=est.n_undefined), single, None)
     half = user_halves(pt.users, seed)
     member = pt.membership([None, *keys])
     spans = np.stack([(pt.tables[half == h].sum(axis=(-2, -1)) > 0).sum(axis=0) >= MIN_PAIR_USERS
@@ -318,17 +364,24 @@ def selected_gap(stage: str, pt: PairTables, gaps: list[CeilingGap], *, seed: in
         return np.asarray((measured_on_second + measured_on_first) / 2.0, dtype=float)
 
     _, first_choice, second_choice = choose(per.sum(axis=0))
-    cluster = ClusterStat(pt.users, per, cross_fit)
+    cluster = ClusterStat(pt.users, per, cross_fit, pt.estimand)
     est = cluster.estimate(level)
     return (SelectedGap(stage=stage, dataset=pt.dataset, metric=pt.metric, method="cross-fit", gap=est.value,
-                        gap_ci=ci_list(est), chosen=[names[int(first_choice)], names[int(second_choice)]],
+                        gap_ci=ci_list(est), estimand=pt.estimand,
+                        chosen=[names[int(first_choice)], names[int(second_choice)]],
                         n_judges=len(names), n_users=len(pt.users), undefined_resamples=est.n_undefined),
             cluster, None)
 
 
 def compare(top: tuple[str, ClusterStat], other: tuple[str, ClusterStat], level: float) -> StageComparison:
-    """The difference of two stages' gaps, paired over users with the same id (one user's items move together)."""
+    """The difference of two stages' gaps, paired over users with the same id (one user's items move together).
+
+    Raises:
+        ValueError: The two gaps weigh differently (items and users): their difference would estimate nothing.
+    """
     (name_a, a), (name_b, b) = top, other
+    if a.estimand != b.estimand:
+        raise ValueError(f"{name_a} weighs {a.estimand}, {name_b} {b.estimand}: no difference of the two")
     union = np.union1d(a.users, b.users)
     fa = a.per_cluster.reshape(len(a.users), -1)
     fb = b.per_cluster.reshape(len(b.users), -1)
@@ -342,7 +395,8 @@ def compare(top: tuple[str, ClusterStat], other: tuple[str, ClusterStat], level:
         return a.stat(t[..., :cut].reshape(*lead, *shape_a)) - b.stat(t[..., cut:].reshape(*lead, *shape_b))
 
     est = cluster_estimate(stat, per, level=level)
-    return StageComparison(stage=name_a, other=name_b, difference=est.value, ci=ci_list(est), n_users=len(union),
+    return StageComparison(stage=name_a, other=name_b, difference=est.value, ci=ci_list(est), estimand=a.estimand,
+                           n_users=len(union),
                            n_shared_users=len(np.intersect1d(a.users, b.users)), undefined_resamples=est.n_undefined)
 
 

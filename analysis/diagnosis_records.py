@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from personagap.analysis.agreement import MIN_USERS_FOR_CI, json_safe_dict
 from personagap.analysis.headline import headline_metric
 from personagap.analysis.origins import OriginField
 from personagap.analysis.panel import PanelFields
+from personagap.analysis.weighting import Weight
 
 STAGES: tuple[str, ...] = ("extraction", "relevance", "response")
 STAGE_TITLES: dict[str, str] = {
@@ -30,6 +31,10 @@ MIN_PAIR_OVERLAP = 10
 #: A rater pair enters a mean pairwise kappa only when its shared items span at least this many users: leaving
 #: one user out (the CI rule) then never removes a pair, so every recomputation averages the same pairs.
 MIN_PAIR_USERS = 2
+#: What the ``estimand`` of every pair figure (ceilings, gaps, their differences) means under each weighting.
+ESTIMAND_HELP = ("What the row's figures estimate: 'items' (pooled over items; heavy users count most) or 'users' "
+                 "(``diagnose --weight users``: each user's table of each rater pair divided by its own total, so "
+                 "each user counts once in every pair, and pairs weigh by their users); see docs/methods.md.")
 
 
 class JudgeScore(PanelFields, OriginField):
@@ -90,8 +95,10 @@ class HumanCeiling(OriginField):
     dataset: str
     metric: str = Field(default="kappa", description="The pairwise figure: 'kappa', or 'weighted_kappa' on "
                                                      "ordinal scales.")
-    mean_kappa: float = Field(description="Mean pairwise kappa (``metric``), pairs weighted by their shared items.")
+    mean_kappa: float = Field(description="Mean pairwise kappa (``metric``), pairs weighted by their shared items "
+                                           "(by their users when ``estimand`` is users).")
     ci: list[float]
+    estimand: Weight = Field(default="items", description=ESTIMAND_HELP)
     n_raters: int
     n_pairs: int
     n_items: int
@@ -99,8 +106,21 @@ class HumanCeiling(OriginField):
     undefined_resamples: int = Field(default=0, description="Leave-one-user-out figures that were undefined "
                                                             "(then no CI).")
     alpha: float | None = Field(default=None, description="Krippendorff's alpha (ordinal) among these humans; "
-                                                          "ordinal scales only.")
+                                                          "ordinal scales only. Always pools items (not a "
+                                                          "confusion-table figure: no user-weighted version).")
     alpha_ci: list[float] | None = None
+    item_weighted: list[str] = Field(
+        default_factory=list, description="Figures of this row that weigh items although its estimand is users "
+                                          "(the ordinal alpha). In JSON only where it names one.")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_item_weighted(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only a user-weighted ordinal ceiling has an item-weighted figure to name: an always-empty key on every
+        # other ceiling would say nothing (and keep the default JSON as it was before --weight).
+        data: dict[str, Any] = handler(self)
+        if not self.item_weighted:
+            data.pop("item_weighted", None)
+        return data
 
 
 class CeilingGap(OriginField):
@@ -125,6 +145,7 @@ class CeilingGap(OriginField):
     ceiling_ci: list[float]
     gap: float = Field(description="ceiling - judge_kappa (> 0: the judge agrees with humans less than they do).")
     gap_ci: list[float] = Field(description="Paired: every leave-one-user-out total recomputes both sides.")
+    estimand: Weight = Field(default="items", description=ESTIMAND_HELP)
     n_items: int = Field(description="Items the judge labelled among those the humans share.")
     n_users: int
     n_judge_pairs: int
@@ -149,6 +170,7 @@ class SelectedGap(OriginField):
     gap: float = Field(description="Ceiling minus the chosen judge's mean kappa with the humans, measured on users "
                                    "that did not choose it.")
     gap_ci: list[float]
+    estimand: Weight = Field(default="items", description=ESTIMAND_HELP)
     chosen: list[str] = Field(description="Cross-fit: the judge chosen on each half (measured on the other); "
                                           "single judge: that judge.")
     n_judges: int = Field(description="Eligible judges the choice was among (at least MIN_ITEMS_FOR_RANKING items).")
@@ -170,6 +192,8 @@ class DatasetBest(OriginField):
     scale: str = Field(description="'nominal', 'ordinal' or 'pairwise' (the dataset's record).")
     metric: str = Field(description="The scale's headline figure, of the judges, the ceiling and the gap alike: "
                                     "'kappa', or 'weighted_kappa' on ordinal scales.")
+    estimand: Weight = Field(default="items", description="What the figures of ``best``, ``worst``, ``ceiling`` "
+                                                          "and ``gap`` estimate ('items' or 'users'; each says it).")
     n_judges: int = Field(description="Judges scored against the blind human reference on this dataset.")
     best: JudgeScore | None = Field(description="The judge with the highest headline figure against the blind "
                                                 "human reference (among judges with MIN_ITEMS_FOR_RANKING items, "
@@ -189,6 +213,7 @@ class StageComparison(BaseModel):
     other: str
     difference: float = Field(description="stage's gap minus other's gap.")
     ci: list[float]
+    estimand: Weight = Field(default="items", description=ESTIMAND_HELP)
     n_users: int = Field(description="Users of either stage (the interval's clusters).")
     n_shared_users: int = Field(description="Users (by id) in both stages' datasets: their items move together.")
     undefined_resamples: int = 0
@@ -243,6 +268,9 @@ class Diagnosis(BaseModel):
     seed: int
     ci_level: float = 0.95
     min_users_for_ci: int = MIN_USERS_FOR_CI
+    estimand: Weight = Field(default="items", description="What the judges' scores, the ceilings, the gaps and "
+                                                          "their differences weigh equally (``diagnose --weight``): "
+                                                          "'items' or 'users'; every row says it too.")
 
     def stage(self, name: str) -> StageDiagnosis:
         """Return the diagnosis of one stage by name ('extraction', 'relevance', 'response')."""

@@ -16,6 +16,7 @@ import pandas as pd
 from personagap.analysis.aggregated import store_extras
 from personagap.analysis.agreement import DEFAULT_SEED
 from personagap.analysis.comparable import judge_display
+from personagap.analysis.weighting import Weight
 from personagap.records import DatasetScale
 from personagap.scales import stored_scale
 from personagap.store.aggregates import has_anchored_humans, label_counts
@@ -94,7 +95,8 @@ class StoreDiagnosis:
 
 
 def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
-                   on_view: Callable[[PipelineView], None] | None = None, seed: int = DEFAULT_SEED) -> StoreDiagnosis:
+                   on_view: Callable[[PipelineView], None] | None = None, seed: int = DEFAULT_SEED,
+                   weight: Weight = "items") -> StoreDiagnosis:
     """The one diagnosis of a store: ``personagap diagnose``, the dashboard's Overview, the demo and the API.
 
     Every figure comes from per-user counts DuckDB aggregates once (:func:`personagap.store.aggregates.label_counts`
@@ -109,6 +111,9 @@ def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
         extras: Also each stage's best judge's alternative-annotator test and corrected rate.
         on_view: Called with the pipeline view as soon as it is ready (implies ``view``).
         seed: Seed of the halves of users the best-judge gap is cross-fitted on.
+        weight: What the judges' scores, ceilings and gaps weigh equally (``diagnose --weight``): ``items`` (the
+            default, what the Overview shows) or ``users``. The pipeline view and the best judges' extras pool
+            items either way (the extras' rows say so in ``estimand``; the pipeline view's rows carry none).
 
     Raises:
         personagap.store.StoreError: The file is missing, not a PersonaGap store, or held by a writer too long.
@@ -136,7 +141,7 @@ def diagnose_store(db: str | Path, *, view: bool = False, extras: bool = False,
         with item_humans_table(con) as humans:
             inputs: dict[str, Any] = {**diagnosis_inputs(con, pairs=pairs, judge_counts=judges, item_humans=humans),
                                       "scales": dataset_scales(con)}
-            diagnosis = diagnose(**inputs, seed=seed, origins=dataset_origins(con))
+            diagnosis = diagnose(**inputs, seed=seed, origins=dataset_origins(con), weight=weight)
             rows = best_judge_extras(con, diagnosis, blind_counts=counts,
                                      item_humans=humans) if extras else {}
     return StoreDiagnosis(diagnosis=diagnosis, view=seen, extras=rows)

@@ -29,6 +29,7 @@ from personagap.analysis.diagnosis_records import (
 from personagap.analysis.headline import NAMES, headline_name
 from personagap.analysis.origins import REAL, where
 from personagap.analysis.panel import panel_lines
+from personagap.analysis.weighting import weight_note
 
 
 def fmt(v: float | None, digits: int = 2) -> str:
@@ -50,8 +51,9 @@ _METRIC_NAMES = NAMES
 
 def ceiling_text(c: HumanCeiling) -> str:
     """A ceiling with its CI, dataset and pairs."""
+    pooled = " pooling items" if "alpha" in c.item_weighted else ""
     alpha = ("" if c.alpha is None else
-             f", Krippendorff's alpha (ordinal) {fmt(c.alpha)} {ci_text(ci=c.alpha_ci, n_users=c.n_users)}")
+             f", Krippendorff's alpha (ordinal{pooled}) {fmt(c.alpha)} {ci_text(ci=c.alpha_ci, n_users=c.n_users)}")
     return (f"mean pairwise {_METRIC_NAMES[c.metric]} {fmt(c.mean_kappa)} {ci_text(ci=c.ci, n_users=c.n_users)} "
             f"({where(c.dataset, c.origin)}, {c.n_raters} blind humans, {c.n_pairs} pairs{alpha})")
 
@@ -255,8 +257,13 @@ def verdict_text(stages: list[StageDiagnosis], ranking: list[str], comparisons: 
 
 def render_diagnosis(d: Diagnosis) -> str:
     """Render the diagnosis as plain text for the terminal."""
+    # The one header sentence every report prints about what its figures weigh (weighting.weight_note).
     lines = [f"Diagnosis ({d.ci_level:.0%} CIs: user-clustered, one user left out at a time; no CI below "
-             f"{d.min_users_for_ci} users; halves of users for the best-judge gap seeded {d.seed})", ""]
+             f"{d.min_users_for_ci} users; halves of users for the best-judge gap seeded {d.seed})",
+             weight_note(d.estimand) + (" Each user counts once in every rater pair of a ceiling or gap; the "
+                                        "pipeline view's failure shares, the ordinal ceilings' Krippendorff's alpha, "
+                                        "the alternative-annotator test and the corrected estimates pool items."
+                                        if d.estimand == "users" else ""), ""]
     for s in d.stages:
         lines.append(f"{s.title}: {s.n_items} items, {s.n_human_labels} human labels, {s.n_judge_labels} judge labels")
         if len(s.datasets) > 1:

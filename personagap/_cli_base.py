@@ -362,8 +362,8 @@ def weight_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``--weight items|users`` of a report: what its judge figures weigh equally (issue 30; docs/methods.md)."""
     return click.option("--weight", type=click.Choice(["items", "users"]), default="items", show_default=True,
                         help="items: figures pool every item (heavy users count most); users: each user's counts "
-                        "become proportions first, so each user counts once. JSON rows carry both weightings' "
-                        "kappa and accuracy (by_weight) and their difference (weight_gap) either way.")(fn)
+                        "become proportions first, so each user counts once. A report's JSON judge rows carry both "
+                        "weightings' kappa and accuracy (by_weight) and their difference (weight_gap) either way.")(fn)
 
 
 def target_options(fn: Callable[..., Any]) -> Callable[..., Any]:

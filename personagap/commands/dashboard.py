@@ -11,11 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
-from personagap._cli_base import cli, db_option, demo_step, run_or_exit
+from personagap._cli_base import cli, db_option, demo_step, run_or_exit, weight_option
 from personagap.analysis.agreement import DEFAULT_SEED, json_safe
+
+if TYPE_CHECKING:
+    # For the annotation only: the CLI loads the analysis modules when a command runs (as the reports do).
+    from personagap.analysis.weighting import Weight
 
 DB_ENV = "PERSONAGAP_DB"
 JUDGES_TITLE = "Can your judges tell you? (judge–human agreement per stage)"
@@ -126,7 +131,8 @@ def dashboard(db: str, port: int, host: str) -> None:
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True,
               help="Seed of the two halves of users the best judge is chosen and measured on (cross-fitting); "
                    "the CIs themselves draw nothing at random.")
-def diagnose(db: str, as_json: bool, seed: int) -> None:
+@weight_option
+def diagnose(db: str, as_json: bool, seed: int, weight: Weight) -> None:
     """Which stage of your pipeline fails by human verdict, then whether your judges can tell you.
 
     First, per stage and system, the share of outputs humans judge failed (rejected attributes, irrelevant
@@ -136,13 +142,15 @@ def diagnose(db: str, as_json: bool, seed: int) -> None:
     ceiling and the best judge's gap to it, every figure the scale's headline (weighted kappa on ordinal scales,
     kappa otherwise; datasets are never ranked against each other); then, for each stage's best judge, the
     alternative-annotator test (can it replace a human?) and the corrected estimate of the human rate. The
-    dashboard's Overview shows the same diagnosis.
+    dashboard's Overview shows the same diagnosis (weighting items). With --weight users the judges' scores, the
+    human ceilings and the gaps count each user once; the pipeline view, the alternative-annotator test and the
+    corrected estimates pool items either way (the text's header says so; the last two's JSON rows say "items").
     """
     from personagap.analysis.diagnosis_store import diagnose_store
 
     # From DuckDB's aggregates, counted once for the pipeline view and the diagnosis: memory does not grow with
     # the number of labels.
-    done = run_or_exit(lambda: diagnose_store(db, view=True, extras=True, seed=seed))
+    done = run_or_exit(lambda: diagnose_store(db, view=True, extras=True, seed=seed, weight=weight))
     result, tests, view = done.diagnosis, done.extras, done.view
     assert view is not None
     if as_json:
