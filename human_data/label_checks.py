@@ -62,6 +62,12 @@ def item_kind_of(check: Checker, spec: LabelSpec) -> ItemKind:
         hit = check.first("SELECT _file, _row, item_id FROM vl WHERE is_pair = ?", [fewer_pairs])
         assert hit is not None
         kind, other = ("a pair", "single responses") if fewer_pairs else ("a single response", "pairs")
+        if not fewer_pairs and not check.first("SELECT _file, _row FROM vl WHERE item_id = ? AND stored IS NOT NULL",
+                                                [hit[2]]):
+            raise check.error(hit[0], hit[1], "response_a",
+                              f"item {echo(hit[2])} holds only failures and no response text, so nothing says it is "
+                              f"a pair like the other items of dataset {echo(spec.dataset)}: give its "
+                              "response_a/response_b")
         raise check.error(hit[0], hit[1], "response_a" if fewer_pairs else "response",
                           f"item {echo(hit[2])} is {kind} but most items of dataset {echo(spec.dataset)} are "
                           f"{other}: a dataset holds one item kind (import the others under another --dataset)")

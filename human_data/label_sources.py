@@ -504,5 +504,6 @@ def _shape_sql(spec: LabelSpec) -> str:
                        and {c.lower() for c in spec.categories} <= set(RELEVANCE_LABELS)).upper())
     paired = "bool_or(response_a IS NOT NULL OR response_b IS NOT NULL) OVER w"
     single = "bool_or(response IS NOT NULL) OVER w"
-    is_pair = f"({paired} OR (NOT {single} AND {pairish}))"
+    # An item whose rows are all failures has no label to tell its shape: without response text it is single.
+    is_pair = f"({paired} OR (NOT {single} AND coalesce({pairish}, FALSE)))"
     return f"{is_pair} AS is_pair, (NOT {is_pair} AND {yes_no}) AS is_yes_no"

@@ -140,3 +140,20 @@ def test_a_row_is_accepted_exactly_when_it_gives_a_label_or_a_judges_failure(lab
                                   ).fetchall()
         mine = ("r", label.strip(), None) if has_label else ("r", None, (failure or "").strip())
         assert rows == [("ann", "A", None), mine]
+
+
+def test_an_item_of_only_failures_is_a_pair_when_it_gives_its_answers(seeded: Path, tmp_path: Path) -> None:
+    """Its shape cannot come from labels it does not have: with its response text it imports, without it is named."""
+    rows = [["p1", "u1", "ann", "human", "A", "", "", "Yes.", "No.", ""],
+            ["p1", "u1", "gpt", "llm", "A", "", "", "", "", ""]]
+    bad = write_csv(tmp_path / "bare.csv", FAILURE_HEADER, [*rows, ["p2", "u2", "gpt", "llm", "", "", "", "", "",
+                                                                     "refused"]])
+    refused(seeded, str(bad), "--stage", "response", "--dataset", "judge",
+            expect=(f"{bad}:4: field 'response_a': item 'p2' holds only failures and no response text",))
+    good = write_csv(tmp_path / "good.csv", FAILURE_HEADER, [*rows, ["p2", "u2", "gpt", "llm", "", "", "", "Left.",
+                                                                      "Right.", "refused"]])
+    db = tmp_path / "g.duckdb"
+    assert _run("import", "labels", str(good), "--stage", "response", "--dataset", "g", "--db", str(db))[0] == 0
+    code, out = _run("report", "response", "--db", str(db), "--json")
+    (row,) = [j for j in json.loads(out)["judges"] if j["judge"] == "gpt"]
+    assert (row["n"], row["failures"]) == (1, 1)
