@@ -44,6 +44,7 @@ from personagap.analysis.agreement import (
     krippendorff_alpha_ci,
 )
 from personagap.analysis.arrays import safe_div
+from personagap.analysis.ci_rule import Bounds
 from personagap.analysis.comparable import judge_display
 from personagap.analysis.diagnosis_records import (
     MIN_ITEMS_FOR_RANKING,
@@ -74,10 +75,13 @@ class ClusterStat:
     """Totals ``(..., *shape)`` -> figure ``(...)``."""
     estimand: Weight = "items"
     """What ``per_cluster`` weighs: item counts, or per-user proportions (:func:`pair_tables` ``weight``)."""
+    bounds: Bounds | None = None
+    """The figure's range (a mean of kappas: the metric's own), so that its interval stays inside it; None for a
+    difference of two such means."""
 
     def estimate(self, level: float) -> Estimate:
         """The figure and its interval by the one CI rule."""
-        return cluster_estimate(self.stat, self.per_cluster, level=level)
+        return cluster_estimate(self.stat, self.per_cluster, level=level, bounds=self.bounds)
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,8 @@ def ceiling_stat(pt: PairTables) -> ClusterStat | None:
     if not member.any():
         return None
     tables, m = _subset(pt, member)
-    return ClusterStat(pt.users, tables, lambda t: pt.means(t, m)[..., 0], pt.estimand)
+    # A mean of kappas has the metric's range: without it an interval could pass 1 ([0.675, 1.10] was printed).
+    return ClusterStat(pt.users, tables, lambda t: pt.means(t, m)[..., 0], pt.estimand, get_metric(pt.metric).bounds)
 
 
 def human_ceiling_row(pt: PairTables, level: float) -> HumanCeiling | None:
@@ -275,7 +280,7 @@ def judge_gaps(stage: str, pt: PairTables, ceiling: HumanCeiling, level: float) 
         if not member[1].any():
             continue
         tables, m = _subset(pt, member)
-        judge = ClusterStat(pt.users, tables, _row(pt, m, 1), pt.estimand).estimate(level)
+        judge = ClusterStat(pt.users, tables, _row(pt, m, 1), pt.estimand, get_metric(pt.metric).bounds).estimate(level)
         gap = ClusterStat(pt.users, tables, _gap_of(pt, m), pt.estimand).estimate(level)
         out.append(CeilingGap(
             stage=stage, dataset=pt.dataset, judge=judge_display(str(rater), str(condition)), rater=str(rater),

@@ -33,11 +33,12 @@ from benchmarks.calibration_diagnose import run  # noqa: E402
 YN = np.array(["no", "yes"])
 
 
-def _jackknife_t(point: float, leave_outs: list[float], level: float = 0.95) -> list[float]:
-    # The diagnosis passes no bounds for the ceiling, the gaps or their difference (analysis/diagnosis_ceiling.py):
-    # the rule's identity scale, a t quantile on Satterthwaite df of the leave-one-out values
-    # (tests/support/ci_oracle.py).
-    return list(rule_interval(point, [float(x) for x in leave_outs], None, level))
+def _jackknife_t(point: float, leave_outs: list[float], level: float = 0.95,
+                 bounds: tuple[float, float] | None = None) -> list[float]:
+    # The diagnosis passes no bounds for the gaps or their difference (analysis/diagnosis_ceiling.py): the rule's
+    # identity scale, a t quantile on Satterthwaite df of the leave-one-out values (tests/support/ci_oracle.py);
+    # the ceiling, a mean of kappas, has kappa's range (Fisher's z).
+    return list(rule_interval(point, [float(x) for x in leave_outs], bounds, level))
 
 
 def _frame(labels: dict[str, dict[int, str]], user_of: dict[int, str], kind: str = "human") -> pd.DataFrame:
@@ -85,7 +86,7 @@ def test_ceiling_is_one_fixed_pair_set_weighted_by_shared_items() -> None:
     # The interval recomputes that same figure (same three pairs) with each user left out.
     people = sorted(set(user_of.values()))
     loo = [ceiling({i for i in items if user_of[i] != u}) for u in people]
-    assert c.undefined_resamples == 0 and c.ci == pytest.approx(_jackknife_t(c.mean_kappa, loo))
+    assert c.undefined_resamples == 0 and c.ci == pytest.approx(_jackknife_t(c.mean_kappa, loo, bounds=(-1.0, 1.0)))
 
 
 def _two_judges() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[int, str]], dict[int, str], np.ndarray]:
