@@ -356,7 +356,7 @@ def estimate(tables: FloatArray, metric: str, *, level: float = 0.95, levels: np
 
 
 def estimates(tables: FloatArray, metrics: tuple[str, ...], *, level: float = 0.95,
-              levels: npt.ArrayLike | None = None) -> dict[str, Estimate]:
+              levels: npt.ArrayLike | None = None, sizes: npt.ArrayLike | None = None) -> dict[str, Estimate]:
     """:func:`estimate` of several metrics on the same per-user tables (leave-one-user-out totals built once).
 
     Args:
@@ -364,6 +364,7 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], *, level: float = 0.
         metrics: Registered metric names.
         level: Confidence level.
         levels: The K ordinal levels' values (table order), for metrics that read them; None: equally spaced.
+        sizes: The items of every user of the data these users are a subset of (:func:`cluster_estimate`).
     """
     per = np.asarray(tables, dtype=float)
     out = {}
@@ -373,7 +374,7 @@ def estimates(tables: FloatArray, metrics: tuple[str, ...], *, level: float = 0.
         def stat(t: FloatArray, metric: Metric = metric) -> FloatArray:
             return metric.on(t, levels)
 
-        out[m] = cluster_estimate(stat, per, level=level, bounds=metric.bounds, parts=metric.parts)
+        out[m] = cluster_estimate(stat, per, level=level, bounds=metric.bounds, parts=metric.parts, sizes=sizes)
     return out
 
 

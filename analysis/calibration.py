@@ -168,7 +168,10 @@ def calibration(rows: pd.DataFrame, scale: str, *, n_bins: int = DEFAULT_BINS, l
         bins.append(ReliabilityBin(
             lo=float(lo + edges[b] * (hi - lo)), hi=float(lo + edges[b + 1] * (hi - lo)), n=int(total[b, 0]),
             confidence=float(total[b, 2] / total[b, 0]),
-            agreement=cluster_estimate(_rate, in_bin[:, [1, 0]], level=level, bounds=RATE)))
+            # Whether items per user are too unequal for the bin's few users is judged on every user's items:
+            # a bin's subset can look even exactly when it lacks the heavy users (0.667 covered in that case).
+            agreement=cluster_estimate(_rate, in_bin[:, [1, 0]], level=level, bounds=RATE,
+                                       sizes=per[:, :, 0].sum(axis=1))))
     ece = interval_from_leave_outs(*leave_one_out(_ece, per), level,
                                    min_users=max(ECE_MIN_USERS_FOR_CI, MIN_USERS_FOR_CI), bounds=RATE)
     n_items = int(total[:, 0].sum())

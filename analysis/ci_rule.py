@@ -101,7 +101,8 @@ def per_cluster_sums(values: npt.ArrayLike, clusters: npt.ArrayLike) -> tuple[Fl
 
 
 def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0.95,
-                     bounds: Bounds | None = None, min_users: int | None = None, parts: Stat | None = None) -> Estimate:
+                     bounds: Bounds | None = None, min_users: int | None = None, parts: Stat | None = None,
+                     sizes: npt.ArrayLike | None = None) -> Estimate:
     """THE interval rule: a user-clustered jackknife-t interval of a smooth function of per-user sums.
 
     Every figure the tool prints is ``stat`` of totals that add up over users (confusion counts, numerators and
@@ -122,6 +123,10 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
             :data:`MIN_LABELLED_USERS`).
         parts: The rates in [0, 1] the figure averages, as a function of the totals (balanced accuracy: each
             class's recall); where one of them is 0 or 1 on all users no interval is given (:func:`parts_at_edge`).
+        sizes: The items of every user of the data the figure is drawn from, when the figure's users are a subset
+            of them (a reliability bin, a coverage-curve point): whether items per user are very unequal is judged
+            on these, not on the subset, whose few users may look even by chance exactly when they lack the heavy
+            ones. None: the figure's own per-user sums.
 
     Returns:
         The point ``stat(per_cluster.sum(0))`` and its interval. No interval (NaN) below
@@ -134,7 +139,7 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
     """
     point, theta = leave_one_out(stat, per_cluster)
     return interval_from_leave_outs(point, theta, level, bounds=bounds, per_cluster=per_cluster, min_users=min_users,
-                                    parts=None if parts is None else parts_of_total(parts, per_cluster))
+                                    parts=None if parts is None else parts_of_total(parts, per_cluster), sizes=sizes)
 
 
 def parts_of_total(parts: Stat, per_cluster: npt.ArrayLike) -> FloatArray:
@@ -256,7 +261,7 @@ def items_cv(per_cluster: npt.ArrayLike) -> float:
 def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.95, *,
                              min_users: int | None = None, bounds: Bounds | None = None,
                              rule: IntervalRule | None = None, per_cluster: npt.ArrayLike | None = None,
-                             parts: FloatArray | None = None) -> Estimate:
+                             parts: FloatArray | None = None, sizes: npt.ArrayLike | None = None) -> Estimate:
     """The jackknife-t :class:`Estimate` from the point and the U leave-one-user-out values ``theta``.
 
     Args:
@@ -272,6 +277,8 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
         parts: The rates in [0, 1] the figure averages, on all users (balanced accuracy: each class's recall). One
             at 0 or 1 (a class's recall of 1 from the few users who hold that class) shows no spread over users, as
             a rate at its bound does not: no interval then (:attr:`IntervalRule.parts_at_edge`).
+        sizes: The items of every user of the data the figure's users are drawn from (:func:`cluster_estimate`);
+            None: ``per_cluster``.
 
     Raises:
         ValueError: ``level`` is not in (0, 1), or the rule needs ``per_cluster`` and has none.
@@ -292,8 +299,9 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
             return Estimate(point, nan_ci, n, 0, reason=(
                 "a rate the figure averages (a class's recall) is 0 or 1 in this sample: its spread over users "
                 "cannot be measured"))
-    if rule.unequal_cv is not None and n < rule.unequal_min_users and per_cluster is not None:
-        cv = items_cv(per_cluster)
+    judged = per_cluster if sizes is None else sizes
+    if rule.unequal_cv is not None and n < rule.unequal_min_users and judged is not None:
+        cv = items_cv(judged)
         if cv > rule.unequal_cv:
             return Estimate(point, nan_ci, n, 0, reason=(
                 f"items per user very unequal (CV {cv:.1f}): an item-weighted interval needs "

@@ -123,10 +123,17 @@ def _category_codes(labels: pd.Series, scale: DatasetScale) -> npt.NDArray[np.in
     return np.asarray(np.asarray(category, dtype=np.int64)[codes], dtype=np.int64)
 
 
-def _point(threshold: float, tables: FloatArray, n_all: float, level: float) -> CoveragePoint:
+def _point(threshold: float, tables: FloatArray, every: FloatArray, level: float) -> CoveragePoint:
+    """The point at ``threshold``.
+
+    From the users' tables of the labels kept there (``tables``) and of every label (``every``), both ``(U, K, K)``.
+    """
     kept = tables[tables.sum(axis=(1, 2)) > 0]  # users with no item kept are no cluster of this point
     n = float(kept.sum())
-    figures = estimates(kept, _METRICS, level=level)
+    n_all = float(every.sum())
+    # Items per user are judged unequal or not on every user's labels: the users a threshold keeps can look even
+    # exactly when they lack the heavy users (ci_rule's unequal-items step).
+    figures = estimates(kept, _METRICS, level=level, sizes=every.sum(axis=(1, 2)))
     if kept.shape[0] < CURVE_MIN_USERS_FOR_CI:
         figures = {m: replace(e, ci=(float("nan"), float("nan"))) for m, e in figures.items()}
     return CoveragePoint(min_confidence=float(threshold), coverage=n / n_all, n=int(n),
@@ -148,8 +155,7 @@ def coverage_curve(rows: pd.DataFrame, scale: DatasetScale, *, level: float = 0.
     if rows.empty:
         return []
     thresholds, tables = _threshold_tables(rows, scale)
-    n_all = float(tables[-1].sum())
-    return [_point(t, tables[i], n_all, level) for i, t in enumerate(thresholds)]
+    return [_point(t, tables[i], tables[-1], level) for i, t in enumerate(thresholds)]
 
 
 def choose_threshold(rows: pd.DataFrame, scale: DatasetScale, target: Target, *,
@@ -177,5 +183,5 @@ def choose_threshold(rows: pd.DataFrame, scale: DatasetScale, target: Target, *,
         # The held-out users' labels at or above the chosen threshold (their own values need not include it).
         at = np.flatnonzero(thresholds >= best.min_confidence)
         if at.size:
-            held_out = _point(best.min_confidence, tables[at[-1]], float(tables[-1].sum()), level)
+            held_out = _point(best.min_confidence, tables[at[-1]], tables[-1], level)
     return ThresholdChoice(target, best.min_confidence, best, held_out, chosen_users, held_out_users)

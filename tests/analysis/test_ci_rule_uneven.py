@@ -157,3 +157,15 @@ def test_figures_sharing_a_reason_share_one_line() -> None:
     assert ci_note_lines(notes, "  ") == ["  kappa, accuracy, ac1 and 2 more: no CI: A", "  recall: no CI: B"]
     assert ci_note_lines({"kappa": "A", "f1": "A"}) == ["    kappa, f1: no CI: A"]
     assert ci_note_lines({}) == []
+
+
+def test_a_subset_of_users_is_judged_on_every_users_items() -> None:
+    # 12 users of the bin all hold 5 items (even), but the data they come from holds heavy users: no interval.
+    bin_tables = _tables([5] * 12, seed=4)
+    every = np.array([5] * 12 + [200, 150] + [1, 2, 3] * 5, dtype=float)
+    assert items_cv(bin_tables) == 0.0 and items_cv(every) > UNEQUAL_ITEMS_CV
+    stat = ag.get_metric("accuracy").on
+    alone = cluster_estimate(stat, bin_tables, bounds=(0.0, 1.0))
+    within = cluster_estimate(stat, bin_tables, bounds=(0.0, 1.0), sizes=every)
+    assert alone.ci[0] < alone.value < alone.ci[1]
+    assert math.isnan(within.ci[0]) and "very unequal" in within.reason
