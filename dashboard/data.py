@@ -19,6 +19,9 @@ from personagap.vocabulary import HUMAN_SETS
 
 DB_ENV = "PERSONAGAP_DB"
 TTL_SECONDS = 60
+DIAGNOSES_KEPT = 2
+"""Diagnoses kept, one per store state: the current one and the one before the last write (a page may still be
+drawing it); Refresh clears them."""
 
 
 def db_path() -> str:
@@ -35,19 +38,29 @@ def db_state(db: str) -> dict[str, int]:
     return queries.db_state(db) if early is None else early
 
 
-@st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing agreement with humans…")
-def _cached_diagnosis(db: str, seed: int) -> Diagnosis:
-    """The diagnosis of every stage (the Overview's figures), cached; the server's prefetch when it has one."""
+@st.cache_data(max_entries=DIAGNOSES_KEPT, show_spinner="Computing agreement with humans…")
+def _cached_diagnosis(db: str, seed: int, state: tuple[int, int]) -> Diagnosis:
+    """The diagnosis of every stage (the Overview's figures) for the store as of ``state``, cached.
+
+    Keyed on the file's change marker (:func:`prefetch.stamp`), not on a time to live: the Overview and every stage
+    page share one diagnosis per store state, however long a reader stays on a page (with the minute's TTL a page
+    opened more than a minute after the Overview computed it again: ~13 s of the Stage 2 page at 10^7 labels). A
+    write changes the marker; Refresh clears it.
+    """
     from personagap.analysis.diagnosis_store import diagnose_store
     from personagap.dashboard import prefetch
 
-    # Computed while the server booted (personagap.dashboard.serve, default seed); only the first
-    # call can take it.
-    early = prefetch.take(db, seed)
-    if isinstance(early, Diagnosis):
-        return early
-    with access.reading():
-        return diagnose_store(db, seed=seed).diagnosis
+    # Computed while the server booted (personagap.dashboard.serve, default seed); only the first call can take it.
+    found = prefetch.take(db, seed)
+    if not isinstance(found, Diagnosis):
+        # Computed by the Overview's pipeline worker from the counts of its pipeline view (overview.pipeline).
+        found = prefetch.take_shared(db, seed)
+    if not isinstance(found, Diagnosis):
+        with access.reading():
+            found = diagnose_store(db, seed=seed).diagnosis
+    # The Overview's worker then reads its pipeline view alone for this state instead of a second diagnosis.
+    prefetch.note_computed(db, seed, state)
+    return found
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)
@@ -78,8 +91,8 @@ def relevance_bias(db: str, stage: str) -> pd.DataFrame:
     known = labels.dropna(subset=["length"])
     if known["length"].nunique() >= 4:
         per_length = known.groupby("length", sort=True)["n"].sum()
-        lengths = np.repeat(per_length.index.to_numpy(), per_length.to_numpy())
-        edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1]))
+        edges = np.unique(_count_quantiles(per_length.index.to_numpy(), per_length.to_numpy(),
+                                           np.array([0, 0.25, 0.5, 0.75, 1])))
         names = [f"length Q{i + 1} ({int(edges[i])}–{int(edges[i + 1])} chars)" for i in range(len(edges) - 1)]
         labels["length_q"] = pd.cut(labels["length"], edges, labels=names, include_lowest=True).astype(object)
     factors = {"position": "position", "length": "length_q"}
@@ -96,6 +109,23 @@ def relevance_bias(db: str, stage: str) -> pd.DataFrame:
             rows.append({"factor": factor, "bucket": label, "rater": rater, "who": who, "n": n,
                          "rate": est.value, "ci_low": est.ci[0], "ci_high": est.ci[1]})
     return pd.DataFrame(rows)
+
+
+def _count_quantiles(values: np.ndarray[Any, Any], counts: np.ndarray[Any, Any],
+                     q: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``np.quantile(np.repeat(values, counts), q)`` (its default, linear method) without the array of every label.
+
+    ``values`` sorted. At 10^7 labels the repeated array was 10^7 entries for five edges. The order statistics
+    either side of each quantile's position are found in the cumulative counts; the interpolation between them is
+    numpy's, and exact here (q's positions are multiples of 1/4).
+    """
+    cum = np.cumsum(counts)
+    total = int(cum[-1])
+    pos = (total - 1) * q
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, total - 1)
+    below, above = values[np.searchsorted(cum, lo, side="right")], values[np.searchsorted(cum, hi, side="right")]
+    return np.asarray(below + (above - below) * (pos - lo), dtype=float)
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing the stage-3 report…")
@@ -228,4 +258,7 @@ def compare(db: str, a: str, b: str) -> dict[str, Any]:
 
 def diag() -> Diagnosis:
     """The diagnosis of the dashboard's database with the default seed (cached)."""
-    return _cached_diagnosis(db_path(), DEFAULT_SEED)
+    from personagap.dashboard import prefetch
+
+    db = db_path()
+    return _cached_diagnosis(db, DEFAULT_SEED, prefetch.stamp(db))

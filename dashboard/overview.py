@@ -11,9 +11,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import streamlit as st
 
-from personagap.analysis.agreement import MIN_USERS_FOR_CI
+from personagap.analysis.agreement import DEFAULT_SEED, MIN_USERS_FOR_CI
 from personagap.analysis.ci_rule import CI_METHOD
 from personagap.analysis.comparable import SYSTEM_KINDS
+from personagap.analysis.diagnosis import Diagnosis
 from personagap.analysis.diagnosis_records import DatasetBest
 from personagap.analysis.diagnosis_text import stage_message
 from personagap.analysis.headline import headline_name
@@ -36,13 +37,33 @@ _lock = threading.Lock()
 _views: dict[str, tuple[tuple[int, int], float, Future[PipelineView]]] = {}
 
 
-def _compute(db: str) -> PipelineView:
+def _compute_view(db: str) -> PipelineView:
     with access.reading():
         return pipeline_db(db)
 
 
+def _compute(db: str, view: Future[PipelineView], diagnosis: Future[Diagnosis]) -> None:
+    # The pipeline view and the diagnosis from one set of per-user counts (diagnose_store), as the server's prefetch
+    # does: the view is handed to the page as soon as it is ready, the diagnosis to whichever page asks first
+    # (prefetch.take_shared). pipeline_db here read the counts a second time for the diagnosis.
+    from personagap.analysis.diagnosis_store import diagnose_store
+
+    try:
+        with access.reading():
+            result = diagnose_store(db, on_view=view.set_result, seed=DEFAULT_SEED)
+    except BaseException as exc:  # whatever it is, the pages waiting on either future must hear of it
+        if not view.done():
+            view.set_exception(exc)  # the Overview shows it and retries on its next run
+        diagnosis.set_exception(exc)  # the first page to ask recomputes and shows its own error
+        raise
+    else:
+        diagnosis.set_result(result.diagnosis)
+
+
 def pipeline(db: str) -> Future[PipelineView]:
     """The pipeline view of ``db``: the server's prefetch (:func:`prefetch.view`), else computing in a worker thread.
+
+    The worker computes the diagnosis after the view, from the same counts, for :func:`data.diag` to take.
 
     Reused for :data:`data.TTL_SECONDS` while the file is unchanged (a failed computation is retried on the next
     call).
@@ -57,8 +78,13 @@ def pipeline(db: str) -> Future[PipelineView]:
         early = prefetch.view(db) if hit is None else None  # the prefetch is adopted once, by the first page
         if early is not None and early[0] == stamp and not (early[1].done() and early[1].exception() is not None):
             future: Future[PipelineView] = early[1]
+        elif prefetch.computed(db, DEFAULT_SEED) == stamp:
+            future = _POOL.submit(_compute_view, db)  # the cache holds this state's diagnosis: the view alone
         else:
-            future = _POOL.submit(_compute, db)
+            future = Future()
+            diagnosis: Future[Diagnosis] = Future()
+            prefetch.share(db, DEFAULT_SEED, stamp, diagnosis)
+            _POOL.submit(_compute, db, future, diagnosis)
         _views[db] = (stamp, now, future)
         return future
 

@@ -35,6 +35,8 @@ from typing import Any
 _lock = threading.Lock()
 _jobs: dict[str, tuple[threading.Event, dict[str, Any], Future[Any]]] = {}
 _states: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
+_shared: dict[tuple[str, int], tuple[tuple[int, int], Future[Any]]] = {}
+_computed: dict[tuple[str, int], tuple[int, int]] = {}
 _CHILD = "from personagap.dashboard.prefetch import child_main; child_main()"
 HOLD_SECONDS = 5.0
 """How long the child waits, after sending the pipeline view, for a page to ask for the diagnosis before computing it
@@ -196,6 +198,46 @@ def view(db: str) -> tuple[tuple[int, int], Future[Any]] | None:
     with _lock:
         job = _jobs.get(db)
     return None if job is None else (job[1]["stamp"], job[2])
+
+
+def share(db: str, seed: int, read: tuple[int, int], diagnosis: Future[Any]) -> None:
+    """Offer a diagnosis computed in this process (pending or done; file stamp ``read``) to :func:`take_shared`.
+
+    The Overview's pipeline worker (:func:`personagap.dashboard.overview.pipeline`) computes the diagnosis from the
+    same per-user counts as its pipeline view (:func:`~personagap.analysis.diagnosis_store.diagnose_store`): without
+    this, the view's counts were read once for the Overview and again for the diagnosis on the first page that
+    asked for it (at 10^7 labels the Stage 2 page paid ~13 s for it under load).
+    """
+    with _lock:
+        _shared[(db, seed)] = (read, diagnosis)
+
+
+def note_computed(db: str, seed: int, read: tuple[int, int]) -> None:
+    """Record that the dashboard's cache holds the diagnosis of ``db`` as of file stamp ``read``."""
+    with _lock:
+        _computed[(db, seed)] = read
+
+
+def computed(db: str, seed: int) -> tuple[int, int] | None:
+    """The file stamp of the last diagnosis :func:`note_computed` recorded for ``db`` and ``seed``, or None."""
+    with _lock:
+        return _computed.get((db, seed))
+
+
+def take_shared(db: str, seed: int, timeout: float = 3600.0) -> Any | None:
+    """The diagnosis :func:`share` was offered for ``db`` and ``seed``, once (waiting for it); else None.
+
+    None also when the file changed since it was read, or its computation failed (the caller recomputes and shows
+    the error itself).
+    """
+    with _lock:
+        offered = _shared.pop((db, seed), None)
+    if offered is None or offered[0] != stamp(db):
+        return None
+    try:
+        return offered[1].result(timeout)
+    except Exception:  # noqa: BLE001 - the caller recomputes and reports the error
+        return None
 
 
 def take(db: str, seed: int, timeout: float = 60.0) -> Any | None:
