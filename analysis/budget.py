@@ -222,10 +222,10 @@ def variance_ratios(tables: FloatArray, *, simulations: int = DEFAULT_SIMULATION
     a fair share of the users (about ``U / 3`` for normal deviations) and the variances spread little; when a few
     users carry the variance ``df`` is small and the spread wide, so the plan grows where the stored users say least
     about the population. Counting users that carry the variance understates how well a balanced variance is known,
-    so balanced data get more than promised (0.85-0.89 in ``benchmarks/calibration_plan_table.md``), while 20-user
-    pilots with very unequal item counts still get less (0.69-0.73). (The basic bootstrap, ``V / V*`` over resamples
-    of the stored users, was tried first: it cannot see heavier tails than the pilot's and delivered 0.66-0.73 on
-    the skewed and unequal worlds.)
+    so balanced data get more than promised (0.86-0.93 in ``benchmarks/calibration_plan_table.md``); 20-user pilots
+    with very unequal item counts, which got less (0.69-0.73), now get no plan (the CI rule gives them no
+    interval). (The basic bootstrap, ``V / V*`` over resamples of the stored users, was tried first: it cannot see
+    heavier tails than the pilot's and delivered 0.66-0.73 on the skewed and unequal worlds.)
 
     Returns:
         ``(simulations,)`` ratios ``df / chi2_df`` (seeded); all 1 where the stored variance is zero or undefined
