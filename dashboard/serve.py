@@ -8,6 +8,7 @@ for either.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -26,10 +27,22 @@ def warm_up(db: str | None) -> None:
     import pyarrow.pandas_compat  # noqa: F401 - st.dataframe's conversion
     import streamlit.delta_generator
     import streamlit.material_icon_names  # noqa: F401 - the pages' icons
+    from streamlit.runtime.caching import cache_data_api, cache_resource_api
 
-    import personagap.dashboard.annotate  # noqa: F401 - the sidebar flushes its spool on every page
-    import personagap.dashboard.render  # noqa: F401 - every page's module: the first script run imports none
-    from personagap.dashboard import charts, prefetch, queries
+    # Each cached function of the pages' modules, decorated here before Streamlit's runtime exists, logged "No
+    # runtime found, using MemoryCacheStorageManager" (19 lines at every start); the caches work the same once the
+    # runtime serves the pages, so those lines said nothing a user could act on.
+    quiet = [logging.getLogger(m.__name__) for m in (cache_data_api, cache_resource_api)]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.ERROR)
+    try:
+        import personagap.dashboard.annotate  # noqa: F401 - the sidebar flushes its spool on every page
+        import personagap.dashboard.render  # noqa: F401 - every page's module: the first script run imports none
+        from personagap.dashboard import charts, prefetch, queries
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
 
     # The first element a script sends checks whether Streamlit runs in a REPL, by inspect.stack(): the source of
     # every frame is read and every loaded module's path resolved. Under `streamlit run` it never does.

@@ -37,6 +37,10 @@ def test_sigterm_stops_the_streamlit_child_and_frees_the_port(tmp_path: Path) ->
         left = [c for c in children if _alive(c)]
         assert not left, f"processes left behind after SIGTERM: {left}"
         assert code == 0
+        out, err = proc.communicate(timeout=10)
+        assert "dashboard on http" in out.decode()
+        # Decorating the pages' cached functions before the runtime exists once logged 19 such lines per start.
+        assert "No runtime found" not in out.decode() + err.decode()
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", port)) != 0, "the port is still served"
     finally:
