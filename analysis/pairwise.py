@@ -9,7 +9,7 @@ interval is given and the users are counted, rather than averaging a pair set th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from numbers import Number
@@ -45,6 +45,8 @@ class PairwiseResult:
     """(rater a, rater b) -> (kappa on all shared items, shared items)."""
     n_clusters: int = 0
     """Users (clusters) of the items: every pair's tables have one row per user."""
+    excluded: list[tuple[Any, Any]] = field(default_factory=list)
+    """Scored pairs (sorted) left out of every group mean (``exclude``); they keep their matrix cell."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class GroupAgreement:
 
 def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_overlap: int = 10,
                        anchor_group: str | None = None,
-                       metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
+                       metric: str = "kappa", levels: npt.ArrayLike | None = None,
+                       exclude: Collection[tuple[Any, Any]] = ()) -> PairwiseResult:
     """Cohen's kappa (or the scale's ``metric``) for every pair of raters, and its mean within and across groups.
 
     A thin adapter: the frame is counted per (rater pair, user, label pair) and scored by
@@ -78,6 +81,7 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
             the fields keep the name ``kappa``). Its tables' categories are the label codes in order, so an
             ordinal metric needs labels coded in the scale's order (integer codes ``0..K-1``).
         levels: The ordinal levels' values (one per code), for metrics that read them.
+        exclude: Rater pairs left out of the group means (see :func:`pairwise_from_counts`).
 
     Returns:
         The matrices and group summaries.
@@ -122,7 +126,8 @@ def pairwise_agreement(labels: pd.DataFrame, groups: Mapping[Any, str], *, min_o
     pairs = pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=columns)
     labelled = dict(zip(rater_names, (grid >= 0).sum(axis=0).tolist(), strict=True))
     return pairwise_from_counts(pairs, labelled, list(cluster_ids), range(n_classes), groups,
-                                min_overlap=min_overlap, anchor_group=anchor_group, metric=metric, levels=levels)
+                                min_overlap=min_overlap, anchor_group=anchor_group, metric=metric, levels=levels,
+                                exclude=exclude)
 
 
 def _category_order(categories: Sequence[Any]) -> list[Any]:
@@ -137,10 +142,31 @@ def _category_order(categories: Sequence[Any]) -> list[Any]:
     return sorted(distinct, key=str)
 
 
+def shared_juror_pairs(jurors: Mapping[Any, Collection[Any]]) -> set[tuple[Any, Any]]:
+    """Rater pairs (sorted) that are not two independent raters.
+
+    A jury with one of its own jurors, and two juries sharing a juror.
+
+    Args:
+        jurors: Jury -> its jurors (the same rater names the matrix uses).
+    """
+    out: set[tuple[Any, Any]] = set()
+    for jury, members in jurors.items():
+        out.update(_sorted_pair(jury, m) for m in members if m != jury)
+        out.update(_sorted_pair(jury, other) for other, theirs in jurors.items()
+                   if other != jury and set(members) & set(theirs))
+    return out
+
+
+def _sorted_pair(a: Any, b: Any) -> tuple[Any, Any]:
+    return (a, b) if a <= b else (b, a)
+
+
 def pairwise_from_counts(pairs: pd.DataFrame, items: Mapping[Any, int], users: Sequence[Any],
                          categories: Sequence[Any], groups: Mapping[Any, str], *, min_overlap: int = 10,
                          anchor_group: str | None = None,
-                         metric: str = "kappa", levels: npt.ArrayLike | None = None) -> PairwiseResult:
+                         metric: str = "kappa", levels: npt.ArrayLike | None = None,
+                         exclude: Collection[tuple[Any, Any]] = ()) -> PairwiseResult:
     """The pairwise matrix and group means from per-(rater pair, user, label pair) counts, never a row per label.
 
     The one implementation of the figure: :func:`pairwise_agreement` counts a long frame and calls it.
@@ -159,8 +185,12 @@ def pairwise_from_counts(pairs: pd.DataFrame, items: Mapping[Any, int], users: S
             kappa.
         metric: The registered table metric every pair is scored by.
         levels: The ordinal levels' values (one per code), for metrics that read them.
+        exclude: Rater pairs (either order) kept in the matrix but left out of every group mean, e.g. a jury and
+            its own jurors (:func:`shared_juror_pairs`); the scored ones are listed in ``excluded``.
     """
     score = get_metric(metric)
+    left_out = {_sorted_pair(a, b) for a, b in exclude}
+    excluded: list[tuple[Any, Any]] = []
     raters = sorted((r for r in items if r in groups), key=lambda r: (groups[r], r))
     cluster_ids = np.unique(np.asarray(list(users), dtype=object))
     ordered = _category_order(categories)
@@ -212,14 +242,19 @@ def pairwise_from_counts(pairs: pd.DataFrame, items: Mapping[Any, int], users: S
         point = float(score.on(tables.sum(axis=0), levels))
         matrix.loc[a, b] = matrix.loc[b, a] = point
         scored.append((a, b, tables, point, shared))
+        if _sorted_pair(a, b) in left_out:
+            excluded.append(_sorted_pair(a, b))
+            continue
         kind = "–".join(sorted((groups[a], groups[b])))
         users_of.setdefault(kind, set()).update(np.flatnonzero(tables.sum(axis=(1, 2)) > 0).tolist())
     for a, b, tables, point, shared in scored:
         key = (a, b) if a <= b else (b, a)
         pair_tables[key], pair_points[key] = tables, (point, shared)
+        if key in left_out:
+            continue
         per_type.setdefault("–".join(sorted((groups[a], groups[b]))), []).append(key)
     result = PairwiseResult(matrix=matrix, overlap=overlap, groups={}, tables=pair_tables, points=pair_points,
-                            n_clusters=len(cluster_ids))
+                            n_clusters=len(cluster_ids), excluded=sorted(excluded))
     for kind, keys in sorted(per_type.items()):
         result.groups[kind] = GroupAgreement(
             mean_kappa=mean_pair_estimate(result, keys, metric=metric, levels=levels), n_pairs=len(keys),

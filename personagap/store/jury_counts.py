@@ -10,12 +10,14 @@ scale) pairs only (:func:`confidence_values`) and handed back as a small table.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Literal, cast
 
 import duckdb
 import pandas as pd
 
+from personagap.analysis.comparable import judge_display_sql
 from personagap.store.atomic import transaction
 from personagap.store.writes import upsert
 
@@ -56,6 +58,29 @@ def confidence_values(con: duckdb.DuckDBPyConnection, jurors: Sequence[tuple[str
         FROM labels l JOIN {_JURORS} j USING (rater, condition)
         WHERE l.label IS NOT NULL
     """, _params(jurors)).df())
+
+
+def jury_jurors(con: duckdb.DuckDBPyConnection, stage: str, dataset: str) -> dict[str, list[str]]:
+    """Per jury with a label in the dataset's stage, its jurors, both by display name (``rater [condition]``).
+
+    Read from the jury's run (``parameters.jurors``: ``[[rater, condition], ...]``), for the Agreement page's
+    leaving a jury and its own jurors out of its group means.
+    """
+    rows = con.execute(f"""
+        SELECT DISTINCT {judge_display_sql('l')} AS jury, CAST(json_extract(r.parameters, '$.jurors') AS VARCHAR)
+        FROM (SELECT DISTINCT l.rater, l.condition, l.run_id FROM labels l JOIN items i USING (item_id)
+              WHERE i.stage = ? AND i.dataset = ?) l
+        JOIN runs r USING (run_id)
+        WHERE json_extract(r.parameters, '$.jurors') IS NOT NULL
+    """, [stage, dataset]).fetchall()
+    out: dict[str, list[str]] = {}
+    for jury, jurors in rows:
+        names = out.setdefault(str(jury), [])
+        for rater, condition in json.loads(jurors):
+            name = f"{rater} [{condition}]" if condition else str(rater)
+            if name not in names:
+                names.append(name)
+    return out
 
 
 def _vote_sql(rule: JuryRule, n_jurors: int) -> str:
