@@ -51,6 +51,7 @@ from personagap.stages.response_pairwise import (
     gvp_rows,
     pairwise_humans,
     pairwise_judges,
+    profile_gap_note,
     profile_gaps,
 )
 from personagap.stages.response_records import (
@@ -125,7 +126,7 @@ def import_personafeedback(path: str | Path, db: str | Path) -> ResponseImport:
     return _import(load_personafeedback(path), db)
 
 
-def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseReport:
+def report_response(db: str | Path, *, weight: Weight = "items", baseline: str = NO_PROFILE) -> ResponseReport:
     """Build the stage-3 report from a database (read-only), from DuckDB's aggregates (issue 20).
 
     Pairwise and generic-vs-personalised figures come from per-(dataset, judge, condition, user) sums
@@ -133,16 +134,19 @@ def report_response(db: str | Path, *, weight: Weight = "items") -> ResponseRepo
     labelled (:func:`~personagap.analysis.aggregated.store_extras`); single-response sections read the human labels
     of single-response items alone, their judges' figures come from counts too. Memory does not grow with the judge
     labels. ``weight``: what the judge rows' table figures weigh equally (``items``, the default, or ``users``).
+    ``baseline``: the judge condition without the profile that the with/without-profile gap compares against
+    (``--baseline-condition``, default ``no-profile``).
     """
     with opened(db, read_only=True) as con:
         origins = dataset_origins(con)
         records = {ds: r for (st, ds), r in dataset_records(con).items() if st == "response"}
         return response_report_from_store(con, origins=origins,
-                                          records=records, weight=weight)
+                                          records=records, weight=weight, baseline=baseline)
 
 
 def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mapping[str, str] | None = None,
-                               records: Mapping[str, DatasetRecord], weight: Weight = "items") -> ResponseReport:
+                               records: Mapping[str, DatasetRecord], weight: Weight = "items",
+                               baseline: str = NO_PROFILE) -> ResponseReport:
     """The stage-3 report from an open store.
 
     Args:
@@ -152,16 +156,18 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mappi
             judge is scored over and the question a section is titled with. A single-response dataset missing
             from it is read the way the record reader infers one (nominal over the labels).
         weight: What the judge rows' table figures weigh equally (``items`` or ``users``).
+        baseline: The judge condition without the profile (``baseline`` or ``baseline+suffix``) each other
+            condition of the same judge is compared with: the with/without-profile gap.
     """
     with reference_table(con) as reference, staged(con, reference):
         counts, human_counts, gvp = pair_judge_counts(con), pair_human_counts(con), gvp_counts(con)
         human_raters = pair_human_raters(con)
-        # The paired figures need both runs of a judge: without a reverse-order run or a no-profile condition
+        # The paired figures need both runs of a judge: without a reverse-order run or a baseline condition
         # there is nothing to pair, and no pass over the labels is made for it.
         conditions = {str(c) for c in counts["condition"].unique()}
         swaps = swap_counts(con) if any(c.endswith(REVERSED) for c in conditions) else None
-        paired = any(c.split("+")[0] == NO_PROFILE for c in conditions)
-        gap_counts = profile_gap_counts(con) if paired else None
+        paired = any(c.split("+")[0] == baseline for c in conditions)
+        gap_counts = profile_gap_counts(con, baseline) if paired else None
         single_datasets = datasets_of_kinds(con, SINGLE_KINDS)
         # Single-response datasets: the human labels per item (agreement among humans), every judge label counted.
         singles = _single_reads(con, single_datasets) if single_datasets else None
@@ -208,7 +214,8 @@ def response_report_from_store(con: duckdb.DuckDBPyConnection, *, origins: Mappi
     alt_test, estimates = store_extras(con, "response", datasets, positive="yes", counts=counts_for_rates,
                                        rate_datasets=binary, scales={ds: r.scale for ds, r in records.items()})
     out = ResponseReport(judges=judges, humans=humans, profile_gaps=gaps, generic_vs_personalized=gvp_results,
-                         single_responses=sections, alt_test=alt_test, estimates=estimates, weight=weight)
+                         single_responses=sections, alt_test=alt_test, estimates=estimates, weight=weight,
+                         baseline_condition=baseline, profile_gap_note=profile_gap_note(conditions, baseline, gaps))
     out.origin_comparison = tag_and_compare(out, origins or {}, lambda: ((j.judge, j) for j in out.judges))
     out.usr = legacy_usr(out.single_responses)
     return out

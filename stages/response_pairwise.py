@@ -35,6 +35,7 @@ from personagap.stages.response_records import (
     HumanBias,
     JudgeResult,
     ProfileGap,
+    condition_name,
 )
 from personagap.store.response_counts import BASELINE_SIDES
 
@@ -218,6 +219,30 @@ def profile_gaps(gap_counts: pd.DataFrame, counts: pd.DataFrame, dataset: str) -
             n_without=int(judged.get((rater, without_condition), 0)), n_users=int(rows["user_id"].nunique()),
             accuracy_with=acc_with, accuracy_without=acc_without, gap=gap.value, gap_ci=ci_list(gap)))
     return out
+
+
+def profile_gap_note(conditions: set[str], baseline: str, gaps: list[ProfileGap]) -> str | None:
+    """One line saying why no with/without-profile comparison was made, or None when one was (or none could be).
+
+    Args:
+        conditions: The pairwise judges' conditions (reverse-order runs included; they are not listed).
+        baseline: The declared condition without the profile (``--baseline-condition``).
+        gaps: The comparisons made.
+
+    Returns:
+        None when ``gaps`` is not empty or no pairwise judge was read; else the line, naming the conditions
+        present and the option when ``baseline`` is not among them.
+    """
+    shown = sorted(c for c in conditions if not c.endswith(REVERSED))
+    if gaps or not shown:
+        return None
+    named = condition_name(baseline, quoted=True)
+    if not any(c.split("+")[0] == baseline for c in shown):
+        present = ", ".join(condition_name(c, quoted=True) for c in shown)
+        return (f"No with/without-profile comparison: the baseline condition {named} is not among the pairwise "
+                f"judges' conditions ({present}); name the one run without the profile with --baseline-condition.")
+    return (f"No with/without-profile comparison: no other condition of a judge shares human-labelled items with "
+            f"the baseline condition {named}.")
 
 
 def gvp_rows(counts: pd.DataFrame, dataset: str) -> list[GenericVsPersonalized]:

@@ -21,6 +21,21 @@ from personagap.vocabulary import SINGLE_KINDS as SINGLE_KINDS
 USR_DATASET = "usr-personachat"
 
 
+def condition_name(condition: str, *, quoted: bool = False) -> str:
+    """A condition as the report prints it: the default (empty) condition named, never printed as nothing.
+
+    Args:
+        condition: A stored ``condition``.
+        quoted: Put any other name in single quotes (in a sentence, where a name may hold spaces).
+
+    Returns:
+        ``(default condition)`` for ``''``, else the name (quoted if asked).
+    """
+    if not condition:
+        return "(default condition)"
+    return f"'{condition}'" if quoted else condition
+
+
 
 
 
@@ -240,6 +255,11 @@ class ResponseReport(BaseModel):
     min_users_for_ci: int = MIN_USERS_FOR_CI
     weight: Weight = Field(default="items", description="What the judge rows' table figures weigh equally: "
                            "'items' (the default) or 'users' (--weight users); each row's ``estimand`` says it.")
+    baseline_condition: str = Field(default=NO_PROFILE, description="The judge condition without the profile that "
+                                    "profile_gaps compares against (--baseline-condition).")
+    profile_gap_note: str | None = Field(default=None, description="Why profile_gaps is empty although pairwise "
+                                         "judges were read (e.g. the baseline condition is not in the data); null "
+                                         "when a comparison was made or there is no pairwise judge.")
 
     def to_json_dict(self) -> dict[str, Any]:
         """Return the report as JSON-safe data (NaN becomes null)."""

@@ -12,7 +12,7 @@ from personagap.analysis.origins import origin_lines, where
 from personagap.analysis.panel import extras_lines, panel_lines
 from personagap.analysis.weighting import gap_lines, weight_note
 from personagap.scales import alpha_level
-from personagap.stages.response_records import JudgeResult, ResponseReport, SingleResponseReport
+from personagap.stages.response_records import JudgeResult, ResponseReport, SingleResponseReport, condition_name
 from personagap.text import number
 
 if TYPE_CHECKING:
@@ -63,10 +63,13 @@ def render_response(report: ResponseReport) -> str:
         lines += ["", "With vs without the profile (same judge; a paired gap uses only the items judged both ways):",
                   ""]
         for g in report.profile_gaps:
-            lines.append(f"  {g.rater} on {g.dataset}: {g.with_condition} {number(g.accuracy_with)} vs "
-                         f"{g.without_condition} {number(g.accuracy_without)} on the {g.n} items both conditions "
+            lines.append(f"  {g.rater} on {g.dataset}: {condition_name(g.with_condition)} {number(g.accuracy_with)} "
+                         f"vs {condition_name(g.without_condition)} {number(g.accuracy_without)} on the {g.n} items "
+                         f"both conditions "
                          f"judged (of {g.n_with} judged with the profile, {g.n_without} without): gap "
                          f"{g.gap:+.3f} {ci_text(ci=g.gap_ci, n_users=g.n_users)}")
+    elif report.profile_gap_note:
+        lines += ["", report.profile_gap_note]
     groups = [j for j in pairwise if j.by_group]
     if groups:
         lines += ["", "Accuracy by split / tier:", ""]

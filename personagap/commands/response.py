@@ -125,15 +125,19 @@ def _judge_trained(db: str, model_path: str | None, datasets: tuple[str, ...]) -
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of tables.")
 @target_options
 @weight_option
+@click.option("--baseline-condition", "baseline", default=None,
+              help="The judge condition run without the profile (default: no-profile): each other condition of the "
+                   "same judge is compared with it, the with/without-profile gap.")
 def report_response(db: str, as_json: bool, target_accuracy: float | None,
-                    target_kappa: float | None, weight: Weight) -> None:
+                    target_kappa: float | None, weight: Weight, baseline: str | None) -> None:
     """Stage 3: per judge and dataset, accuracy and kappa vs humans with 95% CIs, and biases.
 
     Also failures, position and length bias (judges and humans), baselines, the
     with/without-profile gap and USR rater agreement; for judges that state a confidence (PRISM's certainty),
     calibration, agreement at each confidence and, with a target, a threshold checked on held-out users.
     """
-    result = run_or_exit(lambda: stage.report_response(db, weight=weight))
+    declared = {} if baseline is None else {"baseline": baseline}
+    result = run_or_exit(lambda: stage.report_response(db, weight=weight, **declared))
     click.echo(with_confidence(db, "response", result, as_json, stage.render_response, target_accuracy,
                                target_kappa))
 

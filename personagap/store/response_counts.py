@@ -212,12 +212,16 @@ def pair_human_raters(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
     """, _params())
 
 
-def profile_gap_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+def profile_gap_counts(con: duckdb.DuckDBPyConnection, baseline: str = NO_PROFILE) -> pd.DataFrame:
     """Per (dataset, judge, condition with the profile, user): hits with and without it on the same items.
 
-    A condition ``X`` or ``X+suffix`` (``X`` not :data:`NO_PROFILE`, not a reverse-order run) is paired with
-    ``no-profile`` or ``no-profile+suffix`` of the same rater; only items both judged (parsed) that have a blind
+    A condition ``X`` or ``X+suffix`` (``X`` not ``baseline``, not a reverse-order run) is paired with
+    ``baseline`` or ``baseline+suffix`` of the same rater; only items both judged (parsed) that have a blind
     human reference count.
+
+    Args:
+        con: A connection inside :func:`staged`.
+        baseline: The condition without the profile (``report response --baseline-condition``).
 
     Returns:
         Columns ``dataset``, ``rater``, ``with_condition``, ``without_condition``, ``user_id``, ``hits_with``,
@@ -235,12 +239,12 @@ def profile_gap_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
                count(*) FILTER (w.label = p.human) AS hits_with, count(*) FILTER (o.label = p.human) AS hits_without,
                count(*) AS n
         FROM with_profile w
-        JOIN (SELECT * FROM parsed WHERE starts_with(condition, $no_profile)) o
+        JOIN (SELECT * FROM parsed WHERE split_part(condition, '+', 1) = $no_profile) o
           ON o.item_id = w.item_id AND o.rater = w.rater AND o.condition = w.paired
         JOIN pair_items p ON p.item_id = w.item_id
         WHERE p.human IS NOT NULL
         GROUP BY ALL
-    """, _params(no_profile=NO_PROFILE, reversed=REVERSED))
+    """, _params(no_profile=baseline, reversed=REVERSED))
 
 
 def swap_counts(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
