@@ -11,9 +11,7 @@ import streamlit as st
 
 from personagap.analysis.agreement import DEFAULT_SEED
 from personagap.analysis.diagnosis import Diagnosis
-from personagap.analysis.pairwise import pairwise_from_counts
 from personagap.dashboard import access, queries
-from personagap.dashboard.display import ci, num
 from personagap.store import DEFAULT_DB
 from personagap.vocabulary import HUMAN_SETS
 
@@ -177,24 +175,6 @@ def robust_panel(db: str, stage: str, datasets: tuple[str, ...]) -> pd.DataFrame
 def matrix_choices(db: str) -> pd.DataFrame:
     """The (stage, dataset) pairs that have two raters on the same items, cached."""
     return queries.matrix_choices(db)
-
-
-@st.cache_data(ttl=TTL_SECONDS, show_spinner="Computing pairwise agreement…")
-def pairwise(db: str, stage: str, dataset: str) -> dict[str, Any]:
-    """Pairwise kappa among every rater of a dataset: the matrix, shared item counts, groups and group means."""
-    from personagap.store.dashboard_reads import agreement_counts
-
-    # Counted per (rater pair, user, label pair) in the store: no row per label (issue 31).
-    with queries.read_only(db) as con:
-        counts = agreement_counts(con, stage, dataset)
-    groups = {str(r): ("human majority" if k == "human_majority" else "human" if k == "human" else "judge")
-              for r, k in counts.raters[["rater", "rater_kind"]].itertuples(index=False)}
-    items = dict(zip(counts.raters["rater"].astype(str), counts.raters["items"].astype(int), strict=True))
-    result = pairwise_from_counts(counts.pairs, items, counts.users, counts.categories, groups)
-    summary = pd.DataFrame([{"pairs": k, "mean kappa": num(g.mean_kappa.value), "95% CI": ci(list(g.mean_kappa.ci)),
-                             "rater pairs": g.n_pairs}
-                            for k, g in result.groups.items()])
-    return {"matrix": result.matrix, "overlap": result.overlap, "groups": groups, "summary": summary}
 
 
 @st.cache_data(ttl=TTL_SECONDS, show_spinner=False)

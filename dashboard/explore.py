@@ -10,34 +10,11 @@ import pandas as pd
 import streamlit as st
 
 from personagap.analysis.comparable import HUMAN_KINDS, JUDGE_KINDS, judge_display
-from personagap.dashboard import charts, data, queries
+from personagap.dashboard import data, queries
 from personagap.dashboard.data import db_path
 from personagap.dashboard.display import MISSING, md, missing, text
 from personagap.dashboard.overview import pipeline
 from personagap.dashboard.shell import PAGE_SIZE, require_data
-
-
-def agreement_matrix() -> None:
-    """Pairwise kappa among every human and judge who labelled the same items."""
-    st.title("Agreement matrix")
-    if require_data() is None:
-        return
-    db = db_path()
-    choices = data.matrix_choices(db)
-    if choices.empty:
-        st.info("No dataset has two raters on the same items yet.")
-        return
-    keys = [f"{r.stage} · {r.dataset}" for r in choices.itertuples()]
-    default = int(choices["raters"].to_numpy().argmax())
-    picked = st.selectbox("Stage and dataset", keys, index=default)
-    row = choices.iloc[keys.index(picked)]
-    result = data.pairwise(db, str(row["stage"]), str(row["dataset"]))
-    st.caption("Cohen's kappa for every pair of raters on the items both labelled (blind humans and comparable "
-               "judges; pairs sharing fewer than 10 items are blank). Hover a cell for the shared item count.")
-    st.altair_chart(charts.matrix_chart(result["matrix"], result["overlap"], result["groups"]), width="content")
-    if not result["summary"].empty:
-        st.subheader("Mean pairwise kappa within and across groups (95% CI)")
-        st.dataframe(result["summary"], hide_index=True)
 
 
 def disagreements() -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from personagap.analysis.diagnosis import STAGES
 from personagap.dashboard.data import TTL_SECONDS, case, db_path, diag
 from personagap.dashboard.display import md, missing
-from personagap.dashboard.explore import agreement_matrix, disagreements, runs_page, show_item, show_labels
+from personagap.dashboard.explore import disagreements, runs_page, show_item, show_labels
 from personagap.dashboard.overview import overview
 from personagap.dashboard.shell import require_data, sidebar
 from personagap.dashboard.stage_sections import stage_page
@@ -30,6 +30,6 @@ from personagap.dashboard.tables import estimates_table, forest_frames, forest_t
 _diag = diag
 _case = case
 
-__all__ = ["STAGES", "TTL_SECONDS", "agreement_matrix", "db_path", "disagreements", "estimates_table", "forest_frames",
+__all__ = ["STAGES", "TTL_SECONDS", "db_path", "disagreements", "estimates_table", "forest_frames",
            "forest_title", "judges_table", "md", "missing", "overview", "require_data", "runs_page", "show_item",
            "show_labels", "sidebar", "stage_page"]
