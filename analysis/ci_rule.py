@@ -122,7 +122,8 @@ def cluster_estimate(stat: Stat, per_cluster: npt.ArrayLike, *, level: float = 0
         min_users: No interval below this many users; None: :data:`MIN_USERS_FOR_CI` (a human rate passes
             :data:`MIN_LABELLED_USERS`).
         parts: The rates in [0, 1] the figure averages, as a function of the totals (balanced accuracy: each
-            class's recall); where one of them is 0 or 1 on all users no interval is given (:func:`parts_at_edge`).
+            class's recall); where one of them is 0 or 1 on all users no interval is given
+            (:attr:`IntervalRule.parts_at_edge`).
         sizes: The items of every user of the data the figure is drawn from, when the figure's users are a subset
             of them (a reliability bin, a coverage-curve point): whether items per user are very unequal is judged
             on these, not on the subset, whose few users may look even by chance exactly when they lack the heavy
@@ -304,9 +305,8 @@ def interval_from_leave_outs(point: float, theta: FloatArray, level: float = 0.9
         cv = items_cv(judged)
         if cv > rule.unequal_cv:
             return Estimate(point, nan_ci, n, 0, reason=(
-                f"items per user very unequal (CV {cv:.1f}): an item-weighted interval needs "
-                f"{rule.unequal_min_users} users, as fewer may miss the heavy users it leans on; "
-                "the user-weighted figure has one"))
+                f"items per user very unequal (CV {cv:.2f} > {rule.unequal_cv:g}): an item-weighted interval "
+                f"needs {rule.unequal_min_users} users, as fewer may miss the heavy users it leans on"))
     forward, back = _transform(bounds) if rule.transform else _transform(None)
     with np.errstate(divide="ignore", invalid="ignore"):
         z_point = float(forward(np.asarray(point, dtype=float)))
